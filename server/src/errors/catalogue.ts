@@ -1,0 +1,60 @@
+import { Code } from "@connectrpc/connect";
+
+/** One entry of the catalogue: the Connect/gRPC code and the HTTP status of the JSON API. */
+export interface ErrorSpec {
+  readonly code: Code;
+  readonly httpStatus: number;
+  /** What the condition means, for docs/errors.md and for readers of this file. */
+  readonly summary: string;
+}
+
+/**
+ * Every stable error code the service returns. A code never changes meaning once published;
+ * docs/errors.md is checked against this table by a test.
+ */
+export const errorCatalogue = {
+  // Requests and authentication
+  unauthenticated: { code: Code.Unauthenticated, httpStatus: 401, summary: "The Authorization bearer key is missing or not known." },
+  invalid_argument: { code: Code.InvalidArgument, httpStatus: 400, summary: "A request field is missing or malformed; the message names the field." },
+  malformed_request: { code: Code.InvalidArgument, httpStatus: 400, summary: "The request body or query could not be decoded (bad JSON, unknown field, wrong type)." },
+  route_not_found: { code: Code.NotFound, httpStatus: 404, summary: "No API method is bound to this HTTP method and path." },
+  payload_too_large: { code: Code.ResourceExhausted, httpStatus: 413, summary: "The request body exceeds the configured limit." },
+  unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The server is shutting down or a dependency is unavailable; retry elsewhere." },
+  internal: { code: Code.Internal, httpStatus: 500, summary: "An unexpected server fault; the message carries no internals." },
+
+  // Assets and the signed upload
+  invalid_sha256: { code: Code.InvalidArgument, httpStatus: 400, summary: "A content hash is not 64 lowercase hexadecimal characters." },
+  invalid_size: { code: Code.InvalidArgument, httpStatus: 400, summary: "A declared size is negative or above the upload limit." },
+  asset_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has not uploaded (or finalized) content with that hash." },
+  checksum_mismatch: { code: Code.InvalidArgument, httpStatus: 400, summary: "Uploaded bytes do not hash to the signed SHA-256, or the checksum header differs from it." },
+  size_mismatch: { code: Code.InvalidArgument, httpStatus: 400, summary: "Uploaded bytes are not exactly the signed size." },
+  upload_url_expired: { code: Code.PermissionDenied, httpStatus: 403, summary: "The signed upload URL is past its expiry." },
+  upload_url_invalid: { code: Code.PermissionDenied, httpStatus: 403, summary: "The upload URL's signature does not match its parameters (tampered or foreign)." },
+  // Skills and their bundles
+  invalid_skill_name: { code: Code.InvalidArgument, httpStatus: 400, summary: "A skill name breaks ^[a-z0-9][a-z0-9_-]{0,127}$, contains \"__\", or is reserved (skills, skill)." },
+  skill_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has no skill of that name." },
+  bundle_not_zip: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle is not a readable zip archive." },
+  bundle_not_canonical: { code: Code.InvalidArgument, httpStatus: 400, summary: "The zip is valid but not in canonical form (docs/bundle-format.md); re-zip it with a conforming client." },
+  bundle_missing_skill_md: { code: Code.InvalidArgument, httpStatus: 400, summary: "SKILL.md is not at the archive root." },
+  frontmatter_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "SKILL.md does not start with a YAML frontmatter block." },
+  frontmatter_invalid: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter is not valid YAML mapping, or a field has the wrong type." },
+  description_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter has no non-empty description." },
+  description_too_long: { code: Code.InvalidArgument, httpStatus: 400, summary: "The description exceeds 2048 characters." },
+  bundle_path_invalid: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry path is absolute, has an empty, . or .. segment, a backslash, a NUL or other control character, or is not UTF-8." },
+  bundle_duplicate_entry: { code: Code.InvalidArgument, httpStatus: 400, summary: "Two entries have the same path, or a path is both a file and a directory prefix." },
+  bundle_special_entry: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry is a symlink, device or other non-regular file." },
+  bundle_encrypted: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry is encrypted." },
+  bundle_too_many_entries: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle has more entries than the configured limit." },
+  bundle_entry_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "One entry's uncompressed size exceeds the configured limit." },
+  bundle_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle's total uncompressed size exceeds the configured limit." },
+  bundle_compression_ratio: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry's compression ratio is above the configured limit (zip bomb guard)." },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+/** The domain carried in google.rpc.ErrorInfo next to the code. */
+export const ERROR_DOMAIN = "skillenv";
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(errorCatalogue, value);
+}

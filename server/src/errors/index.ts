@@ -1,0 +1,2 @@
+export { errorCatalogue, ERROR_DOMAIN, isErrorCode, type ErrorCode, type ErrorSpec } from "./catalogue.ts";
+export { describeError, serviceError, stableCodeOf, type DescribedError, type ErrorBody } from "./service-error.ts";

@@ -1,0 +1,68 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
+import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
+import { ERROR_DOMAIN, errorCatalogue, isErrorCode, type ErrorCode } from "./catalogue.ts";
+
+/**
+ * Creates the error a handler throws. The stable code travels as google.rpc.ErrorInfo.reason,
+ * so gRPC, gRPC-Web and Connect clients read it from the status details and the JSON API
+ * from the body's "code".
+ */
+export function serviceError(code: ErrorCode, message: string, metadata: Record<string, string> = {}): ConnectError {
+  return new ConnectError(message, errorCatalogue[code].code, undefined, [
+    { desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN, metadata } },
+  ]);
+}
+
+/** The JSON body of an error on the HTTP API. */
+export interface ErrorBody {
+  code: string;
+  message: string;
+  /** The Connect code name, e.g. "not_found". */
+  status: string;
+}
+
+export interface DescribedError {
+  body: ErrorBody;
+  httpStatus: number;
+}
+
+/** Reads the stable code back out of any thrown value; anything unrecognised is `internal`. */
+export function stableCodeOf(error: ConnectError): ErrorCode {
+  const reason = error.findDetails(ErrorInfoSchema).find((info) => info.domain === ERROR_DOMAIN)?.reason;
+  if (reason !== undefined && isErrorCode(reason)) return reason;
+  return fallbackCodeFor(error.code);
+}
+
+export function describeError(thrown: unknown): DescribedError {
+  const error = ConnectError.from(thrown);
+  const code = stableCodeOf(error);
+  const message = code === "internal" && !isServiceError(error) ? "internal error" : error.rawMessage;
+  return {
+    body: { code, message, status: codeToString(errorCatalogue[code].code) },
+    httpStatus: errorCatalogue[code].httpStatus,
+  };
+}
+
+function isServiceError(error: ConnectError): boolean {
+  return error.findDetails(ErrorInfoSchema).some((info) => info.domain === ERROR_DOMAIN);
+}
+
+/** Errors raised by the Connect runtime itself (decode failures, size limits) carry no ErrorInfo. */
+function fallbackCodeFor(code: Code): ErrorCode {
+  switch (code) {
+    case Code.Unauthenticated:
+      return "unauthenticated";
+    case Code.InvalidArgument:
+      return "malformed_request";
+    case Code.ResourceExhausted:
+      return "payload_too_large";
+    case Code.Unavailable:
+      return "unavailable";
+    case Code.Unimplemented:
+    case Code.NotFound:
+      return "route_not_found";
+    default:
+      return "internal";
+  }
+}
