@@ -1,0 +1,25 @@
+import { createClient, type Client, type Transport } from "@connectrpc/connect";
+import { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
+import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
+
+export interface ServiceClient {
+  /** The generated AssetService client. */
+  readonly assets: Client<typeof AssetService>;
+  /** Uploads bytes as a workspace asset (presign, PUT, finalize). */
+  uploadAsset(bytes: Uint8Array): Promise<UploadResult>;
+}
+
+export interface ServiceClientOptions {
+  /** For the signed PUT; defaults to the global fetch. */
+  fetch?: FetchFunction;
+}
+
+/** A typed client over any Connect transport (connect-node, connect-web, gRPC, gRPC-Web). */
+export function createServiceClient(transport: Transport, options: ServiceClientOptions = {}): ServiceClient {
+  const assets = createClient(AssetService, transport);
+  const fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  return {
+    assets,
+    uploadAsset: (bytes) => uploadAsset(assets, bytes, fetchFn),
+  };
+}

@@ -1,0 +1,70 @@
+import { createConnectRouter } from "@connectrpc/connect";
+import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
+import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
+import { ApiKeys, DEV_WORKSPACE, authInterceptor, loadOrCreateDevKey } from "./auth/index.ts";
+import type { Settings } from "./config/index.ts";
+import { Health, HealthState } from "./health/index.ts";
+import { createRequestListener, listen, requestLogInterceptor, type LogSink } from "./http/index.ts";
+import { FileBlobStore, openDatabase } from "./storage/index.ts";
+import { createTranscoder } from "./transcoder/index.ts";
+
+export interface RunningService {
+  /** Base URL of the listening port, e.g. http://127.0.0.1:8080. */
+  readonly url: string;
+  /** Set when no keys were configured: where the development key was written. */
+  readonly devKeyFile: string | undefined;
+  /** Graceful: stop accepting, finish in-flight calls (up to the grace period), close storage. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Where request log lines go; default stdout when settings.logRequests is on. */
+  log?: LogSink;
+}
+
+/** Composition root: opens storage, wires the services and starts the one-port listener. */
+export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
+  const db = await openDatabase(settings.dataDir);
+  try {
+    const blobs = await FileBlobStore.open(settings.dataDir);
+    const { keys, devKeyFile } = await resolveKeys(settings);
+    const assets = await createAssets({ db, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
+
+    const services = [AssetService];
+    const health = new HealthState(services.map((service) => service.typeName));
+    const router = createConnectRouter({
+      interceptors: [requestLogInterceptor(), authInterceptor(keys, new Set([Health.typeName]))],
+      readMaxBytes: settings.limits.maxRequestBytes,
+    });
+    router.service(AssetService, assets.service);
+    router.service(Health, health.service());
+
+    const onRequest = createRequestListener({
+      handlers: router.handlers,
+      transcoder: createTranscoder({ services, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
+      rawEndpoints: [assets.uploads],
+      corsOrigins: settings.corsOrigins,
+      corsHeaders: [CHECKSUM_HEADER],
+      log: options.log ?? (settings.logRequests ? (line) => process.stdout.write(`${line}\n`) : undefined),
+    });
+    const listener = await listen({ ...settings.listen, tls: settings.tls }, onRequest);
+    return {
+      url: listener.url,
+      devKeyFile,
+      async close() {
+        health.setNotServing();
+        await listener.close(settings.shutdownGraceSecs * 1000);
+        await db.close();
+      },
+    };
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+}
+
+async function resolveKeys(settings: Settings): Promise<{ keys: ApiKeys; devKeyFile: string | undefined }> {
+  if (settings.apiKeys) return { keys: new ApiKeys(settings.apiKeys), devKeyFile: undefined };
+  const dev = await loadOrCreateDevKey(settings.dataDir);
+  return { keys: new ApiKeys(new Map([[dev.key, DEV_WORKSPACE]])), devKeyFile: dev.file };
+}

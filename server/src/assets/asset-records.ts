@@ -1,0 +1,56 @@
+import { table, workspaceKey, type Database, type Sha256Hex, type Table } from "../storage/index.ts";
+
+/** Proof that a workspace PUT verified bytes through a signed URL; consumed by finalize. */
+interface UploadReceipt {
+  sizeBytes: number;
+  uploadedAt: string;
+}
+
+/** A finalized workspace asset. */
+export interface AssetRecord {
+  sha256: Sha256Hex;
+  sizeBytes: number;
+  finalizedAt: string;
+}
+
+/**
+ * Which workspace may see which content. Bytes are shared in the blob store; these records are
+ * the only way a workspace learns that content exists, so there is no cross-workspace oracle.
+ */
+export class AssetRecords {
+  readonly #db: Database;
+  readonly #receipts: Table<UploadReceipt>;
+  readonly #assets: Table<AssetRecord>;
+
+  constructor(db: Database) {
+    this.#db = db;
+    this.#receipts = table<UploadReceipt>(db, "upload-receipts");
+    this.#assets = table<AssetRecord>(db, "assets");
+  }
+
+  async recordUpload(workspace: string, sha256: Sha256Hex, sizeBytes: number): Promise<void> {
+    await this.#receipts.put(workspaceKey(workspace, sha256), { sizeBytes, uploadedAt: new Date().toISOString() });
+  }
+
+  async get(workspace: string, sha256: Sha256Hex): Promise<AssetRecord | undefined> {
+    return this.#assets.get(workspaceKey(workspace, sha256));
+  }
+
+  /**
+   * Turns the workspace's upload receipt into an asset, atomically. Returns the existing record
+   * when already finalized, undefined when this workspace never uploaded the content.
+   */
+  async finalize(workspace: string, sha256: Sha256Hex): Promise<AssetRecord | undefined> {
+    const key = workspaceKey(workspace, sha256);
+    const existing = await this.#assets.get(key);
+    if (existing) return existing;
+    const receipt = await this.#receipts.get(key);
+    if (!receipt) return undefined;
+    const record: AssetRecord = { sha256, sizeBytes: receipt.sizeBytes, finalizedAt: new Date().toISOString() };
+    await this.#db.batch([
+      { type: "put", sublevel: this.#assets, key, value: record },
+      { type: "del", sublevel: this.#receipts, key },
+    ]);
+    return record;
+  }
+}

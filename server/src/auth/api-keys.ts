@@ -1,0 +1,55 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import * as fs from "node:fs/promises";
+import * as path from "node:path";
+
+export const DEV_WORKSPACE = "dev";
+export const DEV_KEY_FILE = "dev-api-key";
+
+/**
+ * Resolves bearer keys to workspaces. Keys are compared as SHA-256 digests with timingSafeEqual
+ * against every known key, so neither the key's length nor the position of a first difference
+ * leaks through timing.
+ */
+export class ApiKeys {
+  readonly #entries: ReadonlyArray<{ digest: Buffer; workspace: string }>;
+
+  constructor(keys: ReadonlyMap<string, string>) {
+    this.#entries = [...keys].map(([key, workspace]) => ({ digest: digest(key), workspace }));
+  }
+
+  workspaceOf(key: string): string | undefined {
+    const candidate = digest(key);
+    let found: string | undefined;
+    for (const entry of this.#entries) {
+      if (timingSafeEqual(entry.digest, candidate)) found = entry.workspace;
+    }
+    return found;
+  }
+}
+
+function digest(key: string): Buffer {
+  return createHash("sha256").update(key).digest();
+}
+
+/**
+ * The development key: generated once into the data directory (mode 0600) and reused after,
+ * so `npm start` works with no configuration and the key survives restarts.
+ */
+export async function loadOrCreateDevKey(dataDir: string): Promise<{ key: string; file: string }> {
+  const file = path.join(dataDir, DEV_KEY_FILE);
+  try {
+    return { key: (await fs.readFile(file, "utf8")).trim(), file };
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  const key = `dev_${randomBytes(24).toString("base64url")}`;
+  await fs.mkdir(dataDir, { recursive: true });
+  try {
+    await fs.writeFile(file, `${key}\n`, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    // Another process created it first: use theirs.
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") return loadOrCreateDevKey(dataDir);
+    throw error;
+  }
+  return { key, file };
+}

@@ -1,0 +1,2 @@
+export { loadSettings, SettingsError, type EnvironmentSettings, type Limits, type Settings } from "./settings.ts";
+export { isWorkspaceName, type ListenAddress } from "./parsers.ts";

@@ -1,0 +1,112 @@
+import * as path from "node:path";
+import {
+  parseAbsolutePaths,
+  parseApiKeys,
+  parseBoolean,
+  parseEnvNames,
+  parseList,
+  parseListen,
+  parseOrigins,
+  parsePositiveInt,
+  parseUrl,
+  type ListenAddress,
+} from "./parsers.ts";
+
+export interface Settings {
+  listen: ListenAddress;
+  dataDir: string;
+  /** API key -> workspace. Undefined means: use the development key in the data directory. */
+  apiKeys: Map<string, string> | undefined;
+  /** Base URL written into signed upload URLs; undefined means: the Host the client used. */
+  publicUrl: string | undefined;
+  tls: { certFile: string; keyFile: string } | undefined;
+  corsOrigins: string[];
+  logRequests: boolean;
+  shutdownGraceSecs: number;
+  limits: Limits;
+  env: EnvironmentSettings;
+}
+
+export interface Limits {
+  /** Largest body accepted by the signed upload URL. */
+  maxUploadBytes: number;
+  /** Largest body of an API request (JSON or raw). */
+  maxRequestBytes: number;
+  uploadUrlTtlSecs: number;
+  skillMaxEntries: number;
+  skillMaxEntryBytes: number;
+  skillMaxTotalBytes: number;
+  skillMaxCompressionRatio: number;
+}
+
+/** Spec §8 deployment settings of the environments. */
+export interface EnvironmentSettings {
+  filesystemAllow: string[];
+  networkAllow: string[];
+  secretAllow: string[];
+  preparationFile: string | undefined;
+  workers: number;
+  maxTurnSecs: number;
+}
+
+export class SettingsError extends Error {
+  override name = "SettingsError";
+}
+
+const MiB = 1024 * 1024;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads every setting from the environment. All problems are reported at once, each naming the
+ * setting and its accepted form, so an operator fixes a deployment in one pass.
+ */
+export function loadSettings(env: Env = process.env): Settings {
+  const problems: string[] = [];
+  function read<T>(name: string, parse: (raw: string) => T, fallback: T): T {
+    const raw = env[name];
+    if (raw === undefined || raw === "") return fallback;
+    try {
+      return parse(raw);
+    } catch (error) {
+      problems.push(`${name}: ${(error as Error).message}`);
+      return fallback;
+    }
+  }
+
+  const certFile = read("SERVICE_TLS_CERT", String, undefined);
+  const keyFile = read("SERVICE_TLS_KEY", String, undefined);
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    problems.push("SERVICE_TLS_CERT, SERVICE_TLS_KEY: set both (PEM file paths) or neither");
+  }
+
+  const settings: Settings = {
+    listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
+    dataDir: path.resolve(read("SERVICE_DATA_DIR", String, "data")),
+    apiKeys: read("SERVICE_API_KEYS", parseApiKeys, undefined),
+    publicUrl: read("SERVICE_PUBLIC_URL", parseUrl, undefined),
+    tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
+    corsOrigins: read("SERVICE_CORS_ORIGINS", parseList, ["*"]),
+    logRequests: read("SERVICE_LOG_REQUESTS", parseBoolean, true),
+    shutdownGraceSecs: read("SERVICE_SHUTDOWN_GRACE_SECS", parsePositiveInt, 10),
+    limits: {
+      maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
+      maxRequestBytes: read("SERVICE_MAX_REQUEST_BYTES", parsePositiveInt, 32 * MiB),
+      uploadUrlTtlSecs: read("SERVICE_UPLOAD_URL_TTL_SECS", parsePositiveInt, 900),
+      skillMaxEntries: read("SERVICE_SKILL_MAX_ENTRIES", parsePositiveInt, 1000),
+      skillMaxEntryBytes: read("SERVICE_SKILL_MAX_ENTRY_BYTES", parsePositiveInt, 10 * MiB),
+      skillMaxTotalBytes: read("SERVICE_SKILL_MAX_TOTAL_BYTES", parsePositiveInt, 50 * MiB),
+      skillMaxCompressionRatio: read("SERVICE_SKILL_MAX_COMPRESSION_RATIO", parsePositiveInt, 100),
+    },
+    env: {
+      filesystemAllow: read("SERVICE_ENV_FILESYSTEM_ALLOW", parseAbsolutePaths, []),
+      networkAllow: read("SERVICE_ENV_NETWORK_ALLOW", parseOrigins, []),
+      secretAllow: read("SERVICE_ENV_SECRET_ALLOW", parseEnvNames, []),
+      preparationFile: read("SERVICE_ENV_PREPARATION", (raw) => path.resolve(raw), undefined),
+      workers: read("SERVICE_ENV_WORKERS", parsePositiveInt, 2),
+      maxTurnSecs: read("SERVICE_MAX_TURN_SECS", parsePositiveInt, 300),
+    },
+  };
+  if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
+  return settings;
+}

@@ -1,0 +1,11 @@
+export { listen, type Listener, type ListenOptions } from "./listener.ts";
+export type { NodeRequest, NodeResponse } from "./node-types.ts";
+export {
+  createRequestListener,
+  requestLogInterceptor,
+  type RawEndpoint,
+  type RawEndpointResult,
+  type RequestHandlerOptions,
+  type RequestListener,
+} from "./request-handler.ts";
+export type { LogSink } from "./request-log.ts";

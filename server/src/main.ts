@@ -1,0 +1,36 @@
+import { startService } from "./app.ts";
+import { loadSettings, SettingsError } from "./config/index.ts";
+
+/** Process entry point: settings from the environment, graceful stop on SIGTERM/SIGINT. */
+async function main(): Promise<void> {
+  let settings;
+  try {
+    settings = loadSettings();
+  } catch (error) {
+    if (!(error instanceof SettingsError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(2);
+  }
+  const service = await startService(settings);
+  process.stderr.write(`skillenv listening on ${service.url} (data: ${settings.dataDir})\n`);
+  if (service.devKeyFile) {
+    process.stderr.write(`no SERVICE_API_KEYS set: development key for workspace "dev" is in ${service.devKeyFile}\n`);
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`${signal}: draining\n`);
+    service.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`shutdown failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+await main();

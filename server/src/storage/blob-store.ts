@@ -1,0 +1,25 @@
+/** SHA-256 as 64 lowercase hexadecimal characters. */
+export type Sha256Hex = string;
+
+export const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+export interface ExpectedContent {
+  sha256: Sha256Hex;
+  sizeBytes: number;
+}
+
+/**
+ * Content-addressed bytes. The embedded implementation keeps files under the data directory;
+ * an S3-compatible store implements the same contract. Blobs are immutable and shared by all
+ * workspaces; which workspace may see which blob is recorded in metadata, never here.
+ */
+export interface BlobStore {
+  /** Size of the blob, or undefined when absent. */
+  stat(sha256: Sha256Hex): Promise<number | undefined>;
+  /**
+   * Streams bytes in, verifying length and hash on the way; only verified content becomes
+   * visible. Throws size_mismatch or checksum_mismatch and leaves nothing behind otherwise.
+   */
+  write(expected: ExpectedContent, source: AsyncIterable<Uint8Array>): Promise<void>;
+  read(sha256: Sha256Hex): Promise<Uint8Array>;
+}

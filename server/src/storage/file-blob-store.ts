@@ -1,0 +1,93 @@
+import { createHash, randomUUID } from "node:crypto";
+import * as fs from "node:fs/promises";
+import * as path from "node:path";
+import { serviceError } from "../errors/index.ts";
+import type { BlobStore, ExpectedContent, Sha256Hex } from "./blob-store.ts";
+
+/**
+ * Blobs as files: blobs/sha256/ab/<hash>. A write goes to blobs/tmp, is hashed and counted as
+ * it streams, fsynced, then renamed into place, so a crash leaves either nothing or a complete,
+ * verified file. Leftover temp files from a crash are removed at open.
+ */
+export class FileBlobStore implements BlobStore {
+  readonly #root: string;
+  readonly #tmp: string;
+
+  private constructor(root: string) {
+    this.#root = path.join(root, "sha256");
+    this.#tmp = path.join(root, "tmp");
+  }
+
+  static async open(dataDir: string): Promise<FileBlobStore> {
+    const store = new FileBlobStore(path.join(dataDir, "blobs"));
+    await fs.rm(store.#tmp, { recursive: true, force: true });
+    await fs.mkdir(store.#tmp, { recursive: true });
+    await fs.mkdir(store.#root, { recursive: true });
+    return store;
+  }
+
+  async stat(sha256: Sha256Hex): Promise<number | undefined> {
+    try {
+      return (await fs.stat(this.#pathOf(sha256))).size;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw error;
+    }
+  }
+
+  async read(sha256: Sha256Hex): Promise<Uint8Array> {
+    return fs.readFile(this.#pathOf(sha256));
+  }
+
+  async write(expected: ExpectedContent, source: AsyncIterable<Uint8Array>): Promise<void> {
+    const tmpPath = path.join(this.#tmp, randomUUID());
+    const file = await fs.open(tmpPath, "wx", 0o600);
+    try {
+      await copyVerified(source, file, expected);
+      await file.sync();
+      await file.close();
+      const finalPath = this.#pathOf(expected.sha256);
+      await fs.mkdir(path.dirname(finalPath), { recursive: true });
+      await fs.rename(tmpPath, finalPath);
+      await syncDirectory(path.dirname(finalPath));
+    } catch (error) {
+      await file.close().catch(() => {});
+      await fs.rm(tmpPath, { force: true });
+      throw error;
+    }
+  }
+
+  #pathOf(sha256: Sha256Hex): string {
+    return path.join(this.#root, sha256.slice(0, 2), sha256);
+  }
+}
+
+async function copyVerified(source: AsyncIterable<Uint8Array>, file: fs.FileHandle, expected: ExpectedContent): Promise<void> {
+  const hash = createHash("sha256");
+  let size = 0;
+  for await (const chunk of source) {
+    size += chunk.byteLength;
+    if (size > expected.sizeBytes) {
+      throw serviceError("size_mismatch", `body is longer than the signed size of ${expected.sizeBytes} bytes`);
+    }
+    hash.update(chunk);
+    await file.write(chunk);
+  }
+  if (size !== expected.sizeBytes) {
+    throw serviceError("size_mismatch", `body has ${size} bytes, the signed size is ${expected.sizeBytes}`);
+  }
+  const actual = hash.digest("hex");
+  if (actual !== expected.sha256) {
+    throw serviceError("checksum_mismatch", `body hashes to ${actual}, the signed SHA-256 is ${expected.sha256}`);
+  }
+}
+
+/** Makes the rename durable: on Linux a directory entry survives a crash only once its directory is synced. */
+async function syncDirectory(dir: string): Promise<void> {
+  const handle = await fs.open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

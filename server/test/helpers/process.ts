@@ -1,0 +1,39 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import * as path from "node:path";
+
+const MAIN = path.resolve(import.meta.dirname, "../../src/main.ts");
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  url: string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Runs the real entry point (`node server/src/main.ts`) and waits for its listening line. */
+export async function spawnService(env: Record<string, string>): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, [MAIN], {
+    env: { PATH: process.env.PATH ?? "", SERVICE_LISTEN: "127.0.0.1:0", SERVICE_LOG_REQUESTS: "false", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr!.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const match = /listening on (\S+)/.exec(stderr);
+      if (match?.[1]) resolve(match[1]);
+    });
+    exited.then((code) => reject(new Error(`service exited with ${code} before listening:\n${stderr}`)));
+  });
+  return { child, url, stderr: () => stderr, exited };
+}
+
+/** Runs the entry point expecting it to stop; returns exit code and stderr. */
+export async function runUntilExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { code, stderr };
+}

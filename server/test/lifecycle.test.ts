@@ -1,0 +1,134 @@
+import { createHash, randomBytes } from "node:crypto";
+import * as fs from "node:fs/promises";
+import * as http from "node:http";
+import * as os from "node:os";
+import * as path from "node:path";
+import { describe, expect, it } from "vitest";
+import { KEY_A, postJson } from "./helpers/service.ts";
+import { runUntilExit, spawnService } from "./helpers/process.ts";
+
+const KEYS = `a=${KEY_A}`;
+const tempDir = () => fs.mkdtemp(path.join(os.tmpdir(), "skillenv-life-"));
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+describe("process lifecycle", () => {
+  it("writes a development key once (mode 0600), prints its path and accepts it", async () => {
+    const dataDir = await tempDir();
+    const first = await spawnService({ SERVICE_DATA_DIR: dataDir });
+    const keyFile = path.join(dataDir, "dev-api-key");
+    expect(first.stderr()).toContain(keyFile);
+    const key = (await fs.readFile(keyFile, "utf8")).trim();
+    expect((await fs.stat(keyFile)).mode & 0o777).toBe(0o600);
+    const response = await postJson(first.url, "/assets/presign", { sha256: "0".repeat(64), sizeBytes: 1 }, key);
+    expect(response.status).toBe(200);
+    expect(first.stderr()).not.toContain(key);
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+
+    const second = await spawnService({ SERVICE_DATA_DIR: dataDir });
+    expect((await fs.readFile(keyFile, "utf8")).trim()).toBe(key);
+    second.child.kill("SIGTERM");
+    await second.exited;
+  });
+
+  it("stops at startup on a bad setting, naming it", async () => {
+    const result = await runUntilExit({ SERVICE_ENV_WORKERS: "zero", SERVICE_DATA_DIR: await tempDir() });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("SERVICE_ENV_WORKERS: expected a positive integer");
+  });
+
+  it("a kill during an upload leaves no partial object", async () => {
+    const dataDir = await tempDir();
+    const service = await spawnService({ SERVICE_DATA_DIR: dataDir, SERVICE_API_KEYS: KEYS });
+    const bytes = randomBytes(4 * 1024 * 1024);
+    const presigned = (await postJson(service.url, "/assets/presign", { sha256: sha256(bytes), sizeBytes: bytes.byteLength }, KEY_A)).body;
+
+    const request = http.request(presigned.uploadUrl, { method: "PUT", headers: { ...presigned.uploadHeaders, "content-length": bytes.byteLength } });
+    request.on("error", () => {});
+    request.write(bytes.subarray(0, 1024 * 1024));
+    await waitFor(async () => (await fs.readdir(path.join(dataDir, "blobs/tmp"))).length === 1);
+    service.child.kill("SIGKILL");
+    await service.exited;
+    request.destroy();
+
+    const restarted = await spawnService({ SERVICE_DATA_DIR: dataDir, SERVICE_API_KEYS: KEYS });
+    try {
+      expect(await fs.readdir(path.join(dataDir, "blobs/tmp"))).toEqual([]);
+      const again = await postJson(restarted.url, "/assets/presign", { sha256: sha256(bytes), sizeBytes: bytes.byteLength }, KEY_A);
+      expect(again.body.exists).toBe(false);
+      const finalize = await postJson(restarted.url, "/assets/finalize", { sha256: sha256(bytes) }, KEY_A);
+      expect(finalize.body.code).toBe("asset_not_found");
+    } finally {
+      restarted.child.kill("SIGTERM");
+      await restarted.exited;
+    }
+  });
+
+  it("graceful shutdown finishes the in-flight upload and loses no acknowledged write", async () => {
+    const dataDir = await tempDir();
+    const service = await spawnService({ SERVICE_DATA_DIR: dataDir, SERVICE_API_KEYS: KEYS });
+    const acknowledged: string[] = [];
+    const small = Array.from({ length: 20 }, () => randomBytes(64));
+    for (const bytes of small.slice(0, 10)) {
+      await uploadAndFinalize(service.url, bytes);
+      acknowledged.push(sha256(bytes));
+    }
+
+    // A slow upload is in flight when SIGTERM arrives; it must complete.
+    const slow = randomBytes(256 * 1024);
+    const presigned = (await postJson(service.url, "/assets/presign", { sha256: sha256(slow), sizeBytes: slow.byteLength }, KEY_A)).body;
+    const slowDone = slowPut(presigned.uploadUrl, presigned.uploadHeaders, slow);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    service.child.kill("SIGTERM");
+    expect(await slowDone).toBe(200);
+    expect(await service.exited).toBe(0);
+
+    const restarted = await spawnService({ SERVICE_DATA_DIR: dataDir, SERVICE_API_KEYS: KEYS });
+    try {
+      for (const hash of acknowledged) {
+        const again = await postJson(restarted.url, "/assets/presign", { sha256: hash, sizeBytes: 64 }, KEY_A);
+        expect(again.body).toEqual({ exists: true });
+      }
+      const finalize = await postJson(restarted.url, "/assets/finalize", { sha256: sha256(slow) }, KEY_A);
+      expect(finalize.status).toBe(200);
+    } finally {
+      restarted.child.kill("SIGTERM");
+      await restarted.exited;
+    }
+  });
+});
+
+async function uploadAndFinalize(base: string, bytes: Uint8Array<ArrayBuffer>): Promise<void> {
+  const presigned = (await postJson(base, "/assets/presign", { sha256: sha256(bytes), sizeBytes: bytes.byteLength }, KEY_A)).body;
+  const put = await fetch(presigned.uploadUrl, { method: "PUT", headers: presigned.uploadHeaders, body: bytes });
+  expect(put.status).toBe(200);
+  expect((await postJson(base, "/assets/finalize", { sha256: sha256(bytes) }, KEY_A)).status).toBe(200);
+}
+
+/** PUTs the body in 16 KiB pieces, 10 ms apart, so the request spans the shutdown. */
+function slowPut(url: string, headers: Record<string, string>, bytes: Uint8Array): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method: "PUT", headers: { ...headers, "content-length": bytes.byteLength } }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    request.on("error", reject);
+    let offset = 0;
+    const timer = setInterval(() => {
+      request.write(bytes.subarray(offset, offset + 16 * 1024));
+      offset += 16 * 1024;
+      if (offset >= bytes.byteLength) {
+        clearInterval(timer);
+        request.end();
+      }
+    }, 10);
+  });
+}
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { loadSettings, SettingsError } from "../src/config/index.ts";
+
+describe("settings", () => {
+  it("has safe defaults: loopback, empty allow-lists, two workers", () => {
+    const settings = loadSettings({});
+    expect(settings.listen).toEqual({ host: "127.0.0.1", port: 8080 });
+    expect(settings.apiKeys).toBeUndefined();
+    expect(settings.env).toMatchObject({ filesystemAllow: [], networkAllow: [], secretAllow: [], workers: 2, preparationFile: undefined });
+  });
+
+  it("parses every documented form", () => {
+    const settings = loadSettings({
+      SERVICE_LISTEN: "[::1]:0",
+      SERVICE_API_KEYS: "team-a=aaaaaaaaaaaaaaaa1, team-b=bbbbbbbbbbbbbbbb2,team-a=cccccccccccccccc3",
+      SERVICE_PUBLIC_URL: "https://skills.example.com/",
+      SERVICE_ENV_NETWORK_ALLOW: "https://api.example.com,https://*.example.org,http://127.0.0.1:9000",
+      SERVICE_ENV_FILESYSTEM_ALLOW: "/srv/workspaces",
+      SERVICE_ENV_SECRET_ALLOW: "OPENAI_API_KEY,GITHUB_TOKEN",
+      SERVICE_ENV_WORKERS: "8",
+      SERVICE_MAX_TURN_SECS: "60",
+      SERVICE_ENV_PREPARATION: "prep.json",
+    });
+    expect(settings.listen).toEqual({ host: "::1", port: 0 });
+    expect([...(settings.apiKeys ?? [])]).toEqual([
+      ["aaaaaaaaaaaaaaaa1", "team-a"],
+      ["bbbbbbbbbbbbbbbb2", "team-b"],
+      ["cccccccccccccccc3", "team-a"],
+    ]);
+    expect(settings.publicUrl).toBe("https://skills.example.com");
+    expect(settings.env.networkAllow).toHaveLength(3);
+    expect(settings.env.workers).toBe(8);
+    expect(settings.env.maxTurnSecs).toBe(60);
+    expect(settings.env.preparationFile).toMatch(/^\/.*prep\.json$/);
+  });
+
+  it.each([
+    ["SERVICE_LISTEN", "8080", "host:port"],
+    ["SERVICE_LISTEN", "localhost:70000", "host:port"],
+    ["SERVICE_API_KEYS", "no-equals-sign", "workspace=key"],
+    ["SERVICE_API_KEYS", "a=short", "16-256 characters"],
+    ["SERVICE_API_KEYS", "a=aaaaaaaaaaaaaaaa1,b=aaaaaaaaaaaaaaaa1", "exactly one workspace"],
+    ["SERVICE_API_KEYS", "bad/name=aaaaaaaaaaaaaaaa1", "workspace=key"],
+    ["SERVICE_ENV_WORKERS", "0", "positive integer"],
+    ["SERVICE_ENV_WORKERS", "two", "positive integer"],
+    ["SERVICE_MAX_TURN_SECS", "-5", "positive integer"],
+    ["SERVICE_ENV_NETWORK_ALLOW", "api.example.com", "origins like"],
+    ["SERVICE_ENV_NETWORK_ALLOW", "https://api.*.example.com", "origins like"],
+    ["SERVICE_ENV_NETWORK_ALLOW", "http://*.example.com", "origins like"],
+    ["SERVICE_ENV_FILESYSTEM_ALLOW", "relative/dir", "absolute paths"],
+    ["SERVICE_ENV_SECRET_ALLOW", "NOT-A-NAME", "environment variable names"],
+    ["SERVICE_PUBLIC_URL", "ftp://x", "http or https"],
+    ["SERVICE_LOG_REQUESTS", "yes", "true or false"],
+    ["SERVICE_MAX_UPLOAD_BYTES", "1.5", "positive integer"],
+  ])("%s=%j is refused, naming the setting and the accepted form", (name, value, form) => {
+    expect(() => loadSettings({ [name]: value })).toThrow(SettingsError);
+    try {
+      loadSettings({ [name]: value });
+    } catch (error) {
+      expect((error as Error).message).toContain(`${name}: `);
+      expect((error as Error).message).toContain(form);
+    }
+  });
+
+  it("reports every bad setting at once", () => {
+    expect(() => loadSettings({ SERVICE_LISTEN: "x", SERVICE_ENV_WORKERS: "0" })).toThrow(/SERVICE_LISTEN[\s\S]*SERVICE_ENV_WORKERS/);
+  });
+
+  it("requires TLS certificate and key together", () => {
+    expect(() => loadSettings({ SERVICE_TLS_CERT: "/tmp/cert.pem" })).toThrow(/SERVICE_TLS_CERT, SERVICE_TLS_KEY/);
+  });
+});
