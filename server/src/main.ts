@@ -12,10 +12,10 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const service = await startService(settings);
-  process.stderr.write(`skillenv listening on ${service.url} (data: ${settings.dataDir})\n`);
   if (service.devKeyFile) {
     process.stderr.write(`no SERVICE_API_KEYS set: development key for workspace "dev" is in ${service.devKeyFile}\n`);
   }
+  process.stderr.write(`skillenv listening on ${service.url} (data: ${settings.dataDir})\n`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -2,8 +2,9 @@
 // @generated from file skillenv/testing/v1/transcoding.proto (package skillenv.testing.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import type { Message } from "@bufbuild/protobuf";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { Message as Message$1 } from "@bufbuild/protobuf";
+import type { HttpBody, HttpBodySchema } from "../../../google/api/httpbody_pb.js";
 
 /**
  * Describes the file skillenv/testing/v1/transcoding.proto.
@@ -11,11 +12,11 @@ import type { Message } from "@bufbuild/protobuf";
 export declare const file_skillenv_testing_v1_transcoding: GenFile;
 
 /**
- * EchoRequest is a placeholder; the transcoder tests extend this file.
+ * EchoRequest carries an identifier from the path.
  *
  * @generated from message skillenv.testing.v1.EchoRequest
  */
-export declare type EchoRequest = Message<"skillenv.testing.v1.EchoRequest"> & {
+export declare type EchoRequest = Message$1<"skillenv.testing.v1.EchoRequest"> & {
   /**
    * An identifier from the path.
    *
@@ -31,11 +32,11 @@ export declare type EchoRequest = Message<"skillenv.testing.v1.EchoRequest"> & {
 export declare const EchoRequestSchema: GenMessage<EchoRequest>;
 
 /**
- * EchoResponse is a placeholder; the transcoder tests extend this file.
+ * EchoResponse returns the request that was received.
  *
  * @generated from message skillenv.testing.v1.EchoResponse
  */
-export declare type EchoResponse = Message<"skillenv.testing.v1.EchoResponse"> & {
+export declare type EchoResponse = Message$1<"skillenv.testing.v1.EchoResponse"> & {
   /**
    * The request that was received.
    *
@@ -51,13 +52,673 @@ export declare type EchoResponse = Message<"skillenv.testing.v1.EchoResponse"> &
 export declare const EchoResponseSchema: GenMessage<EchoResponse>;
 
 /**
- * TranscodingTestService is a fixture for the HTTP transcoder's tests.
+ * SubMessage is a nested message reached by dotted query parameters.
+ *
+ * @generated from message skillenv.testing.v1.SubMessage
+ */
+export declare type SubMessage = Message$1<"skillenv.testing.v1.SubMessage"> & {
+  /**
+   * A leaf field, e.g. `sub.subfield=foo`.
+   *
+   * @generated from field: string subfield = 1;
+   */
+  subfield: string;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.SubMessage.
+ * Use `create(SubMessageSchema)` to create a new message.
+ */
+export declare const SubMessageSchema: GenMessage<SubMessage>;
+
+/**
+ * GetMessageRequest names a message; unbound fields come from the query.
+ *
+ * @generated from message skillenv.testing.v1.GetMessageRequest
+ */
+export declare type GetMessageRequest = Message$1<"skillenv.testing.v1.GetMessageRequest"> & {
+  /**
+   * The resource name, e.g. "messages/123456".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The message id of the additional binding.
+   *
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+
+  /**
+   * The user id of the additional binding.
+   *
+   * @generated from field: string user_id = 3;
+   */
+  userId: string;
+
+  /**
+   * A 64-bit query parameter.
+   *
+   * @generated from field: int64 revision = 4;
+   */
+  revision: bigint;
+
+  /**
+   * A nested message, set by `sub.subfield`.
+   *
+   * @generated from field: skillenv.testing.v1.SubMessage sub = 5;
+   */
+  sub?: SubMessage | undefined;
+
+  /**
+   * A repeated query parameter.
+   *
+   * @generated from field: repeated string tags = 6;
+   */
+  tags: string[];
+
+  /**
+   * A boolean query parameter.
+   *
+   * @generated from field: bool verbose = 7;
+   */
+  verbose: boolean;
+
+  /**
+   * An enum query parameter.
+   *
+   * @generated from field: skillenv.testing.v1.Kind kind = 8;
+   */
+  kind: Kind;
+
+  /**
+   * A repeated enum query parameter.
+   *
+   * @generated from field: repeated skillenv.testing.v1.Kind kinds = 9;
+   */
+  kinds: Kind[];
+
+  /**
+   * A floating point query parameter.
+   *
+   * @generated from field: double ratio = 10;
+   */
+  ratio: number;
+
+  /**
+   * An explicitly present query parameter.
+   *
+   * @generated from field: optional int32 limit = 11;
+   */
+  limit?: number | undefined;
+
+  /**
+   * Repeated messages cannot be query parameters.
+   *
+   * @generated from field: repeated skillenv.testing.v1.SubMessage subs = 12;
+   */
+  subs: SubMessage[];
+
+  /**
+   * Maps cannot be query parameters.
+   *
+   * @generated from field: map<string, string> labels = 13;
+   */
+  labels: { [key: string]: string };
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetMessageRequest.
+ * Use `create(GetMessageRequestSchema)` to create a new message.
+ */
+export declare const GetMessageRequestSchema: GenMessage<GetMessageRequest>;
+
+/**
+ * GetMessageResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.GetMessageResponse
+ */
+export declare type GetMessageResponse = Message$1<"skillenv.testing.v1.GetMessageResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.GetMessageRequest request = 1;
+   */
+  request?: GetMessageRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetMessageResponse.
+ * Use `create(GetMessageResponseSchema)` to create a new message.
+ */
+export declare const GetMessageResponseSchema: GenMessage<GetMessageResponse>;
+
+/**
+ * GetLatestMessageRequest has no fields.
+ *
+ * @generated from message skillenv.testing.v1.GetLatestMessageRequest
+ */
+export declare type GetLatestMessageRequest = Message$1<"skillenv.testing.v1.GetLatestMessageRequest"> & {
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetLatestMessageRequest.
+ * Use `create(GetLatestMessageRequestSchema)` to create a new message.
+ */
+export declare const GetLatestMessageRequestSchema: GenMessage<GetLatestMessageRequest>;
+
+/**
+ * GetLatestMessageResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.GetLatestMessageResponse
+ */
+export declare type GetLatestMessageResponse = Message$1<"skillenv.testing.v1.GetLatestMessageResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.GetLatestMessageRequest request = 1;
+   */
+  request?: GetLatestMessageRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetLatestMessageResponse.
+ * Use `create(GetLatestMessageResponseSchema)` to create a new message.
+ */
+export declare const GetLatestMessageResponseSchema: GenMessage<GetLatestMessageResponse>;
+
+/**
+ * Message is the resource of UpdateMessage.
+ *
+ * @generated from message skillenv.testing.v1.Message
+ */
+export declare type Message = Message$1<"skillenv.testing.v1.Message"> & {
+  /**
+   * The message text.
+   *
+   * @generated from field: string text = 1;
+   */
+  text: string;
+
+  /**
+   * A nested message.
+   *
+   * @generated from field: skillenv.testing.v1.SubMessage sub = 2;
+   */
+  sub?: SubMessage | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.Message.
+ * Use `create(MessageSchema)` to create a new message.
+ */
+export declare const MessageSchema: GenMessage<Message>;
+
+/**
+ * UpdateMessageRequest updates one message.
+ *
+ * @generated from message skillenv.testing.v1.UpdateMessageRequest
+ */
+export declare type UpdateMessageRequest = Message$1<"skillenv.testing.v1.UpdateMessageRequest"> & {
+  /**
+   * The id from the path.
+   *
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * The new content, from the body.
+   *
+   * @generated from field: skillenv.testing.v1.Message message = 2;
+   */
+  message?: Message | undefined;
+
+  /**
+   * A query parameter next to the body.
+   *
+   * @generated from field: bool allow_missing = 3;
+   */
+  allowMissing: boolean;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.UpdateMessageRequest.
+ * Use `create(UpdateMessageRequestSchema)` to create a new message.
+ */
+export declare const UpdateMessageRequestSchema: GenMessage<UpdateMessageRequest>;
+
+/**
+ * UpdateMessageResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.UpdateMessageResponse
+ */
+export declare type UpdateMessageResponse = Message$1<"skillenv.testing.v1.UpdateMessageResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.UpdateMessageRequest request = 1;
+   */
+  request?: UpdateMessageRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.UpdateMessageResponse.
+ * Use `create(UpdateMessageResponseSchema)` to create a new message.
+ */
+export declare const UpdateMessageResponseSchema: GenMessage<UpdateMessageResponse>;
+
+/**
+ * ReplaceMessageRequest is a message whose fields all come from path or body.
+ *
+ * @generated from message skillenv.testing.v1.ReplaceMessageRequest
+ */
+export declare type ReplaceMessageRequest = Message$1<"skillenv.testing.v1.ReplaceMessageRequest"> & {
+  /**
+   * The id from the path.
+   *
+   * @generated from field: string message_id = 1;
+   */
+  messageId: string;
+
+  /**
+   * The text from the body.
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.ReplaceMessageRequest.
+ * Use `create(ReplaceMessageRequestSchema)` to create a new message.
+ */
+export declare const ReplaceMessageRequestSchema: GenMessage<ReplaceMessageRequest>;
+
+/**
+ * ReplaceMessageResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.ReplaceMessageResponse
+ */
+export declare type ReplaceMessageResponse = Message$1<"skillenv.testing.v1.ReplaceMessageResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.ReplaceMessageRequest request = 1;
+   */
+  request?: ReplaceMessageRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.ReplaceMessageResponse.
+ * Use `create(ReplaceMessageResponseSchema)` to create a new message.
+ */
+export declare const ReplaceMessageResponseSchema: GenMessage<ReplaceMessageResponse>;
+
+/**
+ * GetObjectRequest names an object in a bucket.
+ *
+ * @generated from message skillenv.testing.v1.GetObjectRequest
+ */
+export declare type GetObjectRequest = Message$1<"skillenv.testing.v1.GetObjectRequest"> & {
+  /**
+   * A single-segment variable.
+   *
+   * @generated from field: string bucket = 1;
+   */
+  bucket: string;
+
+  /**
+   * A multi-segment variable.
+   *
+   * @generated from field: string object = 2;
+   */
+  object: string;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetObjectRequest.
+ * Use `create(GetObjectRequestSchema)` to create a new message.
+ */
+export declare const GetObjectRequestSchema: GenMessage<GetObjectRequest>;
+
+/**
+ * GetObjectResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.GetObjectResponse
+ */
+export declare type GetObjectResponse = Message$1<"skillenv.testing.v1.GetObjectResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.GetObjectRequest request = 1;
+   */
+  request?: GetObjectRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetObjectResponse.
+ * Use `create(GetObjectResponseSchema)` to create a new message.
+ */
+export declare const GetObjectResponseSchema: GenMessage<GetObjectResponse>;
+
+/**
+ * GetObjectMetadataRequest names an object in a bucket.
+ *
+ * @generated from message skillenv.testing.v1.GetObjectMetadataRequest
+ */
+export declare type GetObjectMetadataRequest = Message$1<"skillenv.testing.v1.GetObjectMetadataRequest"> & {
+  /**
+   * A single-segment variable.
+   *
+   * @generated from field: string bucket = 1;
+   */
+  bucket: string;
+
+  /**
+   * A multi-segment variable.
+   *
+   * @generated from field: string object = 2;
+   */
+  object: string;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetObjectMetadataRequest.
+ * Use `create(GetObjectMetadataRequestSchema)` to create a new message.
+ */
+export declare const GetObjectMetadataRequestSchema: GenMessage<GetObjectMetadataRequest>;
+
+/**
+ * GetObjectMetadataResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.GetObjectMetadataResponse
+ */
+export declare type GetObjectMetadataResponse = Message$1<"skillenv.testing.v1.GetObjectMetadataResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.GetObjectMetadataRequest request = 1;
+   */
+  request?: GetObjectMetadataRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.GetObjectMetadataResponse.
+ * Use `create(GetObjectMetadataResponseSchema)` to create a new message.
+ */
+export declare const GetObjectMetadataResponseSchema: GenMessage<GetObjectMetadataResponse>;
+
+/**
+ * Book is the resource of UpdateBook.
+ *
+ * @generated from message skillenv.testing.v1.Book
+ */
+export declare type Book = Message$1<"skillenv.testing.v1.Book"> & {
+  /**
+   * The resource name, e.g. "shelves/1/books/2".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The title.
+   *
+   * @generated from field: string title = 2;
+   */
+  title: string;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.Book.
+ * Use `create(BookSchema)` to create a new message.
+ */
+export declare const BookSchema: GenMessage<Book>;
+
+/**
+ * UpdateBookRequest updates one book.
+ *
+ * @generated from message skillenv.testing.v1.UpdateBookRequest
+ */
+export declare type UpdateBookRequest = Message$1<"skillenv.testing.v1.UpdateBookRequest"> & {
+  /**
+   * The book; its name comes from the path, the rest from the body.
+   *
+   * @generated from field: skillenv.testing.v1.Book book = 1;
+   */
+  book?: Book | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.UpdateBookRequest.
+ * Use `create(UpdateBookRequestSchema)` to create a new message.
+ */
+export declare const UpdateBookRequestSchema: GenMessage<UpdateBookRequest>;
+
+/**
+ * UpdateBookResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.UpdateBookResponse
+ */
+export declare type UpdateBookResponse = Message$1<"skillenv.testing.v1.UpdateBookResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.UpdateBookRequest request = 1;
+   */
+  request?: UpdateBookRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.UpdateBookResponse.
+ * Use `create(UpdateBookResponseSchema)` to create a new message.
+ */
+export declare const UpdateBookResponseSchema: GenMessage<UpdateBookResponse>;
+
+/**
+ * CancelOperationRequest names an operation.
+ *
+ * @generated from message skillenv.testing.v1.CancelOperationRequest
+ */
+export declare type CancelOperationRequest = Message$1<"skillenv.testing.v1.CancelOperationRequest"> & {
+  /**
+   * The operation name, e.g. "operations/a/b".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * An optional reason, from the body.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.CancelOperationRequest.
+ * Use `create(CancelOperationRequestSchema)` to create a new message.
+ */
+export declare const CancelOperationRequestSchema: GenMessage<CancelOperationRequest>;
+
+/**
+ * CancelOperationResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.CancelOperationResponse
+ */
+export declare type CancelOperationResponse = Message$1<"skillenv.testing.v1.CancelOperationResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.CancelOperationRequest request = 1;
+   */
+  request?: CancelOperationRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.CancelOperationResponse.
+ * Use `create(CancelOperationResponseSchema)` to create a new message.
+ */
+export declare const CancelOperationResponseSchema: GenMessage<CancelOperationResponse>;
+
+/**
+ * UploadBlobRequest carries raw bytes next to a path variable.
+ *
+ * @generated from message skillenv.testing.v1.UploadBlobRequest
+ */
+export declare type UploadBlobRequest = Message$1<"skillenv.testing.v1.UploadBlobRequest"> & {
+  /**
+   * The blob name from the path.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The raw request body and its content type.
+   *
+   * @generated from field: google.api.HttpBody content = 2;
+   */
+  content?: HttpBody | undefined;
+
+  /**
+   * A query parameter next to the raw body.
+   *
+   * @generated from field: string note = 3;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.UploadBlobRequest.
+ * Use `create(UploadBlobRequestSchema)` to create a new message.
+ */
+export declare const UploadBlobRequestSchema: GenMessage<UploadBlobRequest>;
+
+/**
+ * UploadBlobResponse returns the request that was received.
+ *
+ * @generated from message skillenv.testing.v1.UploadBlobResponse
+ */
+export declare type UploadBlobResponse = Message$1<"skillenv.testing.v1.UploadBlobResponse"> & {
+  /**
+   * The request that was received.
+   *
+   * @generated from field: skillenv.testing.v1.UploadBlobRequest request = 1;
+   */
+  request?: UploadBlobRequest | undefined;
+};
+
+/**
+ * Describes the message skillenv.testing.v1.UploadBlobResponse.
+ * Use `create(UploadBlobResponseSchema)` to create a new message.
+ */
+export declare const UploadBlobResponseSchema: GenMessage<UploadBlobResponse>;
+
+/**
+ * WaitRequest has no fields.
+ *
+ * @generated from message skillenv.testing.v1.WaitRequest
+ */
+export declare type WaitRequest = Message$1<"skillenv.testing.v1.WaitRequest"> & {
+};
+
+/**
+ * Describes the message skillenv.testing.v1.WaitRequest.
+ * Use `create(WaitRequestSchema)` to create a new message.
+ */
+export declare const WaitRequestSchema: GenMessage<WaitRequest>;
+
+/**
+ * WaitResponse is never sent.
+ *
+ * @generated from message skillenv.testing.v1.WaitResponse
+ */
+export declare type WaitResponse = Message$1<"skillenv.testing.v1.WaitResponse"> & {
+};
+
+/**
+ * Describes the message skillenv.testing.v1.WaitResponse.
+ * Use `create(WaitResponseSchema)` to create a new message.
+ */
+export declare const WaitResponseSchema: GenMessage<WaitResponse>;
+
+/**
+ * WatchRequest has no fields.
+ *
+ * @generated from message skillenv.testing.v1.WatchRequest
+ */
+export declare type WatchRequest = Message$1<"skillenv.testing.v1.WatchRequest"> & {
+};
+
+/**
+ * Describes the message skillenv.testing.v1.WatchRequest.
+ * Use `create(WatchRequestSchema)` to create a new message.
+ */
+export declare const WatchRequestSchema: GenMessage<WatchRequest>;
+
+/**
+ * WatchResponse has no fields.
+ *
+ * @generated from message skillenv.testing.v1.WatchResponse
+ */
+export declare type WatchResponse = Message$1<"skillenv.testing.v1.WatchResponse"> & {
+};
+
+/**
+ * Describes the message skillenv.testing.v1.WatchResponse.
+ * Use `create(WatchResponseSchema)` to create a new message.
+ */
+export declare const WatchResponseSchema: GenMessage<WatchResponse>;
+
+/**
+ * Kind is an enum for query parameter tests.
+ *
+ * @generated from enum skillenv.testing.v1.Kind
+ */
+export enum Kind {
+  /**
+   * No kind given.
+   *
+   * @generated from enum value: KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The first kind.
+   *
+   * @generated from enum value: KIND_ALPHA = 1;
+   */
+  ALPHA = 1,
+
+  /**
+   * The second kind.
+   *
+   * @generated from enum value: KIND_BETA = 2;
+   */
+  BETA = 2,
+}
+
+/**
+ * Describes the enum skillenv.testing.v1.Kind.
+ */
+export declare const KindSchema: GenEnum<Kind>;
+
+/**
+ * TranscodingTestService is a fixture for the HTTP transcoder's tests. Its
+ * rules follow the examples in google/api/http.proto. Every method echoes the
+ * request it received so that tests can assert how HTTP was mapped onto it.
  *
  * @generated from service skillenv.testing.v1.TranscodingTestService
  */
 export declare const TranscodingTestService: GenService<{
   /**
-   * Echo returns its request.
+   * Echo returns its request; the id "missing" makes it fail with
+   * asset_not_found.
    *
    * @generated from rpc skillenv.testing.v1.TranscodingTestService.Echo
    */
@@ -65,6 +726,131 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof EchoRequestSchema;
     output: typeof EchoResponseSchema;
+  },
+  /**
+   * GetMessage maps a resource name from the path and every other field from
+   * the query, with an additional binding by user.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.GetMessage
+   */
+  getMessage: {
+    methodKind: "unary";
+    input: typeof GetMessageRequestSchema;
+    output: typeof GetMessageResponseSchema;
+  },
+  /**
+   * GetLatestMessage overlaps GetMessage with a more specific literal path.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.GetLatestMessage
+   */
+  getLatestMessage: {
+    methodKind: "unary";
+    input: typeof GetLatestMessageRequestSchema;
+    output: typeof GetLatestMessageResponseSchema;
+  },
+  /**
+   * UpdateMessage maps one request field to the body.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.UpdateMessage
+   */
+  updateMessage: {
+    methodKind: "unary";
+    input: typeof UpdateMessageRequestSchema;
+    output: typeof UpdateMessageResponseSchema;
+  },
+  /**
+   * ReplaceMessage maps every field not bound by the path to the body.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.ReplaceMessage
+   */
+  replaceMessage: {
+    methodKind: "unary";
+    input: typeof ReplaceMessageRequestSchema;
+    output: typeof ReplaceMessageResponseSchema;
+  },
+  /**
+   * GetObject has a single-segment and a multi-segment variable.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.GetObject
+   */
+  getObject: {
+    methodKind: "unary";
+    input: typeof GetObjectRequestSchema;
+    output: typeof GetObjectResponseSchema;
+  },
+  /**
+   * GetObjectMetadata overlaps GetObject but carries a custom verb.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.GetObjectMetadata
+   */
+  getObjectMetadata: {
+    methodKind: "unary";
+    input: typeof GetObjectMetadataRequestSchema;
+    output: typeof GetObjectMetadataResponseSchema;
+  },
+  /**
+   * UpdateBook binds a nested field from the path into the body field.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.UpdateBook
+   */
+  updateBook: {
+    methodKind: "unary";
+    input: typeof UpdateBookRequestSchema;
+    output: typeof UpdateBookResponseSchema;
+  },
+  /**
+   * CancelOperation is a custom method reached through a custom verb, or the
+   * custom HTTP methods PURGE and (any method) on a second path.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.CancelOperation
+   */
+  cancelOperation: {
+    methodKind: "unary";
+    input: typeof CancelOperationRequestSchema;
+    output: typeof CancelOperationResponseSchema;
+  },
+  /**
+   * UploadBlob receives the raw request body as an HttpBody field.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.UploadBlob
+   */
+  uploadBlob: {
+    methodKind: "unary";
+    input: typeof UploadBlobRequestSchema;
+    output: typeof UploadBlobResponseSchema;
+  },
+  /**
+   * EchoRaw takes and returns raw HTTP bodies; it upper-cases text.
+   * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.EchoRaw
+   */
+  echoRaw: {
+    methodKind: "unary";
+    input: typeof HttpBodySchema;
+    output: typeof HttpBodySchema;
+  },
+  /**
+   * Wait blocks until the call is cancelled.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.Wait
+   */
+  wait: {
+    methodKind: "unary";
+    input: typeof WaitRequestSchema;
+    output: typeof WaitResponseSchema;
+  },
+  /**
+   * Watch is server-streaming, so the transcoder must not serve its rule.
+   *
+   * @generated from rpc skillenv.testing.v1.TranscodingTestService.Watch
+   */
+  watch: {
+    methodKind: "server_streaming";
+    input: typeof WatchRequestSchema;
+    output: typeof WatchResponseSchema;
   },
 }>;
 

@@ -1,0 +1,23 @@
+import { createAsyncIterable, type UniversalServerRequest } from "@connectrpc/connect/protocol";
+import type { Rule } from "./rules.ts";
+
+/**
+ * Original headers the Connect handler and its interceptors may rely on (credentials, client
+ * identity, tracing and custom x- headers). Body framing and negotiation headers are left out:
+ * they describe the REST exchange, not the synthesized Connect request.
+ */
+const FORWARDED_HEADER = /^(authorization|user-agent|x-.+)$/;
+
+/**
+ * Turns the HTTP request into a Connect unary request in the binary codec for the rule's handler.
+ * The signal and context values of the original request carry over, so cancellation reaches the
+ * implementation and interceptors see what they would for gRPC or Connect.
+ */
+export function connectRequest(original: UniversalServerRequest, rule: Rule, message: Uint8Array): UniversalServerRequest {
+  const url = new URL(rule.handler.requestPath, original.url);
+  const header = new Headers({ "content-type": "application/proto", "connect-protocol-version": "1", host: url.host });
+  for (const [name, value] of original.header) {
+    if (FORWARDED_HEADER.test(name)) header.append(name, value);
+  }
+  return { ...original, method: "POST", url: url.toString(), header, body: createAsyncIterable([message]) };
+}

@@ -1,0 +1,55 @@
+import { fromBinary, toJson, type DescMethod } from "@bufbuild/protobuf";
+import { ConnectError } from "@connectrpc/connect";
+import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { createAsyncIterable, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import { describeError } from "../errors/index.ts";
+import { HttpBodySchema } from "../../../gen/google/api/httpbody_pb.js";
+import { isHttpBody } from "./fields.ts";
+
+/** A complete HTTP response. */
+export interface Reply {
+  status: number;
+  contentType: string;
+  body: Uint8Array;
+}
+
+/**
+ * Decodes the handler's Connect unary response: the output message as proto JSON (or raw, for
+ * google.api.HttpBody). A Connect error is thrown as the ConnectError it describes.
+ */
+export async function replyFromConnect(method: DescMethod, response: UniversalServerResponse): Promise<Reply> {
+  const bytes = await readAll(response.body);
+  if (response.status !== 200) {
+    const fallback = new ConnectError(`HTTP ${response.status}`, codeFromHttpStatus(response.status));
+    throw errorFromJsonBytes(bytes, response.header, fallback);
+  }
+  if (isHttpBody(method.output)) {
+    const { contentType, data } = fromBinary(HttpBodySchema, bytes);
+    return { status: 200, contentType: contentType || "application/octet-stream", body: data };
+  }
+  return jsonReply(200, toJson(method.output, fromBinary(method.output, bytes)));
+}
+
+/** Errors use the API's JSON error shape and HTTP status from the error catalogue. */
+export function errorReply(error: unknown): Reply {
+  const { httpStatus, body } = describeError(error);
+  return jsonReply(httpStatus, body);
+}
+
+export function writeReply(res: http.ServerResponse | http2.Http2ServerResponse, reply: Reply): Promise<void> {
+  const header = new Headers({ "content-type": reply.contentType, "content-length": String(reply.body.byteLength) });
+  return universalResponseToNodeResponse({ status: reply.status, header, body: createAsyncIterable([reply.body]) }, res);
+}
+
+function jsonReply(status: number, json: unknown): Reply {
+  return { status, contentType: "application/json", body: new TextEncoder().encode(JSON.stringify(json)) };
+}
+
+async function readAll(body: AsyncIterable<Uint8Array> | undefined): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of body ?? []) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
