@@ -1,0 +1,13 @@
+export { crc32 } from "./crc32.ts";
+export { BundleFormatError, type BundleErrorCode } from "./errors.ts";
+export {
+  MAX_SKILL_NAME_LENGTH,
+  resolveSkillName,
+  slugifySkillName,
+  validateSkillName,
+  type SkillNameSources,
+} from "./names.ts";
+export { assertUniquePaths, validateBundlePath } from "./paths.ts";
+export { sha256Hex } from "./sha256.ts";
+export { MAX_DESCRIPTION_LENGTH, parseSkillMd, SKILL_MD_PATH, type SkillMd } from "./skill-md.ts";
+export { canonicalZip } from "./zip.ts";
