@@ -5,6 +5,7 @@ import { ApiKeys, DEV_WORKSPACE, authInterceptor, loadOrCreateDevKey } from "./a
 import type { Settings } from "./config/index.ts";
 import { Health, HealthState } from "./health/index.ts";
 import { createRequestListener, listen, requestLogInterceptor, type LogSink } from "./http/index.ts";
+import { createSkills, SkillService } from "./skills/index.ts";
 import { FileBlobStore, openDatabase } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
@@ -30,13 +31,21 @@ export async function startService(settings: Settings, options: StartOptions = {
     const { keys, devKeyFile } = await resolveKeys(settings);
     const assets = await createAssets({ db, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
 
-    const services = [AssetService];
+    const skills = createSkills(db, assets, {
+      maxEntries: settings.limits.skillMaxEntries,
+      maxEntryBytes: settings.limits.skillMaxEntryBytes,
+      maxTotalBytes: settings.limits.skillMaxTotalBytes,
+      maxCompressionRatio: settings.limits.skillMaxCompressionRatio,
+    });
+
+    const services = [AssetService, SkillService];
     const health = new HealthState(services.map((service) => service.typeName));
     const router = createConnectRouter({
       interceptors: [requestLogInterceptor(), authInterceptor(keys, new Set([Health.typeName]))],
       readMaxBytes: settings.limits.maxRequestBytes,
     });
     router.service(AssetService, assets.service);
+    router.service(SkillService, skills.service);
     router.service(Health, health.service());
 
     const onRequest = createRequestListener({

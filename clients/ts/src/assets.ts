@@ -1,5 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import type { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
+import { sha256Hex } from "./bundle/index.ts";
 
 export type FetchFunction = (input: string, init: RequestInit) => Promise<Response>;
 
@@ -21,11 +22,6 @@ export class UploadError extends Error {
     this.code = code;
     this.status = status;
   }
-}
-
-export async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  const digest = new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>));
-  return Array.from(digest, (byte) => byte.toString(16).padStart(2, "0")).join("");
 }
 
 /** presign -> PUT (skipped on a dedup hit) -> finalize. Safe to repeat: every step is idempotent. */

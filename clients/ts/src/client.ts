@@ -1,12 +1,16 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
+import { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
+import { createSkillsClient, type SkillsClient } from "./skills/index.ts";
 
 export interface ServiceClient {
   /** The generated AssetService client. */
   readonly assets: Client<typeof AssetService>;
   /** Uploads bytes as a workspace asset (presign, PUT, finalize). */
   uploadAsset(bytes: Uint8Array): Promise<UploadResult>;
+  /** The workspace skill registry. */
+  readonly skills: SkillsClient;
 }
 
 export interface ServiceClientOptions {
@@ -21,5 +25,6 @@ export function createServiceClient(transport: Transport, options: ServiceClient
   return {
     assets,
     uploadAsset: (bytes) => uploadAsset(assets, bytes, fetchFn),
+    skills: createSkillsClient(createClient(SkillService, transport), assets, fetchFn),
   };
 }

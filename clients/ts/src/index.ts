@@ -1,3 +1,5 @@
 export { apiKeyInterceptor } from "./auth.ts";
-export { sha256Hex, UploadError, type FetchFunction, type UploadResult } from "./assets.ts";
+export { UploadError, type FetchFunction, type UploadResult } from "./assets.ts";
 export { createServiceClient, type ServiceClient, type ServiceClientOptions } from "./client.ts";
+export { Skill, type FileContents, type FromUrlOptions, type SkillBundle, type SkillsClient, type UploadedSkill } from "./skills/index.ts";
+export { BundleFormatError, canonicalZip, validateSkillName } from "./bundle/index.ts";

@@ -1,0 +1,94 @@
+import { ConnectError } from "@connectrpc/connect";
+import { parseArgs } from "node:util";
+import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
+import { BundleFormatError } from "./bundle/index.ts";
+import { UploadError } from "./assets.ts";
+import { createNodeTransport, createServiceClient, Skill, type ServiceClient } from "./node.ts";
+import { toJson } from "@bufbuild/protobuf";
+import { SkillSchema, type Skill as SkillMetadata } from "../../../gen/skillenv/skills/v1/skills_pb.js";
+
+const USAGE = `usage: skillenv <command> [options]
+
+commands:
+  upload <dir> [--name <name>]                 upload a skill directory and bind it by name
+  list [--page-size <n>] [--page-token <t>]    list the workspace's skills (metadata)
+  get <name>                                   show one skill's metadata
+  delete <name>                                delete a skill
+
+environment:
+  SERVICE_URL       base URL of the service (default http://127.0.0.1:8080)
+  SERVICE_API_KEY   API key of the workspace (required)
+`;
+
+class UsageError extends Error {}
+
+/** Runs one command; output is JSON on stdout, errors are one line on stderr with their stable code. */
+export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  try {
+    const { positionals, values } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { name: { type: "string" }, "page-size": { type: "string" }, "page-token": { type: "string" }, help: { type: "boolean", short: "h" } },
+    });
+    if (values.help || positionals.length === 0) {
+      process.stdout.write(USAGE);
+      return values.help ? 0 : 2;
+    }
+    const [command, argument] = positionals;
+    const result = await runCommand(connect(env), command!, argument, values);
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+    return 0;
+  } catch (error) {
+    process.stderr.write(`${describe(error)}\n`);
+    return error instanceof UsageError ? 2 : 1;
+  }
+}
+
+function connect(env: NodeJS.ProcessEnv): ServiceClient {
+  const apiKey = env.SERVICE_API_KEY;
+  if (!apiKey) throw new UsageError("SERVICE_API_KEY is not set: export the workspace's API key");
+  return createServiceClient(createNodeTransport({ baseUrl: env.SERVICE_URL ?? "http://127.0.0.1:8080", apiKey }));
+}
+
+type Options = { name?: string; "page-size"?: string; "page-token"?: string };
+
+async function runCommand(client: ServiceClient, command: string, argument: string | undefined, options: Options): Promise<unknown> {
+  switch (command) {
+    case "upload": {
+      const uploaded = await client.skills.upload(Skill.fromDir(required(argument, "a skill directory"), { name: options.name }));
+      return { ...metadataJson(uploaded.metadata), changed: uploaded.changed, bytesSent: uploaded.bytesSent };
+    }
+    case "list": {
+      const pageSize = options["page-size"] === undefined ? undefined : Number(options["page-size"]);
+      if (pageSize !== undefined && !Number.isInteger(pageSize)) throw new UsageError("--page-size must be an integer");
+      const page = await client.skills.list({ pageSize, pageToken: options["page-token"] });
+      return { skills: page.skills.map(metadataJson), nextPageToken: page.nextPageToken };
+    }
+    case "get":
+      return metadataJson(await client.skills.get(required(argument, "a skill name")));
+    case "delete":
+      await client.skills.delete(required(argument, "a skill name"));
+      return { deleted: argument };
+    default:
+      throw new UsageError(`unknown command ${JSON.stringify(command)}\n${USAGE}`);
+  }
+}
+
+function required(value: string | undefined, what: string): string {
+  if (value === undefined) throw new UsageError(`missing argument: ${what}\n${USAGE}`);
+  return value;
+}
+
+function metadataJson(skill: SkillMetadata): object {
+  return toJson(SkillSchema, skill) as object;
+}
+
+function describe(error: unknown): string {
+  if (error instanceof ConnectError) {
+    const code = error.findDetails(ErrorInfoSchema)[0]?.reason ?? error.code;
+    return `error [${code}]: ${error.rawMessage}`;
+  }
+  if (error instanceof BundleFormatError || error instanceof UploadError) return `error [${error.code}]: ${error.message}`;
+  if (error instanceof UsageError) return error.message;
+  return `error: ${error instanceof Error ? error.message : String(error)}`;
+}

@@ -1,0 +1,2 @@
+export { Skill, type FileContents, type FromUrlOptions, type SkillBundle } from "./skill.ts";
+export { createSkillsClient, type SkillsClient, type UploadedSkill } from "./skills-client.ts";

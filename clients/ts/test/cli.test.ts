@@ -1,0 +1,77 @@
+import { execFile } from "node:child_process";
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
+
+const BIN = path.resolve(import.meta.dirname, "../bin/skillenv.js");
+
+let service: TestService;
+let skillDir: string;
+beforeAll(async () => {
+  service = await startTestService();
+  skillDir = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-cli-")), "My Report Writer");
+  await fs.mkdir(path.join(skillDir, "templates"), { recursive: true });
+  await fs.writeFile(path.join(skillDir, "SKILL.md"), "---\ndescription: Writes weekly reports.\n---\n# Reports\n");
+  await fs.writeFile(path.join(skillDir, "templates", "weekly.md"), "## Week {{n}}\n");
+});
+afterAll(() => service.close());
+
+function cli(args: string[], env: Record<string, string> = { SERVICE_URL: service.url, SERVICE_API_KEY: KEY_A }) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env: { PATH: process.env.PATH ?? "", ...env } }, (error, stdout, stderr) => {
+      resolve({ code: error ? (error.code as number) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe("skillenv CLI", () => {
+  it("uploads a directory under its slugified name, then lists, gets and deletes it", async () => {
+    const upload = await cli(["upload", skillDir]);
+    expect(upload.stderr).toBe("");
+    expect(upload.code).toBe(0);
+    const uploaded = JSON.parse(upload.stdout);
+    expect(uploaded).toMatchObject({ name: "my-report-writer", description: "Writes weekly reports.", fileCount: 2, changed: true });
+    expect(uploaded.bytesSent).toBeGreaterThan(0);
+
+    const again = JSON.parse((await cli(["upload", skillDir])).stdout);
+    expect(again).toMatchObject({ changed: false, bytesSent: 0, contentHash: uploaded.contentHash });
+
+    const list = JSON.parse((await cli(["list"])).stdout);
+    expect(list.skills.map((skill: { name: string }) => skill.name)).toEqual(["my-report-writer"]);
+    expect(JSON.parse((await cli(["get", "my-report-writer"])).stdout).contentHash).toBe(uploaded.contentHash);
+
+    expect((await cli(["delete", "my-report-writer"])).code).toBe(0);
+    const missing = await cli(["get", "my-report-writer"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^error \[skill_not_found\]: /);
+  });
+
+  it("honours --name", async () => {
+    const upload = await cli(["upload", skillDir, "--name", "weekly"]);
+    expect(JSON.parse(upload.stdout).name).toBe("weekly");
+  });
+
+  it("reports an invalid skill with its stable code before uploading anything", async () => {
+    const bad = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-cli-bad-"));
+    await fs.writeFile(path.join(bad, "SKILL.md"), "no frontmatter here\n");
+    const before = service.logs.length;
+    const result = await cli(["upload", bad, "--name", "bad"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^error \[frontmatter_missing\]: /);
+    expect(service.logs.length).toBe(before);
+  });
+
+  it("explains a missing key, a wrong key and a bad command", async () => {
+    const noKey = await cli(["list"], { SERVICE_URL: service.url });
+    expect(noKey).toMatchObject({ code: 2 });
+    expect(noKey.stderr).toContain("SERVICE_API_KEY");
+    const wrongKey = await cli(["list"], { SERVICE_URL: service.url, SERVICE_API_KEY: "wrong-key-000000000" });
+    expect(wrongKey.code).toBe(1);
+    expect(wrongKey.stderr).toMatch(/^error \[unauthenticated\]: /);
+    const unknown = await cli(["frobnicate"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("unknown command");
+  });
+});

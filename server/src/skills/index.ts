@@ -1,0 +1,23 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
+import type { Assets } from "../assets/index.ts";
+import type { Database } from "../storage/index.ts";
+import type { BundleLimits } from "./bundle/index.ts";
+import { SkillRegistry } from "./registry.ts";
+import { SkillRecords } from "./skill-records.ts";
+import { createSkillService } from "./skill-service.ts";
+
+export { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
+export type { SkillRegistry, SkillFiles } from "./registry.ts";
+export type { SkillRecord } from "./skill-records.ts";
+
+export interface Skills {
+  service: ServiceImpl<typeof SkillService>;
+  /** Server-internal API (staging, the skills meta-tool). */
+  registry: SkillRegistry;
+}
+
+export function createSkills(db: Database, assets: Assets, limits: BundleLimits): Skills {
+  const registry = new SkillRegistry(new SkillRecords(db), assets, limits);
+  return { service: createSkillService(registry), registry };
+}

@@ -1,0 +1,119 @@
+import { validateSkillName } from "../../../clients/ts/src/bundle/index.ts";
+import type { Assets } from "../assets/index.ts";
+import { checkSha256 } from "../assets/index.ts";
+import { serviceError } from "../errors/index.ts";
+import { readBundle, type BundleLimits } from "./bundle/index.ts";
+import { KeyedLock } from "./keyed-lock.ts";
+import type { SkillRecord, SkillRecords } from "./skill-records.ts";
+
+export interface PutResult {
+  record: SkillRecord;
+  changed: boolean;
+}
+
+export interface SkillFiles {
+  record: SkillRecord;
+  files: Map<string, Uint8Array>;
+}
+
+const MAX_PAGE_SIZE = 1000;
+const DEFAULT_PAGE_SIZE = 50;
+
+/**
+ * The workspace skill registry: binds names to validated bundles. Validation happens before
+ * any write, so a refused bundle changes nothing; upserts of one name are serialised.
+ */
+export class SkillRegistry {
+  readonly #records: SkillRecords;
+  readonly #assets: Assets;
+  readonly #limits: BundleLimits;
+  readonly #lock = new KeyedLock();
+
+  constructor(records: SkillRecords, assets: Assets, limits: BundleLimits) {
+    this.#records = records;
+    this.#assets = assets;
+    this.#limits = limits;
+  }
+
+  async put(workspace: string, name: string, contentHash: string): Promise<PutResult> {
+    checkName(name);
+    checkSha256(contentHash);
+    return this.#lock.run(`${workspace}/${name}`, async () => {
+      const existing = await this.#records.get(workspace, name);
+      if (existing?.contentHash === contentHash) return { record: existing, changed: false };
+      const record = await this.#validatedRecord(workspace, name, contentHash, existing);
+      await this.#records.put(workspace, record);
+      return { record, changed: true };
+    });
+  }
+
+  async get(workspace: string, name: string): Promise<SkillRecord> {
+    checkName(name);
+    const record = await this.#records.get(workspace, name);
+    if (!record) throw serviceError("skill_not_found", `this workspace has no skill named ${JSON.stringify(name)}`);
+    return record;
+  }
+
+  async delete(workspace: string, name: string): Promise<void> {
+    await this.#lock.run(`${workspace}/${name}`, async () => {
+      await this.get(workspace, name);
+      await this.#records.delete(workspace, name);
+    });
+  }
+
+  /** A page of skills in name order; the page token is the last name of the previous page. */
+  async list(workspace: string, pageSize: number, pageToken: string): Promise<{ records: SkillRecord[]; nextPageToken: string }> {
+    if (pageSize < 0 || pageSize > MAX_PAGE_SIZE) {
+      throw serviceError("invalid_argument", `pageSize must be between 0 and ${MAX_PAGE_SIZE}`);
+    }
+    const afterName = pageToken === "" ? undefined : decodePageToken(pageToken);
+    const limit = pageSize || DEFAULT_PAGE_SIZE;
+    const records = await this.#records.page(workspace, afterName, limit + 1);
+    const hasMore = records.length > limit;
+    const page = records.slice(0, limit);
+    return { records: page, nextPageToken: hasMore ? encodePageToken(page.at(-1)!.name) : "" };
+  }
+
+  /** The bundle's files, for staging and the `skills` meta-tool: server-internal, never on the wire. */
+  async files(workspace: string, name: string): Promise<SkillFiles> {
+    const record = await this.get(workspace, name);
+    const bytes = await this.#assets.read(workspace, record.contentHash);
+    if (!bytes) throw serviceError("asset_not_found", `the bundle of skill ${name} is no longer available`);
+    const bundle = await readBundle(bytes, this.#limits);
+    return { record, files: bundle.files };
+  }
+
+  async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<SkillRecord> {
+    const bytes = await this.#assets.read(workspace, contentHash);
+    if (!bytes) {
+      throw serviceError("asset_not_found", `no finalized asset ${contentHash} in this workspace; upload the bundle first`);
+    }
+    const bundle = await readBundle(bytes, this.#limits);
+    const now = new Date().toISOString();
+    return {
+      name,
+      description: bundle.description,
+      contentHash,
+      bundleBytes: bytes.byteLength,
+      fileCount: bundle.fileCount,
+      totalFileBytes: bundle.totalBytes,
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+    };
+  }
+}
+
+function checkName(name: string): void {
+  const problem = validateSkillName(name);
+  if (problem) throw serviceError("invalid_skill_name", problem);
+}
+
+function encodePageToken(name: string): string {
+  return Buffer.from(name, "utf8").toString("base64url");
+}
+
+function decodePageToken(token: string): string {
+  const name = Buffer.from(token, "base64url").toString("utf8");
+  if (validateSkillName(name) !== undefined) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
+  return name;
+}

@@ -1,0 +1,41 @@
+import { table, workspaceKey, workspaceRange, type Database, type Table } from "../storage/index.ts";
+
+/** What the registry stores per (workspace, name): metadata only; bytes stay in the blob store. */
+export interface SkillRecord {
+  name: string;
+  description: string;
+  contentHash: string;
+  bundleBytes: number;
+  fileCount: number;
+  totalFileBytes: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The skills table, keyed `<workspace>/<name>` so a workspace's range scan never reaches another's. */
+export class SkillRecords {
+  readonly #skills: Table<SkillRecord>;
+
+  constructor(db: Database) {
+    this.#skills = table<SkillRecord>(db, "skills");
+  }
+
+  get(workspace: string, name: string): Promise<SkillRecord | undefined> {
+    return this.#skills.get(workspaceKey(workspace, name));
+  }
+
+  put(workspace: string, record: SkillRecord): Promise<void> {
+    return this.#skills.put(workspaceKey(workspace, record.name), record);
+  }
+
+  delete(workspace: string, name: string): Promise<void> {
+    return this.#skills.del(workspaceKey(workspace, name));
+  }
+
+  /** Up to `limit` records in name order, starting after `afterName`. */
+  async page(workspace: string, afterName: string | undefined, limit: number): Promise<SkillRecord[]> {
+    const range = workspaceRange(workspace);
+    const gt = afterName === undefined ? range.gt : workspaceKey(workspace, afterName);
+    return this.#skills.values({ gt, lt: range.lt, limit }).all();
+  }
+}
