@@ -47,6 +47,18 @@ export interface EnvironmentSettings {
   preparationFile: string | undefined;
   workers: number;
   maxTurnSecs: number;
+  /** Fuel per invocation (guest computation units). */
+  fuel: number;
+  /** Cap on one guest's linear memory. */
+  memoryMib: number;
+  maxComponentBytes: number;
+  /** Largest component accepted inline in a gRPC/Connect admission (larger ones go through assets). */
+  maxInlineComponentBytes: number;
+  maxSourceBytes: number;
+  /** Concurrent agent-loop invocations per worker (nested-work capacity; they mostly wait). */
+  agentLoopSlotsPerWorker: number;
+  /** Concurrent leaf (tool) invocations per worker. */
+  toolSlotsPerWorker: number;
 }
 
 export class SettingsError extends Error {
@@ -105,6 +117,13 @@ export function loadSettings(env: Env = process.env): Settings {
       preparationFile: read("SERVICE_ENV_PREPARATION", (raw) => path.resolve(raw), undefined),
       workers: read("SERVICE_ENV_WORKERS", parsePositiveInt, 2),
       maxTurnSecs: read("SERVICE_MAX_TURN_SECS", parsePositiveInt, 300),
+      fuel: read("SERVICE_ENV_FUEL", parsePositiveInt, 10_000_000_000),
+      memoryMib: read("SERVICE_ENV_MEMORY_MIB", parsePositiveInt, 256),
+      maxComponentBytes: read("SERVICE_ENV_MAX_COMPONENT_BYTES", parsePositiveInt, 64 * MiB),
+      maxInlineComponentBytes: read("SERVICE_ENV_MAX_INLINE_BYTES", parsePositiveInt, 16 * MiB),
+      maxSourceBytes: read("SERVICE_ENV_MAX_SOURCE_BYTES", parsePositiveInt, 1 * MiB),
+      agentLoopSlotsPerWorker: read("SERVICE_ENV_AGENT_LOOP_SLOTS", parsePositiveInt, 16),
+      toolSlotsPerWorker: read("SERVICE_ENV_TOOL_SLOTS", parsePositiveInt, 4),
     },
   };
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);

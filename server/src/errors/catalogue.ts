@@ -48,6 +48,22 @@ export const errorCatalogue = {
   bundle_entry_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "One entry's uncompressed size exceeds the configured limit." },
   bundle_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle's total uncompressed size exceeds the configured limit." },
   bundle_compression_ratio: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry's compression ratio is above the configured limit (zip bomb guard)." },
+  // Artifacts, preparation and the service environment
+  not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has not admitted an artifact with that id (or it does not exist)." },
+  invalid_component: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bytes are not a WebAssembly component, or it exports no supported world (tool: run; agent-loop: turn)." },
+  import_not_grantable: { code: Code.InvalidArgument, httpStatus: 400, summary: "The component imports an interface that no grant can satisfy." },
+  component_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The component exceeds the configured size limit (or the inline limit of a gRPC admission)." },
+  source_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The program source exceeds the configured size limit." },
+  source_not_utf8: { code: Code.InvalidArgument, httpStatus: 400, summary: "The program source is not valid UTF-8." },
+  grant_not_allowed: { code: Code.PermissionDenied, httpStatus: 403, summary: "A grant lies outside the deployment's allow-list (filesystem, network or secrets)." },
+  invalid_grant: { code: Code.InvalidArgument, httpStatus: 400, summary: "A grant is malformed (unknown access mode, origin syntax, secret name)." },
+  preparation_failed: { code: Code.FailedPrecondition, httpStatus: 422, summary: "Preparing an artifact (transpile, instrument, compile, load on workers) failed; the message names the artifact and the cause." },
+  pool_saturated: { code: Code.ResourceExhausted, httpStatus: 429, summary: "Every execution slot of the worker pool is busy; the call was not started. Retry later." },
+  fuel_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The invocation used up its fuel (guest computation budget) and was stopped." },
+  memory_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The guest tried to grow its memory beyond the configured cap and was stopped." },
+  timeout: { code: Code.DeadlineExceeded, httpStatus: 504, summary: "The invocation passed its deadline (or SERVICE_MAX_TURN_SECS) and was stopped." },
+  guest_trap: { code: Code.Aborted, httpStatus: 422, summary: "The guest trapped (e.g. unreachable, out-of-bounds access) for a reason other than fuel or memory." },
+  unknown_outcome: { code: Code.Unknown, httpStatus: 502, summary: "The worker failed during the invocation; the call may or may not have taken effect and is never replayed." },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
