@@ -31,12 +31,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const { keys, devKeyFile } = await resolveKeys(settings);
     const assets = await createAssets({ db, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
 
-    const skills = createSkills(db, assets, {
-      maxEntries: settings.limits.skillMaxEntries,
-      maxEntryBytes: settings.limits.skillMaxEntryBytes,
-      maxTotalBytes: settings.limits.skillMaxTotalBytes,
-      maxCompressionRatio: settings.limits.skillMaxCompressionRatio,
-    });
+    const skills = createSkills(db, assets, settings.limits);
 
     const services = [AssetService, SkillService];
     const health = new HealthState(services.map((service) => service.typeName));

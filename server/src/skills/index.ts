@@ -2,7 +2,8 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import type { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import type { Assets } from "../assets/index.ts";
 import type { Database } from "../storage/index.ts";
-import type { BundleLimits } from "./bundle/index.ts";
+import type { Limits } from "../config/index.ts";
+import { bundleLimitsFrom } from "./bundle/index.ts";
 import { SkillRegistry } from "./registry.ts";
 import { SkillRecords } from "./skill-records.ts";
 import { createSkillService } from "./skill-service.ts";
@@ -17,7 +18,7 @@ export interface Skills {
   registry: SkillRegistry;
 }
 
-export function createSkills(db: Database, assets: Assets, limits: BundleLimits): Skills {
-  const registry = new SkillRegistry(new SkillRecords(db), assets, limits);
+export function createSkills(db: Database, assets: Assets, limits: Limits): Skills {
+  const registry = new SkillRegistry(new SkillRecords(db), assets, bundleLimitsFrom(limits));
   return { service: createSkillService(registry), registry };
 }

@@ -1,2 +1,2 @@
-export { defaultBundleLimits, type BundleLimits } from "./limits.ts";
+export { bundleLimitsFrom, defaultBundleLimits, type BundleLimits } from "./limits.ts";
 export { asServiceError, readBundle, type ReadBundle } from "./read.ts";

@@ -1,3 +1,5 @@
+import { loadSettings, type Limits } from "../../config/index.ts";
+
 /** Bounds on what reading one bundle may cost; all are checked before and while inflating. */
 export interface BundleLimits {
   readonly maxEntries: number;
@@ -9,11 +11,15 @@ export interface BundleLimits {
   readonly maxCompressionRatio: number;
 }
 
-const MiB = 1024 * 1024;
+/** The bundle limits of the SERVICE_SKILL_* settings. */
+export function bundleLimitsFrom(limits: Limits): BundleLimits {
+  return {
+    maxEntries: limits.skillMaxEntries,
+    maxEntryBytes: limits.skillMaxEntryBytes,
+    maxTotalBytes: limits.skillMaxTotalBytes,
+    maxCompressionRatio: limits.skillMaxCompressionRatio,
+  };
+}
 
-export const defaultBundleLimits: BundleLimits = {
-  maxEntries: 1000,
-  maxEntryBytes: 10 * MiB,
-  maxTotalBytes: 50 * MiB,
-  maxCompressionRatio: 100,
-};
+/** The defaults come from the settings module, the one place limits are defined. */
+export const defaultBundleLimits: BundleLimits = bundleLimitsFrom(loadSettings({}).limits);
