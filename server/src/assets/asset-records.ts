@@ -1,4 +1,4 @@
-import { table, workspaceKey, type Database, type Sha256Hex, type Table } from "../storage/index.ts";
+import { KeyedLock, table, workspaceKey, type Database, type Sha256Hex, type Table } from "../storage/index.ts";
 
 /** Proof that a workspace PUT verified bytes through a signed URL; consumed by finalize. */
 interface UploadReceipt {
@@ -21,6 +21,7 @@ export class AssetRecords {
   readonly #db: Database;
   readonly #receipts: Table<UploadReceipt>;
   readonly #assets: Table<AssetRecord>;
+  readonly #lock = new KeyedLock();
 
   constructor(db: Database) {
     this.#db = db;
@@ -42,15 +43,18 @@ export class AssetRecords {
    */
   async finalize(workspace: string, sha256: Sha256Hex): Promise<AssetRecord | undefined> {
     const key = workspaceKey(workspace, sha256);
-    const existing = await this.#assets.get(key);
-    if (existing) return existing;
-    const receipt = await this.#receipts.get(key);
-    if (!receipt) return undefined;
-    const record: AssetRecord = { sha256, sizeBytes: receipt.sizeBytes, finalizedAt: new Date().toISOString() };
-    await this.#db.batch([
-      { type: "put", sublevel: this.#assets, key, value: record },
-      { type: "del", sublevel: this.#receipts, key },
-    ]);
-    return record;
+    // Serialised per key: concurrent finalizes of one upload all see the one record it becomes.
+    return this.#lock.run(key, async () => {
+      const existing = await this.#assets.get(key);
+      if (existing) return existing;
+      const receipt = await this.#receipts.get(key);
+      if (!receipt) return undefined;
+      const record: AssetRecord = { sha256, sizeBytes: receipt.sizeBytes, finalizedAt: new Date().toISOString() };
+      await this.#db.batch([
+        { type: "put", sublevel: this.#assets, key, value: record },
+        { type: "del", sublevel: this.#receipts, key },
+      ]);
+      return record;
+    });
   }
 }

@@ -2,8 +2,8 @@ import { validateSkillName } from "../../../clients/ts/src/bundle/index.ts";
 import type { Assets } from "../assets/index.ts";
 import { checkSha256 } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
+import { KeyedLock } from "../storage/index.ts";
 import { readBundle, type BundleLimits } from "./bundle/index.ts";
-import { KeyedLock } from "./keyed-lock.ts";
 import type { SkillRecord, SkillRecords } from "./skill-records.ts";
 
 export interface PutResult {

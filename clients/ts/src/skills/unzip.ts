@@ -1,4 +1,4 @@
-import { BundleFormatError } from "../bundle/index.ts";
+import { BundleFormatError, crc32 } from "../bundle/index.ts";
 
 const EOCD_SIGNATURE = 0x06054b50;
 const CENTRAL_SIGNATURE = 0x02014b50;
@@ -39,19 +39,29 @@ interface CentralEntry {
   name: string;
   flags: number;
   method: number;
+  crc: number;
   compressedSize: number;
   localOffset: number;
   next: number;
 }
 
+const UNIX = 3;
+const FILE_TYPE_MASK = 0o170000;
+const REGULAR_FILE = 0o100000;
+const DIRECTORY = 0o040000;
+const names = new TextDecoder("utf-8", { fatal: true });
+
 function centralEntry(zip: Uint8Array, view: DataView, offset: number): CentralEntry {
   const nameLength = view.getUint16(offset + 28, true);
   const extraLength = view.getUint16(offset + 30, true);
   const commentLength = view.getUint16(offset + 32, true);
+  const name = decodeName(zip.subarray(offset + 46, offset + 46 + nameLength));
+  checkFileType(name, view.getUint8(offset + 5), view.getUint32(offset + 38, true));
   return {
-    name: new TextDecoder().decode(zip.subarray(offset + 46, offset + 46 + nameLength)),
+    name,
     flags: view.getUint16(offset + 8, true),
     method: view.getUint16(offset + 10, true),
+    crc: view.getUint32(offset + 16, true),
     compressedSize: view.getUint32(offset + 20, true),
     localOffset: view.getUint32(offset + 42, true),
     next: offset + 46 + nameLength + extraLength + commentLength,
@@ -66,9 +76,27 @@ async function entryData(zip: Uint8Array, view: DataView, entry: CentralEntry): 
   const end = start + entry.compressedSize;
   if (end > zip.byteLength) notZip(`${entry.name} runs past the end of the archive`);
   const raw = zip.subarray(start, end);
-  if (entry.method === 0) return raw.slice();
-  if (entry.method === 8) return inflateRaw(raw);
-  return notZip(`${entry.name} uses compression method ${entry.method}; only stored and deflate are supported`);
+  if (entry.method !== 0 && entry.method !== 8) {
+    notZip(`${entry.name} uses compression method ${entry.method}; only stored and deflate are supported`);
+  }
+  const data = entry.method === 0 ? raw.slice() : await inflateRaw(raw);
+  if (crc32(data) !== entry.crc) notZip(`${entry.name} fails its CRC-32 check`);
+  return data;
+}
+
+function decodeName(bytes: Uint8Array): string {
+  try {
+    return names.decode(bytes);
+  } catch {
+    throw new BundleFormatError("bundle_path_invalid", "an entry name is not valid UTF-8");
+  }
+}
+
+/** Unix-made entries carry a file type; anything but a regular file or directory (symlinks above all) is refused. */
+function checkFileType(name: string, madeBy: number, externalAttributes: number): void {
+  const type = (externalAttributes >>> 16) & FILE_TYPE_MASK;
+  if (madeBy !== UNIX || type === 0 || type === REGULAR_FILE || type === DIRECTORY) return;
+  throw new BundleFormatError("bundle_special_entry", `${name} is a symbolic link or special file`);
 }
 
 async function inflateRaw(data: Uint8Array): Promise<Uint8Array> {

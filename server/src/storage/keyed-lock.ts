@@ -1,6 +1,6 @@
 /**
- * Serialises async work per key within this process, so a read-check-write on one skill name
- * never interleaves with another on the same name.
+ * Serialises async work per key within this process, so a read-check-write of one record
+ * (a skill name, a workspace asset) never interleaves with another on the same key.
  */
 export class KeyedLock {
   readonly #tails = new Map<string, Promise<unknown>>();
