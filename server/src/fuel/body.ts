@@ -1,0 +1,496 @@
+import { encodeCharge, encodeLoad, encodeSync, F_CHECK, F_LOAD } from "./charge.ts";
+import { Writer } from "./leb.ts";
+import {
+  FC_LEBS,
+  OP_COST,
+  OP_CONTROL,
+  OP_F32,
+  OP_F64,
+  OP_GLOBAL,
+  OP_KIND,
+  OP_LEB,
+  OP_MEMARG,
+  OP_PLAIN,
+  OP_PREFIX_FC,
+  OP_PREFIX_FD,
+  OP_SELECT_T,
+  SIMD_BYTES16,
+  SIMD_KIND,
+  SIMD_LANE,
+  SIMD_MEMARG,
+  SIMD_MEMARG_LANE,
+  SIMD_PLAIN,
+} from "./opcodes.ts";
+
+const FRAME_FUNC = 0;
+const FRAME_BLOCK = 1;
+const FRAME_LOOP = 2;
+
+/**
+ * Rewrites one function body at a time. Instances are reused across a module's functions so the
+ * scratch buffers and stacks are allocated once.
+ *
+ * Single pass: input bytes are copied lazily (`copyFrom`) and flushed only where code is inserted.
+ * Segment charges depend on the segment's length, which is known only at its end, so each segment
+ * start is recorded as a slot in the scratch output and `writeTo` splices the charges in.
+ */
+export class BodyInstrumenter {
+  private code: Uint8Array = new Uint8Array(0);
+  private pos = 0;
+  private end = 0;
+  private copyFrom = 0;
+  private readonly out = new Writer(1 << 16);
+
+  private slotPos = new Int32Array(256);
+  private slotCost = new Int32Array(256);
+  private slotFlags = new Uint8Array(256);
+  private slots = 0;
+  private cost = 0;
+
+  private frameKind = new Uint8Array(64);
+  /** 1 when the global must be current on every path into the frame's continuation. */
+  private frameSync = new Uint8Array(64);
+  private frameOrdinal = new Int32Array(64);
+  private depth = 0;
+  private ordinals = 0;
+
+  /** Ordinals of blocks that a try_table catch clause branches to (found by a first pass). */
+  private readonly catchTargets = new Set<number>();
+  private foundNewCatchTarget = false;
+
+  private counter = 0;
+  /** The global already equals the counter: no charge since the last write-back or reload. */
+  private synced = false;
+  private readonly importedGlobals: number;
+  /** The fuel global is appended after the imported globals, so its index is their count. */
+  private readonly fuelGlobal: number;
+
+  constructor(importedGlobals: number) {
+    this.importedGlobals = importedGlobals;
+    this.fuelGlobal = importedGlobals;
+  }
+
+  /** Instruments the expression code[start, end) using local `counter`; `writeTo` emits the result. */
+  instrument(code: Uint8Array, start: number, end: number, counter: number): void {
+    this.code = code;
+    this.end = end;
+    this.counter = counter;
+    this.catchTargets.clear();
+    this.pass(start);
+    // A catch target seen only after earlier branches to it were emitted needs a second pass.
+    if (this.foundNewCatchTarget) this.pass(start);
+    if (this.foundNewCatchTarget) throw new Error(`internal: catch targets unstable in body at offset ${start}`);
+  }
+
+  /** Emits the instrumented expression, splicing each segment's charge in at its start. */
+  writeTo(w: Writer): void {
+    let from = 0;
+    for (let i = 0; i < this.slots; i++) {
+      const cost = this.slotCost[i]!;
+      const flags = this.slotFlags[i]!;
+      if (cost === 0 && flags === 0) continue; // nothing to charge: keep copying in one run
+      const at = this.slotPos[i]!;
+      w.copy(this.out.buf, from, at);
+      encodeCharge(w, cost, flags, this.counter, this.fuelGlobal);
+      from = at;
+    }
+    w.copy(this.out.buf, from, this.out.len);
+  }
+
+  private pass(start: number): void {
+    this.pos = start;
+    this.copyFrom = start;
+    this.out.len = 0;
+    this.slots = 0;
+    this.cost = 0;
+    this.depth = 0;
+    this.ordinals = 0;
+    this.foundNewCatchTarget = false;
+    this.pushFrame(FRAME_FUNC, 1);
+    this.startSegment(F_LOAD | F_CHECK);
+    this.decodeLoop();
+  }
+
+  /**
+   * The hot loop: position and segment cost live in locals, and the common immediates are skipped
+   * inline; only opcodes that may rewrite or split go through the methods (which use the fields).
+   */
+  private decodeLoop(): void {
+    const code = this.code;
+    const end = this.end;
+    // Imports copied to locals: module runners (vitest) turn each imported binding into a property read.
+    const costs = OP_COST;
+    const kinds = OP_KIND;
+    const plain = OP_PLAIN;
+    const leb = OP_LEB;
+    const memarg = OP_MEMARG;
+    const f32 = OP_F32;
+    const f64 = OP_F64;
+    let pos = this.pos;
+    let cost = this.cost;
+    for (;;) {
+      if (pos >= end) throw new Error(`function body ending at offset ${end} has no final end`);
+      const at = pos;
+      const op = code[pos++]!;
+      cost += costs[op]!;
+      const kind = kinds[op]!;
+      if (kind === plain) continue;
+      if (kind === leb) {
+        pos = skipLeb(code, pos);
+        continue;
+      }
+      if (kind === memarg) {
+        pos = skipMemarg(code, pos);
+        continue;
+      }
+      if (kind === f32 || kind === f64) {
+        pos += kind === f32 ? 4 : 8;
+        continue;
+      }
+      this.pos = pos;
+      this.cost = cost;
+      if (this.slowOp(kind, op, at)) return;
+      pos = this.pos;
+      cost = this.cost;
+    }
+  }
+
+  /** Opcodes that rewrite, insert or split; returns true at the function's final `end`. */
+  private slowOp(kind: number, op: number, at: number): boolean {
+    switch (kind) {
+      case OP_CONTROL:
+        return this.control(op, at);
+      case OP_GLOBAL:
+        this.renumberGlobal();
+        return false;
+      case OP_SELECT_T:
+        for (let n = this.u32(); n > 0; n--) this.skipValType();
+        return false;
+      case OP_PREFIX_FC:
+        this.skipMiscOp(at);
+        return false;
+      case OP_PREFIX_FD:
+        this.skipSimdOp(at);
+        return false;
+      default:
+        throw unknownOpcode(at, op);
+    }
+  }
+
+  /** Handles one control-flow opcode; returns true at the function's final `end`. */
+  private control(op: number, at: number): boolean {
+    switch (op) {
+      case 0x02: // block
+      case 0x06: // try (legacy)
+        this.skipBlockType();
+        this.pushFrame(FRAME_BLOCK, 0);
+        return false;
+      case 0x03:
+        this.loop(at);
+        return false;
+      case 0x04: // if: the then-arm runs only when taken
+        // When false without an else arm, `if` branches straight to its continuation.
+        if (this.catchTargets.has(this.ordinals)) this.syncBefore(at);
+        this.skipBlockType();
+        this.pushFrame(FRAME_BLOCK, 0);
+        this.startSegment(0);
+        return false;
+      case 0x05: // else
+        this.leaveArm(at);
+        this.startSegment(0);
+        return false;
+      case 0x07: // catch tag (legacy): handler entered by an exception; the thrower wrote the global
+        this.skipLeb();
+        this.leaveArm(at);
+        this.startSegment(F_LOAD);
+        return false;
+      case 0x19: // catch_all (legacy)
+        this.leaveArm(at);
+        this.startSegment(F_LOAD);
+        return false;
+      case 0x0b:
+        return this.endFrame(at);
+      case 0x18: // delegate: closes a legacy try like end
+        this.skipLeb();
+        return this.endFrame(at);
+      case 0x1f:
+        this.tryTable();
+        return false;
+      case 0x0c: // br
+        if (this.labelNeedsSync(this.u32())) this.syncBefore(at);
+        this.startSegment(0);
+        return false;
+      case 0x0d: // br_if
+      case 0xd5: // br_on_null
+      case 0xd6: // br_on_non_null
+        if (this.labelNeedsSync(this.u32())) this.syncBefore(at);
+        return false;
+      case 0x0e:
+        this.brTable(at);
+        return false;
+      case 0x10: // call
+      case 0x14: // call_ref
+        this.skipLeb();
+        this.aroundCall(at);
+        return false;
+      case 0x11: // call_indirect
+        this.skipLeb();
+        this.skipLeb();
+        this.aroundCall(at);
+        return false;
+      case 0x12: // return_call
+      case 0x15: // return_call_ref
+      case 0x08: // throw
+      case 0x09: // rethrow
+        this.skipLeb();
+        this.syncAndSplit(at);
+        return false;
+      case 0x13: // return_call_indirect
+        this.skipLeb();
+        this.skipLeb();
+        this.syncAndSplit(at);
+        return false;
+      case 0x0f: // return
+      case 0x0a: // throw_ref
+        this.syncAndSplit(at);
+        return false;
+      case 0x00: // unreachable: what follows is dead until the next structural boundary
+        this.startSegment(0);
+        return false;
+      default:
+        throw unknownOpcode(at, op);
+    }
+  }
+
+  private loop(at: number): void {
+    const ordinal = this.ordinals;
+    const isCatchTarget = this.catchTargets.has(ordinal) ? 1 : 0;
+    // A catch clause may land on this loop head, which reloads the counter; entering it must sync first.
+    if (isCatchTarget) this.syncBefore(at);
+    this.skipBlockType();
+    this.pushFrame(FRAME_LOOP, isCatchTarget);
+    this.startSegment(F_CHECK | (isCatchTarget ? F_LOAD : 0));
+  }
+
+  /** Leaving a then-arm, try body or catch handler flows to the frame's continuation. */
+  private leaveArm(at: number): void {
+    if (this.frameSync[this.depth - 1]) this.syncBefore(at);
+  }
+
+  private endFrame(at: number): boolean {
+    const top = this.depth - 1;
+    if (top === 0) {
+      this.syncBefore(at);
+      this.depth = 0;
+      this.closeSegment();
+      this.flush(this.pos);
+      if (this.pos !== this.end) throw new Error(`function body has trailing bytes after final end at offset ${this.pos}`);
+      return true;
+    }
+    // Continuation of a catch-target block: reached by fallthrough, branches and catches; reload.
+    const reload = this.frameSync[top] && this.frameKind[top] !== FRAME_LOOP;
+    if (reload) this.syncBefore(at);
+    this.depth = top;
+    this.startSegment(reload ? F_LOAD : 0);
+    return false;
+  }
+
+  private tryTable(): void {
+    this.skipBlockType();
+    for (let n = this.u32(); n > 0; n--) {
+      const kind = this.code[this.pos++]!;
+      if (kind > 3) throw new Error(`unknown try_table catch kind ${kind} at offset ${this.pos - 1}`);
+      if (kind < 2) this.skipLeb(); // catch / catch_ref carry a tag index
+      this.markCatchTarget(this.u32());
+    }
+    this.pushFrame(FRAME_BLOCK, 0);
+  }
+
+  /** Catch labels are relative to the frames enclosing the try_table (it is not yet pushed). */
+  private markCatchTarget(label: number): void {
+    const index = this.frameIndex(label);
+    // Landing on the function frame returns to the caller, which reloads after its call.
+    if (index === 0 || this.frameSync[index]) return;
+    this.catchTargets.add(this.frameOrdinal[index]!);
+    this.foundNewCatchTarget = true;
+  }
+
+  private brTable(at: number): void {
+    let sync = false;
+    for (let n = this.u32() + 1; n > 0; n--) sync = this.labelNeedsSync(this.u32()) || sync;
+    if (sync) this.syncBefore(at);
+    this.startSegment(0);
+  }
+
+  private aroundCall(at: number): void {
+    this.syncBefore(at);
+    // The callee (or host) may have consumed or changed fuel.
+    this.flush(this.pos);
+    encodeLoad(this.out, this.counter, this.fuelGlobal);
+    this.synced = true;
+  }
+
+  /** Return, tail call or throw: control leaves this frame with the counter published. */
+  private syncAndSplit(at: number): void {
+    this.syncBefore(at);
+    this.startSegment(0);
+  }
+
+  private labelNeedsSync(label: number): boolean {
+    return this.frameSync[this.frameIndex(label)] === 1;
+  }
+
+  private frameIndex(label: number): number {
+    const index = this.depth - 1 - label;
+    if (index < 0) throw new Error(`branch label ${label} out of range at offset ${this.pos}`);
+    return index;
+  }
+
+  private pushFrame(kind: number, sync: number): void {
+    if (this.depth === this.frameKind.length) this.growFrames();
+    this.frameKind[this.depth] = kind;
+    this.frameSync[this.depth] = sync || (kind === FRAME_BLOCK && this.catchTargets.has(this.ordinals)) ? 1 : 0;
+    this.frameOrdinal[this.depth] = kind === FRAME_FUNC ? -1 : this.ordinals++;
+    this.depth++;
+  }
+
+  private growFrames(): void {
+    const n = this.frameKind.length * 2;
+    this.frameKind = grow(this.frameKind, new Uint8Array(n));
+    this.frameSync = grow(this.frameSync, new Uint8Array(n));
+    this.frameOrdinal = grow(this.frameOrdinal, new Int32Array(n));
+  }
+
+  private closeSegment(): void {
+    this.slotCost[this.slots - 1] = this.cost;
+    this.cost = 0;
+  }
+
+  /** Every segment may charge at its start, so the global is no longer known to be current. */
+  private startSegment(flags: number): void {
+    this.synced = false;
+    if (this.slots > 0) this.closeSegment();
+    this.flush(this.pos);
+    if (this.slots === this.slotPos.length) this.growSlots();
+    this.slotPos[this.slots] = this.out.len;
+    this.slotFlags[this.slots] = flags;
+    this.slots++;
+  }
+
+  private growSlots(): void {
+    const n = this.slotPos.length * 2;
+    this.slotPos = grow(this.slotPos, new Int32Array(n));
+    this.slotCost = grow(this.slotCost, new Int32Array(n));
+    this.slotFlags = grow(this.slotFlags, new Uint8Array(n));
+  }
+
+  private flush(upTo: number): void {
+    this.out.copy(this.code, this.copyFrom, upTo);
+    this.copyFrom = upTo;
+  }
+
+  /** Writes the counter back to the global before the instruction at `at`, unless it is current. */
+  private syncBefore(at: number): void {
+    if (this.synced) return;
+    this.synced = true;
+    this.flush(at);
+    encodeSync(this.out, this.counter, this.fuelGlobal);
+  }
+
+  private renumberGlobal(): void {
+    const immediate = this.pos;
+    const index = this.u32();
+    if (index < this.importedGlobals) return;
+    // The fuel import sits after the original imported globals, shifting every defined global by one.
+    this.flush(immediate);
+    this.out.u32(index + 1);
+    this.copyFrom = this.pos;
+  }
+
+  private skipMiscOp(at: number): void {
+    const sub = this.u32();
+    const lebs = FC_LEBS[sub];
+    if (lebs === undefined) throw unknownOpcode(at, 0xfc, sub);
+    for (let i = 0; i < lebs; i++) this.skipLeb();
+  }
+
+  private skipSimdOp(at: number): void {
+    const sub = this.u32();
+    switch (SIMD_KIND[sub]) {
+      case SIMD_PLAIN:
+        return;
+      case SIMD_MEMARG:
+        this.pos = skipMemarg(this.code, this.pos);
+        return;
+      case SIMD_MEMARG_LANE:
+        this.pos = skipMemarg(this.code, this.pos);
+        this.pos++;
+        return;
+      case SIMD_LANE:
+        this.pos++;
+        return;
+      case SIMD_BYTES16:
+        this.pos += 16;
+        return;
+      default:
+        throw unknownOpcode(at, 0xfd, sub);
+    }
+  }
+
+  /** Block types are 0x40, a value type or an s33 type index; the single-byte ones are one-byte LEBs. */
+  private skipBlockType(): void {
+    const b = this.code[this.pos];
+    if (b === 0x63 || b === 0x64) this.pos++;
+    this.skipLeb();
+  }
+
+  private skipValType(): void {
+    const b = this.code[this.pos++];
+    if (b === 0x63 || b === 0x64) this.skipLeb();
+  }
+
+  private skipLeb(): void {
+    this.pos = skipLeb(this.code, this.pos);
+  }
+
+  private u32(): number {
+    const code = this.code;
+    let result = 0;
+    let shift = 0;
+    let b: number;
+    do {
+      b = code[this.pos++]!;
+      result |= (b & 0x7f) << shift;
+      shift += 7;
+    } while (b & 0x80 && shift < 35);
+    if (b & 0x80) throw new Error(`LEB128 longer than 5 bytes at offset ${this.pos}`);
+    return result >>> 0;
+  }
+}
+
+function skipLeb(code: Uint8Array, pos: number): number {
+  while (code[pos++]! & 0x80);
+  return pos;
+}
+
+/** memarg: alignment (bit 6 of its first byte announces a memory index, multi-memory), then the offset. */
+function skipMemarg(code: Uint8Array, pos: number): number {
+  const align = code[pos]!;
+  let p = skipLeb(code, pos);
+  if (align & 0x40) p = skipLeb(code, p);
+  return skipLeb(code, p);
+}
+
+function grow<T extends Uint8Array | Int32Array>(old: T, next: T): T {
+  next.set(old);
+  return next;
+}
+
+function unknownOpcode(at: number, op: number, sub?: number): Error {
+  const name = sub === undefined ? `0x${hex(op)}` : `0x${hex(op)} 0x${hex(sub)}`;
+  return new Error(`unknown opcode ${name} at offset ${at}`);
+}
+
+function hex(n: number): string {
+  return n.toString(16).padStart(2, "0");
+}

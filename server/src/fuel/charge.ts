@@ -1,0 +1,72 @@
+import type { Writer } from "./leb.ts";
+
+/**
+ * The code the instrumenter inserts. `counter` is the function's i64 counter local, `fuelGlobal`
+ * the imported fuel global. Everything here is stack-neutral and adds no branch targets around
+ * original code, so the original branch depths stay valid.
+ */
+
+/** Segment flag: take the counter from the global (entry, catch handlers) instead of the local. */
+export const F_LOAD = 1;
+/** Segment flag: trap if the counter went negative (entry and loop heads, so every cycle is checked). */
+export const F_CHECK = 2;
+
+const LOCAL_GET = 0x20;
+const LOCAL_SET = 0x21;
+const LOCAL_TEE = 0x22;
+const GLOBAL_GET = 0x23;
+const GLOBAL_SET = 0x24;
+const I64_CONST = 0x42;
+const I64_SUB = 0x7d;
+const I64_LT_S = 0x53;
+const IF = 0x04;
+const EMPTY_BLOCK_TYPE = 0x40;
+const UNREACHABLE = 0x00;
+const END = 0x0b;
+
+/** counter -> global: before calls, returns, throws and exits. */
+export function encodeSync(w: Writer, counter: number, fuelGlobal: number): void {
+  w.u8(LOCAL_GET);
+  w.u32(counter);
+  w.u8(GLOBAL_SET);
+  w.u32(fuelGlobal);
+}
+
+/** global -> counter: after calls. */
+export function encodeLoad(w: Writer, counter: number, fuelGlobal: number): void {
+  w.u8(GLOBAL_GET);
+  w.u32(fuelGlobal);
+  w.u8(LOCAL_SET);
+  w.u32(counter);
+}
+
+/**
+ * Emits one segment's charge: counter -= cost, then (at checks) trap when negative. The global is
+ * written before the trap so the host can tell fuel exhaustion (global < 0) from other traps.
+ * Only for segments with something to do: a cost or a flag.
+ */
+export function encodeCharge(w: Writer, cost: number, flags: number, counter: number, fuelGlobal: number): void {
+  const load = flags & F_LOAD;
+  const check = flags & F_CHECK;
+  w.u8(load ? GLOBAL_GET : LOCAL_GET);
+  w.u32(load ? fuelGlobal : counter);
+  if (cost > 0) {
+    w.u8(I64_CONST);
+    w.sleb(cost);
+    w.u8(I64_SUB);
+  }
+  // With neither a load nor a charge the value on the stack is the counter itself; nothing to store.
+  if (load || cost > 0) {
+    w.u8(check ? LOCAL_TEE : LOCAL_SET);
+    w.u32(counter);
+  }
+  if (!check) return;
+  w.u8(I64_CONST);
+  w.u8(0);
+  w.u8(I64_LT_S);
+  w.u8(IF);
+  w.u8(EMPTY_BLOCK_TYPE);
+  encodeSync(w, counter, fuelGlobal);
+  w.u8(UNREACHABLE);
+  w.u8(END);
+}

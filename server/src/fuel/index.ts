@@ -1,0 +1,2 @@
+export { FUEL_IMPORT, instrumentFuel, type InstrumentResult } from "./instrument.ts";
+export { capMemory } from "./memory.ts";

@@ -1,0 +1,176 @@
+/**
+ * Rewrites the non-code sections that mention global indices. The fuel global is appended to the
+ * imports, so imported globals keep their indices and every defined global moves up by one.
+ */
+import { Reader, Writer } from "./leb.ts";
+import { KIND_GLOBAL, skipLimits } from "./sections.ts";
+
+/** Maps an old global index to its index after the fuel import was added. */
+export type GlobalMap = (index: number) => number;
+
+export function shiftDefinedGlobals(importedGlobals: number): GlobalMap {
+  return (index) => (index < importedGlobals ? index : index + 1);
+}
+
+/** Constant expressions: numeric/vector constants, ref.null/ref.func, global.get, extended-const arithmetic. */
+function copyConstExpr(r: Reader, w: Writer, map: GlobalMap): void {
+  for (;;) {
+    const at = r.pos;
+    const op = r.u8();
+    w.u8(op);
+    switch (op) {
+      case 0x0b:
+        return;
+      case 0x23: // global.get
+        w.u32(map(r.u32()));
+        break;
+      case 0x41: // i32.const
+      case 0x42: // i64.const
+      case 0xd0: // ref.null heaptype
+      case 0xd2: // ref.func
+        w.copyLeb(r);
+        break;
+      case 0x43:
+        copyBytes(r, w, 4);
+        break;
+      case 0x44:
+        copyBytes(r, w, 8);
+        break;
+      case 0x6a: // i32.add, i32.sub, i32.mul, i64.add, i64.sub, i64.mul (extended-const)
+      case 0x6b:
+      case 0x6c:
+      case 0x7c:
+      case 0x7d:
+      case 0x7e:
+        break;
+      case 0xfd: // v128.const
+        if (r.u32() !== 0x0c) throw new Error(`unsupported SIMD opcode in constant expression at offset ${at}`);
+        w.u32(0x0c);
+        copyBytes(r, w, 16);
+        break;
+      default:
+        throw new Error(`unsupported opcode 0x${op.toString(16)} in constant expression at offset ${at}`);
+    }
+  }
+}
+
+function copyBytes(r: Reader, w: Writer, n: number): void {
+  const start = r.pos;
+  r.skip(n);
+  w.copy(r.bytes, start, r.pos);
+}
+
+function copyValType(r: Reader, w: Writer): void {
+  const start = r.pos;
+  r.skipValType();
+  w.copy(r.bytes, start, r.pos);
+}
+
+function copyName(r: Reader, w: Writer): void {
+  const start = r.pos;
+  r.skipVec();
+  w.copy(r.bytes, start, r.pos);
+}
+
+export function rewriteGlobalSection(r: Reader, map: GlobalMap): Writer {
+  const w = new Writer(r.end - r.pos + 16);
+  for (let n = w.copyCount(r); n > 0; n--) {
+    copyValType(r, w);
+    w.u8(r.u8()); // mutability
+    copyConstExpr(r, w, map);
+  }
+  return w;
+}
+
+export function rewriteExportSection(r: Reader, map: GlobalMap): Writer {
+  const w = new Writer(r.end - r.pos + 16);
+  for (let n = w.copyCount(r); n > 0; n--) {
+    copyName(r, w);
+    const kind = r.u8();
+    w.u8(kind);
+    const index = r.u32();
+    w.u32(kind === KIND_GLOBAL ? map(index) : index);
+  }
+  return w;
+}
+
+/** Element segment flags: bit 0 passive/declarative, bit 1 explicit table (or declarative), bit 2 expression items. */
+export function rewriteElementSection(r: Reader, map: GlobalMap): Writer {
+  const w = new Writer(r.end - r.pos + 16);
+  for (let n = w.copyCount(r); n > 0; n--) {
+    const flags = r.u32();
+    if (flags > 7) throw new Error(`unknown element segment flags ${flags} at offset ${r.pos}`);
+    w.u32(flags);
+    if ((flags & 1) === 0) {
+      if (flags & 2) w.copyLeb(r); // table index
+      copyConstExpr(r, w, map);
+    }
+    if (flags & 3) copyValType(r, w); // element kind byte or reference type
+    for (let items = w.copyCount(r); items > 0; items--) {
+      if (flags & 4) copyConstExpr(r, w, map);
+      else w.copyLeb(r);
+    }
+  }
+  return w;
+}
+
+export function rewriteDataSection(r: Reader, map: GlobalMap): Writer {
+  const w = new Writer(r.end - r.pos + 16);
+  for (let n = w.copyCount(r); n > 0; n--) {
+    const flags = r.u32();
+    if (flags > 2) throw new Error(`unknown data segment flags ${flags} at offset ${r.pos}`);
+    w.u32(flags);
+    if (flags === 2) w.copyLeb(r); // memory index
+    if (flags !== 1) copyConstExpr(r, w, map);
+    copyName(r, w); // payload: same length-prefixed layout as a name
+  }
+  return w;
+}
+
+/** Tables may carry an initialiser expression (function-references: 0x40 0x00 tabletype expr). */
+export function rewriteTableSection(r: Reader, map: GlobalMap): Writer {
+  const w = new Writer(r.end - r.pos + 16);
+  for (let n = w.copyCount(r); n > 0; n--) {
+    const withInit = r.bytes[r.pos] === 0x40;
+    if (withInit) copyBytes(r, w, 2);
+    const start = r.pos;
+    r.skipValType();
+    skipLimits(r);
+    w.copy(r.bytes, start, r.pos);
+    if (withInit) copyConstExpr(r, w, map);
+  }
+  return w;
+}
+
+const NAME_SUBSECTION_LABELS = 3;
+const NAME_SUBSECTION_GLOBALS = 7;
+
+/**
+ * The "name" custom section's global names (subsection 7) follow the renumbering. Label names
+ * (subsection 3) are numbered by block order, which the inserted trap checks shift, so they are
+ * dropped rather than left pointing at the wrong blocks. The rest is copied.
+ */
+export function rewriteNameSection(r: Reader, map: GlobalMap): Writer {
+  const w = new Writer(r.end - r.pos + 16);
+  copyName(r, w); // the custom section's own name, "name"
+  while (r.pos < r.end) {
+    const id = r.u8();
+    const size = r.u32();
+    const sub = new Reader(r.bytes, r.pos, r.pos + size);
+    r.skip(size);
+    if (id === NAME_SUBSECTION_LABELS) continue;
+    if (id !== NAME_SUBSECTION_GLOBALS) {
+      w.u8(id);
+      w.u32(size);
+      w.copy(r.bytes, sub.pos, sub.end);
+      continue;
+    }
+    const names = new Writer(size + 16);
+    for (let count = names.copyCount(sub); count > 0; count--) {
+      names.u32(map(sub.u32()));
+      copyName(sub, names);
+    }
+    w.section(id, names);
+  }
+  return w;
+}

@@ -1,0 +1,94 @@
+import { Reader } from "./leb.ts";
+
+export const SEC_CUSTOM = 0;
+export const SEC_TYPE = 1;
+export const SEC_IMPORT = 2;
+export const SEC_FUNCTION = 3;
+export const SEC_TABLE = 4;
+export const SEC_MEMORY = 5;
+export const SEC_GLOBAL = 6;
+export const SEC_EXPORT = 7;
+export const SEC_ELEMENT = 9;
+export const SEC_CODE = 10;
+export const SEC_DATA = 11;
+
+export const KIND_FUNC = 0;
+export const KIND_TABLE = 1;
+export const KIND_MEMORY = 2;
+export const KIND_GLOBAL = 3;
+export const KIND_TAG = 4;
+
+/** Position of each known section id in the mandatory section order (tag 13 and datacount 12 sit out of numeric order). */
+const ORDER: readonly number[] = [0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 12, 13, 11, 6];
+
+/** A section's id and the byte range of its content within the module. */
+export interface Section {
+  readonly id: number;
+  readonly start: number;
+  readonly end: number;
+}
+
+export const HEADER = Uint8Array.of(0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00);
+
+export function readSections(module: Uint8Array): Section[] {
+  for (let i = 0; i < HEADER.length; i++) {
+    if (module[i] !== HEADER[i]) throw new Error("not a core wasm module (bad magic or version)");
+  }
+  const r = new Reader(module, HEADER.length, module.length);
+  const sections: Section[] = [];
+  while (r.pos < r.end) {
+    const id = r.u8();
+    if (id >= ORDER.length) throw new Error(`unknown section id ${id} at offset ${r.pos - 1}`);
+    const size = r.u32();
+    const start = r.pos;
+    r.skip(size);
+    sections.push({ id, start, end: r.pos });
+  }
+  return sections;
+}
+
+/** True when a section with this id must come after the import section. */
+export function followsImports(id: number): boolean {
+  return id !== SEC_CUSTOM && ORDER[id]! > ORDER[SEC_IMPORT]!;
+}
+
+export function sectionReader(module: Uint8Array, s: Section): Reader {
+  return new Reader(module, s.start, s.end);
+}
+
+/**
+ * Skips table/memory limits: flags, min, optional max (any LEB width, so memory64 parses too).
+ * Flags above 7 (custom page sizes) would add fields this parser does not know.
+ */
+export function skipLimits(r: Reader): void {
+  const flags = r.u8();
+  if (flags > 7) throw new Error(`unsupported limits flags 0x${flags.toString(16)} at offset ${r.pos - 1}`);
+  r.skipLeb();
+  if (flags & 1) r.skipLeb();
+}
+
+/** Skips one import's descriptor after its two names and kind byte. */
+export function skipImportDesc(r: Reader, kind: number): void {
+  switch (kind) {
+    case KIND_FUNC:
+      r.skipLeb();
+      return;
+    case KIND_TABLE:
+      r.skipValType();
+      skipLimits(r);
+      return;
+    case KIND_MEMORY:
+      skipLimits(r);
+      return;
+    case KIND_GLOBAL:
+      r.skipValType();
+      r.u8();
+      return;
+    case KIND_TAG:
+      r.u8();
+      r.skipLeb();
+      return;
+    default:
+      throw new Error(`unknown import kind ${kind} at offset ${r.pos - 1}`);
+  }
+}

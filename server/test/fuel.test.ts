@@ -1,0 +1,373 @@
+import { readFile } from "node:fs/promises";
+import { parse, print } from "@bytecodealliance/jco";
+import { describe, expect, it } from "vitest";
+import { capMemory, FUEL_IMPORT, instrumentFuel } from "../src/fuel/index.ts";
+
+type Fn = (...args: (number | bigint)[]) => unknown;
+type Imports = Record<string, Record<string, WebAssembly.ImportValue>>;
+
+const WAT_DIR = new URL("./fixtures/wat/", import.meta.url);
+const BIG_BUDGET = 1n << 40n;
+
+async function fixture(name: string): Promise<Uint8Array<ArrayBuffer>> {
+  return new Uint8Array(await parse(await readFile(new URL(`${name}.wat`, WAT_DIR), "utf8")));
+}
+
+function fuelGlobal(budget: bigint): WebAssembly.Global {
+  return new WebAssembly.Global({ value: "i64", mutable: true }, budget);
+}
+
+function remaining(fuel: WebAssembly.Global): bigint {
+  return fuel.value as bigint;
+}
+
+/** Instruments, checks validity, and instantiates with a fresh fuel global. */
+async function metered(bytes: Uint8Array<ArrayBuffer>, imports: Imports = {}, budget = BIG_BUDGET) {
+  const instrumented = instrumentFuel(bytes).bytes;
+  expect(WebAssembly.validate(instrumented)).toBe(true);
+  const fuel = fuelGlobal(budget);
+  const { instance } = await WebAssembly.instantiate(instrumented, {
+    ...imports,
+    [FUEL_IMPORT.module]: { [FUEL_IMPORT.name]: fuel },
+  });
+  return { exports: instance.exports, fuel, fn: (name: string) => instance.exports[name] as Fn };
+}
+
+async function plain(bytes: Uint8Array<ArrayBuffer>, imports: Imports = {}) {
+  const { instance } = await WebAssembly.instantiate(bytes, imports);
+  return { exports: instance.exports, fn: (name: string) => instance.exports[name] as Fn };
+}
+
+/** Fuel consumed by one call. */
+function spent(fuel: WebAssembly.Global, call: () => unknown): bigint {
+  const before = remaining(fuel);
+  call();
+  return before - remaining(fuel);
+}
+
+/** Runs `call` expecting a fuel trap: an `unreachable` trap with the global left negative. */
+function expectFuelTrap(fuel: WebAssembly.Global, call: () => unknown): void {
+  let trap: unknown;
+  try {
+    call();
+  } catch (error) {
+    trap = error;
+  }
+  expect(trap).toBeInstanceOf(WebAssembly.RuntimeError);
+  expect(String(trap)).toMatch(/unreachable/);
+  expect(remaining(fuel)).toBeLessThan(0n);
+}
+
+/** Hand-counted cost of fib_rec(n): 4 for the test, 1 for the base case or 9 plus two calls. */
+function fibRecCost(n: number): bigint {
+  return n < 2 ? 5n : 13n + fibRecCost(n - 1) + fibRecCost(n - 2);
+}
+
+describe("fuel metering of compute code (fib.wat, no imports)", () => {
+  it("leaves results unchanged", async () => {
+    const bytes = await fixture("fib");
+    const m = await metered(bytes);
+    const p = await plain(bytes);
+    for (let n = 0; n <= 20; n++) {
+      expect(m.fn("fib_rec")(n)).toBe(p.fn("fib_rec")(n));
+      expect(m.fn("fib_iter")(n * 4)).toBe(p.fn("fib_iter")(n * 4));
+      expect(m.fn("churn")(n + 1)).toBe(p.fn("churn")(n + 1));
+    }
+    expect(m.fn("add")(2, 40)).toBe(42);
+  });
+
+  it("charges a loop-free function its operator count (end costs nothing)", async () => {
+    const m = await metered(await fixture("fib"));
+    expect(spent(m.fuel, () => m.fn("add")(1, 2))).toBe(3n);
+  });
+
+  it("charges a loop per iteration, exactly and linearly", async () => {
+    const m = await metered(await fixture("fib"));
+    // 2 before the loop, 16 per pass (including the final pass that exits), 1 after.
+    for (const n of [0, 1, 10, 90]) expect(spent(m.fuel, () => m.fn("fib_iter")(n))).toBe(16n * BigInt(n) + 19n);
+  });
+
+  it("charges every recursive call and is deterministic across runs and instances", async () => {
+    const bytes = await fixture("fib");
+    const a = await metered(bytes);
+    const b = await metered(bytes);
+    const first = spent(a.fuel, () => a.fn("fib_rec")(20));
+    expect(first).toBe(fibRecCost(20));
+    expect(spent(a.fuel, () => a.fn("fib_rec")(20))).toBe(first);
+    expect(spent(b.fuel, () => b.fn("fib_rec")(20))).toBe(first);
+    expect(spent(a.fuel, () => a.fn("fib_rec")(21))).toBeGreaterThan(first);
+  });
+
+  it("succeeds on exactly enough fuel and traps well short of it", async () => {
+    const bytes = await fixture("fib");
+    const exact = await metered(bytes, {}, fibRecCost(15));
+    expect(exact.fn("fib_rec")(15)).toBe(610);
+    expect(remaining(exact.fuel)).toBe(0n);
+    const short = await metered(bytes, {}, fibRecCost(15) / 2n);
+    expectFuelTrap(short.fuel, () => short.fn("fib_rec")(15));
+  });
+
+  it("reports how many functions it instrumented", async () => {
+    expect(instrumentFuel(await fixture("fib")).functionsInstrumented).toBe(4);
+  });
+
+  it("measures the slowdown (logged, no assertion)", async () => {
+    const bytes = await fixture("fib");
+    const m = await metered(bytes);
+    const p = await plain(bytes);
+    const ratio = (name: string, n: number) => {
+      // Best of alternating runs: the machine is shared, so single timings are noise.
+      const best = [Infinity, Infinity];
+      for (let run = 0; run < 9; run++) {
+        [p, m].forEach((instance, i) => {
+          const start = performance.now();
+          instance.fn(name)(n);
+          best[i] = Math.min(best[i]!, performance.now() - start);
+        });
+      }
+      return (best[1]! / best[0]!).toFixed(2);
+    };
+    console.log(`fuel slowdown: fib_rec(27) ${ratio("fib_rec", 27)}x (call-bound), churn loop ${ratio("churn", 20_000_000)}x`);
+  });
+});
+
+describe("fuel exhaustion", () => {
+  it("stops an infinite loop with an unreachable trap and a negative global", async () => {
+    const m = await metered(await fixture("spin"), {}, 10_000n);
+    expectFuelTrap(m.fuel, () => m.fn("spin")());
+  });
+
+  it("stops an infinite loop that calls a function each pass", async () => {
+    const m = await metered(await fixture("spin"), {}, 10_000n);
+    expectFuelTrap(m.fuel, () => m.fn("spin_calls")());
+  });
+
+  it("stops unbounded recursion before the stack overflows", async () => {
+    const m = await metered(await fixture("spin"), {}, 1_000n);
+    expectFuelTrap(m.fuel, () => m.fn("recurse_forever")(0));
+  });
+
+  it("leaves a non-fuel trap distinguishable: the global stays non-negative", async () => {
+    const bytes = await parse(`(module (func (export "boom") (result i32) (i32.div_u (i32.const 1) (i32.const 0))))`);
+    const m = await metered(new Uint8Array(bytes), {}, 1_000n);
+    expect(() => m.fn("boom")()).toThrow(/divide by zero/);
+    expect(remaining(m.fuel)).toBeGreaterThanOrEqual(0n);
+  });
+});
+
+describe("structured control flow with multi-value (control.wat)", () => {
+  it("computes the same results as the original", async () => {
+    const bytes = await fixture("control");
+    const m = await metered(bytes);
+    const p = await plain(bytes);
+    for (let x = 0; x < 5; x++) expect(m.fn("classify")(x)).toBe(p.fn("classify")(x));
+    for (let n = 1; n < 30; n++) {
+      expect(m.fn("sum_to")(n)).toBe(p.fn("sum_to")(n));
+      expect(m.fn("collatz_steps")(n)).toBe(p.fn("collatz_steps")(n));
+    }
+    expect(m.fn("minmax")(9, 4)).toEqual([4, 9]);
+    expect(m.fn("spread")(3, 10)).toBe(p.fn("spread")(3, 10));
+    expect(m.fn("spread")(5, 5)).toBe(p.fn("spread")(5, 5));
+    expect(m.fn("sum_to")(100)).toBe(5050);
+    expect(m.fn("collatz_steps")(27)).toBe(111);
+  });
+
+  it("charges each br_table arm for what it executes", async () => {
+    const m = await metered(await fixture("control"));
+    // local.get + br_table, then the arm: i32.const + return (return is free like end), or i32.const.
+    expect(spent(m.fuel, () => m.fn("classify")(0))).toBe(3n);
+    expect(spent(m.fuel, () => m.fn("classify")(2))).toBe(3n);
+    expect(spent(m.fuel, () => m.fn("classify")(7))).toBe(3n);
+  });
+});
+
+describe("global renumbering (globals.wat)", () => {
+  const env = () => ({ env: { base: 64, slot: 1 } });
+
+  it("keeps code, initialisers, offsets and exports pointing at the same globals", async () => {
+    const m = await metered(await fixture("globals"), env());
+    const answer = m.exports.answer as WebAssembly.Global;
+    const wide = m.exports.wide as WebAssembly.Global;
+    expect(answer.value).toBe(42);
+    expect(wide.value).toBe(7n);
+    m.fn("bump_wide")();
+    expect(wide.value).toBe(8n);
+    expect([m.fn("inc")(), m.fn("inc")()]).toEqual([1, 2]);
+    expect(m.fn("shifted")()).toBe(72);
+    expect(m.fn("copy")()).toBe(32);
+    expect(m.fn("call_slot")(1)).toBe(1);
+    expect(m.fn("call_slot")(32)).toBe(2);
+    expect([m.fn("call_slot")(6), m.fn("call_slot")(7)]).toEqual([2, 1]);
+    expect([m.fn("call_init")(0), m.fn("call_init")(1)]).toEqual([2, 2]);
+    const memory = new Uint8Array((m.exports.mem as WebAssembly.Memory).buffer);
+    const text = (at: number, length: number) => new TextDecoder().decode(memory.subarray(at, at + length));
+    expect(text(64, 8)).toBe("imported");
+    expect(text(32, 7)).toBe("defined");
+  });
+
+  it("appends the fuel import after the imported globals and renames defined globals in the name section", async () => {
+    const wat = await print(instrumentFuel(await fixture("globals")).bytes);
+    expect(wat).toContain(`(import "env" "slot" (global $slot (;1;) i32))`);
+    expect(wat).toContain(`(import "${FUEL_IMPORT.module}" "${FUEL_IMPORT.name}" (global (;2;) (mut i64)))`);
+    expect(wat).toContain("(global $counter (;3;) (mut i32)");
+    expect(wat).toContain("(global $copy (;8;) i32 global.get $data_at)");
+  });
+});
+
+describe("calls into host imports (host.wat)", () => {
+  it("publishes the counter before the call and adopts the host's value after it", async () => {
+    let seen = -1n;
+    const imports = {
+      host: {
+        observe: () => {
+          seen = remaining(m.fuel);
+          m.fuel.value = 5_000n;
+        },
+        tick: () => 0,
+      },
+    };
+    const m = await metered(await fixture("host"), imports, 1_000_000n);
+    m.fn("observe_once")();
+    expect(seen).toBe(1_000_000n - 1n); // the call itself; nop and end are free
+    expect(remaining(m.fuel)).toBe(5_000n);
+  });
+
+  it("lets the host refill fuel mid-run", async () => {
+    let calls = 0;
+    const imports = {
+      host: {
+        observe: () => undefined,
+        tick: () => {
+          m.fuel.value = remaining(m.fuel) + 100n;
+          return ++calls < 200 ? 1 : 0;
+        },
+      },
+    };
+    const m = await metered(await fixture("host"), imports, 100n);
+    expect(m.fn("until_host_stops")()).toBe(200);
+  });
+
+  it("traps at the next loop head when the host exhausts the fuel", async () => {
+    const imports = {
+      host: {
+        observe: () => undefined,
+        tick: () => {
+          m.fuel.value = -1n;
+          return 1;
+        },
+      },
+    };
+    const m = await metered(await fixture("host"), imports, 1_000_000n);
+    expectFuelTrap(m.fuel, () => m.fn("until_host_stops")());
+  });
+});
+
+describe("exception handling (exceptions.wat)", () => {
+  // The thrower's loop costs 5 per pass: local.get, i32.const, i32.sub, local.tee, br_if.
+  const PASS = 5n;
+
+  it("keeps fuel burnt by a callee that throws into a try_table", async () => {
+    const m = await metered(await fixture("exceptions"));
+    expect(m.fn("catch_block")(3, 10)).toBe(21);
+    const short = spent(m.fuel, () => m.fn("catch_block")(1, 50));
+    const long = spent(m.fuel, () => m.fn("catch_block")(1, 150));
+    expect(long - short).toBe(100n * PASS);
+    const twice = spent(m.fuel, () => m.fn("catch_block")(2, 50));
+    const thrice = spent(m.fuel, () => m.fn("catch_block")(3, 50));
+    expect(thrice - twice).toBe(twice - short);
+  });
+
+  it("publishes fuel on every path into a catch target: an earlier branch to it", async () => {
+    const m = await metered(await fixture("exceptions"));
+    expect(m.fn("catch_block")(4, 0)).toBe(4000);
+    // Per pass: 15 up to the untaken try_table (charged with its segment), 3 after the handler block.
+    const once = spent(m.fuel, () => m.fn("catch_block")(1, 0));
+    expect(spent(m.fuel, () => m.fn("catch_block")(2, 0)) - once).toBe(18n);
+  });
+
+  it("publishes fuel on every path into a catch target: an if without else", async () => {
+    const m = await metered(await fixture("exceptions"));
+    // local.get + if, then i32.const after the if.
+    expect(spent(m.fuel, () => m.fn("catch_after_if")(0, 0))).toBe(3n);
+    // ... plus try_table, local.get, call, and the thrower: 5 per pass and i32.const + throw.
+    expect(spent(m.fuel, () => m.fn("catch_after_if")(1, 10))).toBe(3n + 3n + 10n * PASS + 2n);
+  });
+
+  it("stops a loop re-entered through a catch clause", async () => {
+    const m = await metered(await fixture("exceptions"), {}, 100_000n);
+    expectFuelTrap(m.fuel, () => m.fn("catch_loop_forever")());
+  });
+
+  it("keeps fuel burnt by a callee that throws into a legacy catch, and handles delegate", async () => {
+    const m = await metered(await fixture("exceptions"));
+    expect(m.fn("legacy_catch")(3, 10)).toBe(21);
+    const short = spent(m.fuel, () => m.fn("legacy_catch")(1, 50));
+    const long = spent(m.fuel, () => m.fn("legacy_catch")(1, 150));
+    expect(long - short).toBe(100n * PASS);
+    expect(m.fn("legacy_delegate")()).toBe(7);
+  });
+});
+
+describe("post-MVP opcodes (features.wat)", () => {
+  it("decodes SIMD, bulk memory, reference types, tail calls, saturating and sign-extension ops", async () => {
+    const bytes = await fixture("features");
+    const m = await metered(bytes);
+    const p = await plain(bytes);
+    expect(m.fn("simd")()).toBe(p.fn("simd")());
+    expect(m.fn("bulk")()).toBe(9);
+    expect(m.fn("refs")(21)).toBe(p.fn("refs")(21));
+    expect(m.fn("tail")(100_000)).toBe(p.fn("tail")(100_000));
+    expect(m.fn("numeric")(3.9)).toBe(2);
+  });
+
+  it("meters tail-call loops (a return_call cycle has no loop head, only entry checks)", async () => {
+    const m = await metered(await fixture("features"), {}, 10_000n);
+    expectFuelTrap(m.fuel, () => m.fn("tail")(1_000_000));
+  });
+});
+
+describe("capMemory", () => {
+  const PAGE = 65536;
+  const sharedMemory = (maximum?: number) => new WebAssembly.Memory(maximum === undefined ? { initial: 1 } : { initial: 1, maximum });
+
+  it("caps a memory without maximum: memory.grow past the cap returns -1", async () => {
+    const capped = capMemory(await fixture("memory"), 4);
+    expect(WebAssembly.validate(capped)).toBe(true);
+    const { instance } = await WebAssembly.instantiate(capped, { env: { shared: sharedMemory(4) } });
+    const grow = instance.exports.grow as Fn;
+    expect(grow(2)).toBe(1);
+    expect(grow(2)).toBe(-1);
+    expect(grow(1)).toBe(3);
+    expect(grow(1)).toBe(-1);
+    expect((instance.exports.mem as WebAssembly.Memory).buffer.byteLength).toBe(4 * PAGE);
+  });
+
+  it("caps imported memories: the host must supply a memory no larger than the cap", async () => {
+    const capped = capMemory(await fixture("memory"), 4);
+    await expect(WebAssembly.instantiate(capped, { env: { shared: sharedMemory() } })).rejects.toThrow(WebAssembly.LinkError);
+    await expect(WebAssembly.instantiate(capped, { env: { shared: sharedMemory(8) } })).rejects.toThrow(WebAssembly.LinkError);
+    const { instance } = await WebAssembly.instantiate(capped, { env: { shared: sharedMemory(2) } });
+    expect((instance.exports.grow_imported as Fn)(1)).toBe(1);
+    expect((instance.exports.grow_imported as Fn)(1)).toBe(-1);
+  });
+
+  it("keeps a smaller declared maximum", async () => {
+    const bytes = new Uint8Array(await parse(`(module (memory 1 2) (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0))))`));
+    const { instance } = await WebAssembly.instantiate(capMemory(bytes, 100));
+    expect((instance.exports.grow as Fn)(1)).toBe(1);
+    expect((instance.exports.grow as Fn)(1)).toBe(-1);
+  });
+
+  it("rejects a module whose minimum exceeds the cap, and a bad cap", async () => {
+    const bytes = new Uint8Array(await parse(`(module (memory 8))`));
+    expect(() => capMemory(bytes, 4)).toThrow(/minimum 8 pages exceeds the cap of 4/);
+    expect(() => capMemory(bytes, 1.5)).toThrow(RangeError);
+  });
+
+  it("composes with fuel instrumentation in either order", async () => {
+    const bytes = await fixture("memory");
+    const both = [capMemory(instrumentFuel(bytes).bytes, 4), instrumentFuel(capMemory(bytes, 4)).bytes];
+    expect(both[0]).toEqual(both[1]);
+    expect(WebAssembly.validate(both[0]!)).toBe(true);
+  });
+});
