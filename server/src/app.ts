@@ -1,5 +1,6 @@
 import { createConnectRouter } from "@connectrpc/connect";
 import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
+import { ArtifactService, blobPresencePreparer, createArtifacts } from "./artifacts/index.ts";
 import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
 import { ApiKeys, DEV_WORKSPACE, authInterceptor, loadOrCreateDevKey } from "./auth/index.ts";
 import type { Settings } from "./config/index.ts";
@@ -33,7 +34,12 @@ export async function startService(settings: Settings, options: StartOptions = {
 
     const skills = createSkills(db, assets, settings.limits);
 
-    const services = [AssetService, SkillService];
+    const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
+    const artifacts = createArtifacts({ db, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
+    // Until the worker pool lands: prepare only checks that the admitted bytes are stored.
+    const preparer = blobPresencePreparer(blobs);
+
+    const services = [AssetService, SkillService, ArtifactService];
     const health = new HealthState(services.map((service) => service.typeName));
     const router = createConnectRouter({
       interceptors: [requestLogInterceptor(), authInterceptor(keys, new Set([Health.typeName]))],
@@ -41,6 +47,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     });
     router.service(AssetService, assets.service);
     router.service(SkillService, skills.service);
+    router.service(ArtifactService, artifacts.service(preparer));
     router.service(Health, health.service());
 
     const onRequest = createRequestListener({

@@ -1,0 +1,221 @@
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import { ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { loadSettings } from "../src/config/index.ts";
+import { authorizeGrant, originAllowed, parseGrant, type GrantAllowLists } from "../src/grants/index.ts";
+
+const NONE: GrantAllowLists = { filesystemAllow: [], networkAllow: [], secretAllow: [] };
+
+function codeOf(thrown: unknown): string | undefined {
+  expect(thrown).toBeInstanceOf(ConnectError);
+  return (thrown as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason;
+}
+
+async function refusal(work: () => unknown): Promise<{ code: string | undefined; message: string }> {
+  try {
+    await work();
+  } catch (error) {
+    return { code: codeOf(error), message: (error as ConnectError).rawMessage };
+  }
+  throw new Error("expected a refusal");
+}
+
+describe("parseGrant", () => {
+  it("normalises a full grant: origins canonical and deduplicated, secrets kept by name", () => {
+    const grant = parseGrant({
+      name: "sandbox",
+      filesystem: { workspace: "write", scratch: "read" },
+      network: ["https://API.Example.com:443", "https://api.example.com/", "HTTPS://*.Example.org", "http://localhost:8080", "https://bücher.example"],
+      secrets: ["OPENAI_KEY", "OPENAI_KEY"],
+    });
+    expect(grant).toEqual({
+      name: "sandbox",
+      filesystem: { workspace: "write", scratch: "read" },
+      network: ["https://api.example.com", "https://*.example.org", "http://localhost:8080", "https://xn--bcher-kva.example"],
+      secrets: ["OPENAI_KEY"],
+    });
+  });
+
+  it("defaults omitted access to none", () => {
+    expect(parseGrant({ name: "bare" })).toEqual({ name: "bare", filesystem: {}, network: [], secrets: [] });
+  });
+
+  it.each<[string, unknown]>([
+    ["not an object", "sandbox"],
+    ["an array", [{ name: "x" }]],
+    ["a missing name", {}],
+    ["an empty name", { name: "" }],
+    ["a name with a slash", { name: "a/b" }],
+    ["an unknown field", { name: "x", shell: true }],
+    ["an unknown filesystem field", { name: "x", filesystem: { home: "read" } }],
+    ["an unknown access mode", { name: "x", filesystem: { workspace: "admin" } }],
+    ["a scratch mode that is not a string", { name: "x", filesystem: { scratch: true } }],
+    ["network not an array", { name: "x", network: "https://a.example" }],
+    ["an origin with a path", { name: "x", network: ["https://api.example.com/v1"] }],
+    ["an origin with a query", { name: "x", network: ["https://api.example.com?x=1"] }],
+    ["an origin with userinfo", { name: "x", network: ["https://user@api.example.com"] }],
+    ["an origin without scheme", { name: "x", network: ["api.example.com"] }],
+    ["a non-HTTP origin", { name: "x", network: ["ftp://files.example.com"] }],
+    ["an http wildcard", { name: "x", network: ["http://*.example.com"] }],
+    ["a wildcard in the middle", { name: "x", network: ["https://api.*.example.com"] }],
+    ["a double wildcard", { name: "x", network: ["https://*.*.example.com"] }],
+    ["a wildcard over an IP", { name: "x", network: ["https://*.10.0.0.1"] }],
+    ["a secret with a dash", { name: "x", secrets: ["MY-KEY"] }],
+    ["a secret that is not a string", { name: "x", secrets: [1] }],
+  ])("refuses %s with invalid_grant", async (_, value) => {
+    expect((await refusal(() => parseGrant(value))).code).toBe("invalid_grant");
+  });
+});
+
+describe("authorizeGrant", () => {
+  let dir: string;
+  let allowed: string;
+  let outside: string;
+  beforeAll(async () => {
+    dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-grants-")));
+    allowed = path.join(dir, "allowed");
+    outside = path.join(dir, "outside");
+    await fs.mkdir(path.join(allowed, "envs"), { recursive: true });
+    await fs.mkdir(outside);
+    await fs.symlink(outside, path.join(allowed, "escape"));
+    await fs.symlink(allowed, path.join(dir, "allowed-link"));
+  });
+  afterAll(() => fs.rm(dir, { recursive: true, force: true }));
+
+  const workspaceGrant = parseGrant({ name: "ws", filesystem: { workspace: "write" } });
+
+  it("denies every requested access with the default (empty) allow-lists", async () => {
+    const defaults = loadSettings({}).env;
+    const lists = { filesystemAllow: defaults.filesystemAllow, networkAllow: defaults.networkAllow, secretAllow: defaults.secretAllow };
+    expect(lists).toEqual(NONE);
+    const target = { workspaceRoot: path.join(allowed, "envs", "a") };
+    for (const grant of [workspaceGrant, parseGrant({ name: "n", network: ["https://api.example.com"] }), parseGrant({ name: "s", secrets: ["HOME"] })]) {
+      expect((await refusal(() => authorizeGrant(grant, lists, target))).code).toBe("grant_not_allowed");
+    }
+  });
+
+  it("allows what omits access, and a scratch, with empty allow-lists", async () => {
+    const grant = parseGrant({ name: "scratch-only", filesystem: { scratch: "write" } });
+    await expect(authorizeGrant(grant, NONE, { workspaceRoot: outside })).resolves.toBeUndefined();
+  });
+
+  it.each<[string, (base: { allowed: string; outside: string; dir: string }) => string, boolean]>([
+    ["a root below the allowed root", (b) => path.join(b.allowed, "envs", "a"), true],
+    ["the allowed root itself", (b) => b.allowed, true],
+    ["a root not created yet", (b) => path.join(b.allowed, "envs", "later", "deeper"), true],
+    ["a root reached through a symlink to the allowed root", (b) => path.join(b.dir, "allowed-link", "envs", "a"), true],
+    ["a root outside", (b) => path.join(b.outside, "a"), false],
+    ["a root escaping with ..", (b) => `${b.allowed}/envs/../../outside/a`, false],
+    ["a sibling sharing the allowed prefix", (b) => `${b.allowed}-evil/a`, false],
+    ["a root through a symlink that escapes", (b) => path.join(b.allowed, "escape", "a"), false],
+    ["a not-yet-created root under an escaping symlink", (b) => path.join(b.allowed, "escape", "new", "a"), false],
+  ])("workspace access for %s: allowed=%s", async (_, rootOf, ok) => {
+    const lists = { ...NONE, filesystemAllow: [allowed] };
+    const check = () => authorizeGrant(workspaceGrant, lists, { workspaceRoot: rootOf({ allowed, outside, dir }) });
+    if (ok) await expect(check()).resolves.toBeUndefined();
+    else {
+      const { code, message } = await refusal(check);
+      expect(code).toBe("grant_not_allowed");
+      expect(message).toContain("SERVICE_ENV_FILESYSTEM_ALLOW");
+      expect(message).not.toContain(dir);
+    }
+  });
+
+  it("resolves symlinks in the allowed roots too", async () => {
+    const lists = { ...NONE, filesystemAllow: [path.join(dir, "allowed-link")] };
+    await expect(authorizeGrant(workspaceGrant, lists, { workspaceRoot: path.join(allowed, "envs", "a") })).resolves.toBeUndefined();
+  });
+
+  const ALLOW_NETWORK = ["https://api.example.com", "https://*.example.org", "http://localhost:8080", "https://*.svc.example.net:8443"];
+
+  it.each<[string, boolean]>([
+    ["https://api.example.com", true],
+    ["https://API.EXAMPLE.COM:443", true],
+    ["https://example.com", false],
+    ["http://api.example.com", false],
+    ["https://api.example.com:8443", false],
+    ["https://api.example.com.evil.test", false],
+    ["https://evilapi.example.com", false],
+    ["https://*.example.com", false],
+    ["https://a.example.org", true],
+    ["https://a.b.example.org", true],
+    ["https://*.example.org", true],
+    ["https://*.sub.example.org", true],
+    ["https://example.org", false],
+    ["https://notexample.org", false],
+    ["https://a.example.org.evil.test", false],
+    ["https://*.org", false],
+    ["http://a.example.org", false],
+    ["https://a.example.org:444", false],
+    ["http://localhost:8080", true],
+    ["http://localhost", false],
+    ["https://localhost:8080", false],
+    ["https://x.svc.example.net:8443", true],
+    ["https://x.svc.example.net", false],
+  ])("network origin %s: allowed=%s", async (origin, ok) => {
+    const grant = parseGrant({ name: "net", network: [origin] });
+    const check = () => authorizeGrant(grant, { ...NONE, networkAllow: ALLOW_NETWORK }, { workspaceRoot: outside });
+    if (ok) await expect(check()).resolves.toBeUndefined();
+    else {
+      const { code, message } = await refusal(check);
+      expect(code).toBe("grant_not_allowed");
+      expect(message).toContain("SERVICE_ENV_NETWORK_ALLOW");
+    }
+  });
+
+  it("allows only listed secrets, by exact name", async () => {
+    const lists = { ...NONE, secretAllow: ["OPENAI_KEY", "GITHUB_TOKEN"] };
+    await expect(authorizeGrant(parseGrant({ name: "s", secrets: ["OPENAI_KEY"] }), lists, { workspaceRoot: outside })).resolves.toBeUndefined();
+    for (const secret of ["openai_key", "AWS_SECRET", "OPENAI_KEY_2"]) {
+      const { code, message } = await refusal(() => authorizeGrant(parseGrant({ name: "s", secrets: ["GITHUB_TOKEN", secret] }), lists, { workspaceRoot: outside }));
+      expect(code).toBe("grant_not_allowed");
+      expect(message).toContain(secret);
+      expect(message).toContain("SERVICE_ENV_SECRET_ALLOW");
+    }
+  });
+});
+
+describe("originAllowed (per outgoing request)", () => {
+  const granted = parseGrant({ name: "n", network: ["https://api.example.com", "https://*.example.org", "http://127.0.0.1:9000", "http://[::1]:9000"] }).network;
+
+  it.each<[string, boolean]>([
+    ["https://api.example.com/v1/chat?x=1", true],
+    ["https://api.example.com:443/", true],
+    ["https://API.Example.COM/", true],
+    ["https://api%2Eexample.com/", true],
+    ["https://api.example.com:8443/", false],
+    ["http://api.example.com/", false],
+    ["https://example.com/", false],
+    ["https://api.example.com.evil.test/", false],
+    ["https://api.example.com@evil.test/", false],
+    ["https://user:pass@api.example.com/", false],
+    ["https://api.example.com./", false],
+    ["https://a.b.example.org/path", true],
+    ["https://example.org/", false],
+    ["https://xexample.org/", false],
+    ["wss://api.example.com/", false],
+    ["file:///etc/passwd", false],
+    ["http://127.0.0.1:9000/", true],
+    ["http://0x7f.0.0.1:9000/", true],
+    ["http://127.0.0.1:9001/", false],
+    ["http://[::1]:9000/", true],
+    ["http://[0:0:0:0:0:0:0:1]:9000/", true],
+    ["not a url", false],
+  ])("%s: %s", (url, ok) => {
+    expect(originAllowed(granted, url)).toBe(ok);
+  });
+
+  it("allows nothing without granted origins", () => {
+    expect(originAllowed([], "https://api.example.com/")).toBe(false);
+  });
+
+  it("normalises IDN hosts like the URL parser", () => {
+    const idn = parseGrant({ name: "n", network: ["https://*.bücher.example"] }).network;
+    expect(originAllowed(idn, "https://shop.BÜCHER.example/")).toBe(true);
+    expect(originAllowed(idn, "https://shop.xn--bcher-kva.example/")).toBe(true);
+    expect(originAllowed(idn, "https://shop.bucher.example/")).toBe(false);
+  });
+});
