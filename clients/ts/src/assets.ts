@@ -24,9 +24,13 @@ export class UploadError extends Error {
   }
 }
 
-/** presign -> PUT (skipped on a dedup hit) -> finalize. Safe to repeat: every step is idempotent. */
-export async function uploadAsset(assets: Client<typeof AssetService>, bytes: Uint8Array, fetchFn: FetchFunction): Promise<UploadResult> {
-  const sha256 = await sha256Hex(bytes);
+/**
+ * presign -> PUT (skipped on a dedup hit) -> finalize. Safe to repeat: every step is idempotent.
+ * Pass `knownSha256` when the caller already hashed the bytes (a skill bundle has); the server
+ * verifies it on the PUT in any case.
+ */
+export async function uploadAsset(assets: Client<typeof AssetService>, bytes: Uint8Array, fetchFn: FetchFunction, knownSha256?: string): Promise<UploadResult> {
+  const sha256 = knownSha256 ?? (await sha256Hex(bytes));
   const sizeBytes = bytes.byteLength;
   const presigned = await assets.presign({ sha256, sizeBytes: BigInt(sizeBytes) });
   if (presigned.exists) return { sha256, sizeBytes, uploaded: false };

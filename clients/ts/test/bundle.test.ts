@@ -6,6 +6,7 @@ import {
   BundleFormatError,
   canonicalZip,
   crc32,
+  tableCrc32,
   parseSkillMd,
   resolveSkillName,
   sha256Hex,
@@ -122,6 +123,14 @@ describe("crc32 and sha256Hex", () => {
     expect(crc32(new Uint8Array())).toBe(0);
     const random = new Uint8Array(4096).map((_, i) => (i * 7919 + 13) & 0xff);
     expect(crc32(random)).toBe(zlibCrc32(random));
+  });
+
+  it("computes the same CRC-32 with the portable table loop (browsers) at every length", () => {
+    for (const length of [0, 1, 7, 8, 9, 15, 16, 17, 4096, 100_003]) {
+      const bytes = new Uint8Array(length).map((_, i) => (i * 2654435761) >>> 24);
+      expect(tableCrc32(bytes), `length ${length}`).toBe(zlibCrc32(bytes));
+    }
+    expect(tableCrc32(encoder.encode("123456789"))).toBe(0xcbf43926);
   });
 
   it("hashes to lowercase hex, also from a shared buffer and a subarray", async () => {

@@ -1,4 +1,4 @@
-export { crc32 } from "./crc32.ts";
+export { crc32, tableCrc32 } from "./crc32.ts";
 export { BundleFormatError, type BundleErrorCode } from "./errors.ts";
 export {
   MAX_SKILL_NAME_LENGTH,

@@ -33,7 +33,7 @@ export function createSkillsClient(skills: Client<typeof SkillService>, assets: 
 
   async function uploadOnce(skill: Skill): Promise<UploadedSkill> {
     const bundle = await skill.bundle();
-    const asset = await uploadAsset(assets, bundle.zip, fetchFn);
+    const asset = await uploadAsset(assets, bundle.zip, fetchFn, bundle.contentHash);
     const response = await skills.putSkill({ name: bundle.name, contentHash: bundle.contentHash });
     if (!response.skill) throw new Error("PutSkill answered without the skill");
     return {
