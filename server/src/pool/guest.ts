@@ -1,0 +1,221 @@
+// Guest instances inside a worker: instantiating a prepared component with its per-instance fuel
+// counter and imports, keeping a few fresh instances ready ahead of demand, and turning how a
+// call ended into a receipt.
+import { FUEL_IMPORT } from "../fuel/index.ts";
+import type { Entrypoint } from "../preparation/index.ts";
+import type { FailureBody, WorkerReceipt } from "./protocol.ts";
+import { GuestExit, wasiImports, type WasiContext } from "./wasi.ts";
+
+type CoreImports = Record<string, Record<string, unknown>>;
+type InstantiateCore = (module: WebAssembly.Module, imports?: CoreImports) => WebAssembly.Instance;
+type Instantiate = (getCoreModule: (name: string) => WebAssembly.Module, imports: Record<string, unknown>, instantiateCore: InstantiateCore) => unknown;
+type Exports = Record<string, (...args: unknown[]) => unknown>;
+
+/** A prepared component loaded in this worker: its glue and its compiled core modules. */
+export interface LoadedComponent {
+  id: string;
+  instantiate: Instantiate;
+  modules: Map<string, WebAssembly.Module>;
+  entrypoints: Entrypoint[];
+  usesHost: boolean;
+  usesWasi: boolean;
+  /** Fresh instances waiting for an invocation; each is used once. */
+  spares: GuestInstance[];
+  lastUsed: number;
+  refillScheduled: boolean;
+}
+
+/** What an instance's imports reach while it serves an invocation. */
+export interface Scope extends WasiContext {
+  hostCall(op: "callModel" | "dispatchTools", payload: string): Promise<string>;
+  emit(payload: string): void;
+}
+
+/** The mutable link from an instance's imports to the invocation it serves. */
+export interface Binding {
+  scope?: Scope;
+}
+
+export interface GuestInstance {
+  exports: Exports;
+  fuel: WebAssembly.Global;
+  /** Fuel the start-up code consumed (metered like everything else). */
+  startupFuel: bigint;
+  memories: WebAssembly.Memory[];
+  binding: Binding;
+}
+
+export function loadComponent(
+  id: string,
+  glue: { instantiate?: unknown },
+  modules: [string, WebAssembly.Module][],
+  entrypoints: Entrypoint[],
+  imports: string[],
+): LoadedComponent {
+  if (typeof glue.instantiate !== "function") throw new Error("the prepared glue exports no instantiate function");
+  return {
+    id,
+    instantiate: glue.instantiate as Instantiate,
+    modules: new Map(modules),
+    entrypoints,
+    usesHost: imports.some((name) => name.startsWith("skillenv:env/host")),
+    usesWasi: imports.some((name) => name.startsWith("wasi:")),
+    spares: [],
+    lastUsed: 0,
+    refillScheduled: false,
+  };
+}
+
+const NO_HOST: FailureBody = { code: "host_unavailable", message: "no host services are bound to this invocation" };
+
+function hostImports(binding: Binding): Record<string, unknown> {
+  return {
+    callModel: (request: string) => (binding.scope ? binding.scope.hostCall("callModel", request) : Promise.reject(NO_HOST)),
+    dispatchTools: (calls: string) => (binding.scope ? binding.scope.hostCall("dispatchTools", calls) : Promise.reject(NO_HOST)),
+    emit: (event: string) => binding.scope?.emit(event),
+  };
+}
+
+/**
+ * A fresh instance: new fuel counter (imported by every core module), new imports, new memories.
+ * Returns synchronously when the glue does (it does for compiled modules), else a promise.
+ */
+export function instantiate(component: LoadedComponent, budget: bigint, binding: Binding): GuestInstance | Promise<GuestInstance> {
+  const fuel = new WebAssembly.Global({ value: "i64", mutable: true }, budget);
+  const memories: WebAssembly.Memory[] = [];
+  const fuelImport = { [FUEL_IMPORT.name]: fuel };
+  const instantiateCore: InstantiateCore = (module, imports) => {
+    const instance = new WebAssembly.Instance(module, { ...imports, [FUEL_IMPORT.module]: fuelImport } as WebAssembly.Imports);
+    for (const value of Object.values(instance.exports)) if (value instanceof WebAssembly.Memory) memories.push(value);
+    return instance;
+  };
+  const imports: Record<string, unknown> = component.usesWasi ? wasiImports(() => binding.scope) : {};
+  if (component.usesHost) imports["skillenv:env/host"] = hostImports(binding);
+  const finish = (exports: unknown): GuestInstance => ({ exports: exports as Exports, fuel, startupFuel: budget - (fuel.value as bigint), memories, binding });
+  const result = component.instantiate((name) => moduleNamed(component, name), imports, instantiateCore);
+  return result instanceof Promise ? result.then(finish) : finish(result);
+}
+
+function moduleNamed(component: LoadedComponent, name: string): WebAssembly.Module {
+  const module = component.modules.get(name);
+  if (!module) throw new Error(`the glue asked for core module ${name}, which preparation did not produce`);
+  return module;
+}
+
+/** Guest memory an instance holds (what a spare costs while it waits). */
+export function memoryBytes(instance: GuestInstance): number {
+  return instance.memories.reduce((sum, memory) => sum + memory.buffer.byteLength, 0);
+}
+
+/**
+ * Keeps up to `depth` fresh instances per recently used component, within a memory budget
+ * shared by the worker (least recently used components lose theirs first). A spare is
+ * instantiated with `spareFuel`; its start-up consumption is charged to the invocation that
+ * takes it, so fuel accounting is the same as instantiating on demand.
+ */
+export class Spares {
+  readonly #depth: number;
+  readonly #budgetBytes: number;
+  readonly #spareFuel: bigint;
+  readonly #components: Map<string, LoadedComponent>;
+
+  constructor(depth: number, budgetBytes: number, spareFuel: bigint, components: Map<string, LoadedComponent>) {
+    this.#depth = depth;
+    this.#budgetBytes = budgetBytes;
+    this.#spareFuel = spareFuel;
+    this.#components = components;
+  }
+
+  /** A spare bound to `scope` with `budget` fuel left after its start-up, or undefined. */
+  take(component: LoadedComponent, scope: Scope, budget: bigint): GuestInstance | "exhausted" | undefined {
+    const spare = component.spares.pop();
+    if (!spare) return undefined;
+    if (spare.startupFuel > budget) return "exhausted";
+    spare.binding.scope = scope;
+    spare.fuel.value = budget - spare.startupFuel;
+    return spare;
+  }
+
+  /** Tops the component's spares up when the worker is next idle. */
+  schedule(component: LoadedComponent): void {
+    component.lastUsed = performance.now();
+    if (this.#depth === 0 || component.refillScheduled || component.spares.length >= this.#depth) return;
+    component.refillScheduled = true;
+    setImmediate(() => this.#refill(component));
+  }
+
+  /** Adds one spare; one per turn of the event loop, so queued invocations go first. */
+  #refill(component: LoadedComponent): void {
+    component.refillScheduled = false;
+    if (this.#components.get(component.id) !== component || component.spares.length >= this.#depth) return;
+    try {
+      const made = instantiate(component, this.#spareFuel, {});
+      if (made instanceof Promise) {
+        // An asynchronous glue: instantiate on demand instead.
+        made.catch(() => undefined);
+        return;
+      }
+      component.spares.push(made);
+    } catch {
+      // Start-up trapped (fuel, memory): on-demand instantiation will report it properly.
+      return;
+    }
+    this.#evict();
+    if (component.spares.length > 0 && component.spares.length < this.#depth) {
+      component.refillScheduled = true;
+      setImmediate(() => this.#refill(component));
+    }
+  }
+
+  /** Drops spares of the least recently used components while over the memory budget. */
+  #evict(): void {
+    let total = 0;
+    const holders: LoadedComponent[] = [];
+    for (const component of this.#components.values()) {
+      if (component.spares.length === 0) continue;
+      holders.push(component);
+      for (const spare of component.spares) total += memoryBytes(spare);
+    }
+    holders.sort((a, b) => a.lastUsed - b.lastUsed);
+    for (const component of holders) {
+      if (total <= this.#budgetBytes) return;
+      while (component.spares.length > 0 && total > this.#budgetBytes) total -= memoryBytes(component.spares.shift()!);
+    }
+  }
+}
+
+/** A failure as the guest wrote it: ComponentError carries the failure record as its payload. */
+function guestFailure(error: unknown): FailureBody | undefined {
+  const payload = (error as { payload?: unknown } | null)?.payload;
+  if (typeof payload !== "object" || payload === null) return undefined;
+  const { code, message } = payload as Record<string, unknown>;
+  return typeof code === "string" && typeof message === "string" ? { code, message } : undefined;
+}
+
+const PAGE = 65536;
+
+/**
+ * How a call that threw ended. Fuel first: a trap with the counter below zero is exhaustion
+ * (the counter is stale, i.e. too high, for any other trap). Then a trap with a memory at (or
+ * within a sixteenth of) the cap is memory exhaustion: the guest's allocator found memory.grow
+ * failing. Everything else that is not the guest's own err(failure) is a trap.
+ */
+export function classify(error: unknown, instance: GuestInstance | undefined, budget: bigint, memoryPages: number): WorkerReceipt {
+  const remaining = instance ? (instance.fuel.value as bigint) : budget;
+  const fuelUsed = Number(budget - (remaining < 0n ? 0n : remaining));
+  if (remaining < 0n) return { outcome: "failure", code: "fuel_exhausted", message: `the guest used up its fuel (${budget} units)`, fuelUsed: Number(budget) };
+  const failure = guestFailure(error);
+  if (failure) return { outcome: "failure", code: failure.code, message: failure.message, fuelUsed };
+  if (error instanceof GuestExit) return { outcome: "failure", code: "guest_trap", message: error.message, fuelUsed };
+  const message = error instanceof Error ? error.message : String(error);
+  const capBytes = memoryPages * PAGE;
+  const slack = Math.max(PAGE, Math.floor(capBytes / 16));
+  const atCap = instance?.memories.some((memory) => memory.buffer.byteLength >= capBytes - slack) ?? false;
+  if ((error instanceof WebAssembly.RuntimeError && atCap) || (error instanceof RangeError && /out of memory|memory size|allocate/i.test(message))) {
+    return { outcome: "failure", code: "memory_exhausted", message: `the guest reached its memory cap (${capBytes / (1024 * 1024)} MiB): ${message}`, fuelUsed };
+  }
+  if (error instanceof RangeError && /call stack/i.test(message)) {
+    return { outcome: "failure", code: "guest_trap", message: `the guest overflowed its stack: ${message}`, fuelUsed };
+  }
+  return { outcome: "failure", code: "guest_trap", message: `the guest trapped: ${message}`, fuelUsed };
+}

@@ -1,0 +1,11 @@
+export { DEADLINE_GRACE_MS, Pool } from "./pool.ts";
+export type {
+  ComponentRef,
+  HostServices,
+  Invocation,
+  PoolOptions,
+  PoolStats,
+  Receipt,
+  RuntimeGrants,
+  WorkerStats,
+} from "./types.ts";

@@ -1,0 +1,603 @@
+import { rm } from "node:fs/promises";
+import { Worker } from "node:worker_threads";
+import { ConnectError } from "@connectrpc/connect";
+import { describeError } from "../errors/index.ts";
+import { asPreparationFailure, Preparer, type PreparedComponent } from "../preparation/index.ts";
+import type { FailureBody, FromWorker, ToWorker, WireGrants, WorkerBoot, WorkerReceipt } from "./protocol.ts";
+import { createSandbox, needsSandbox, removeSandbox, sandboxRoot, type SandboxDirs } from "./sandbox.ts";
+import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerStats } from "./types.ts";
+
+/**
+ * How long after an invocation's deadline the main thread waits for the worker's own `timeout`
+ * receipt before terminating the worker. A suspended guest (waiting on the host) is timed out by
+ * the worker itself, at the deadline; only a guest computing on the thread needs the kill.
+ */
+export const DEADLINE_GRACE_MS = 100;
+/** Largest fuel budget: the counter is an i64 and must not wrap. */
+const MAX_FUEL = 2 ** 62;
+const MiB = 1024 * 1024;
+const SPARE_FUEL = 100_000_000;
+
+type Kind = "tool" | "loop";
+
+interface Deferred<T = void> {
+  promise: Promise<T>;
+  resolve(value: T): void;
+  reject(error: unknown): void;
+}
+
+function deferred<T = void>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+/** A worker went away (crash, deadline kill, close) before acknowledging a load. */
+class WorkerGone extends Error {}
+
+interface Compiled {
+  prepared: PreparedComponent;
+  modules: [string, WebAssembly.Module][];
+}
+
+class WorkerHandle {
+  readonly index: number;
+  readonly worker: Worker;
+  /** Which invocation's guest code is on the worker thread (see WorkerBoot.onThread). */
+  readonly onThread: Int32Array;
+  state: "starting" | "ready" | "dead" = "starting";
+  tools = 0;
+  loops = 0;
+  readonly flights = new Set<Flight>();
+  readonly loads = new Map<string, Deferred>();
+  readonly loaded = new Set<string>();
+  readonly ready = deferred();
+  /** Settles when a replacement took this worker's place (or the pool closed). */
+  readonly replaced = deferred();
+  /** The worker reported ready at least once (a worker dying before that backs off). */
+  readyOnce = false;
+  lastError: string | undefined;
+
+  constructor(index: number, worker: Worker, onThread: Int32Array) {
+    this.index = index;
+    this.worker = worker;
+    this.onThread = onThread;
+  }
+}
+
+interface Flight {
+  n: number;
+  handle: WorkerHandle;
+  kind: Kind;
+  started: number;
+  host: HostServices | undefined;
+  sandbox: SandboxDirs | undefined;
+  timer: NodeJS.Timeout | undefined;
+  /** The invoke message went to the worker: from here on a lost worker means `unknown`. */
+  posted: boolean;
+  settled: boolean;
+  resolve(receipt: Receipt): void;
+}
+
+type Outcome = Receipt extends infer R ? (R extends unknown ? Omit<R, "durationMs"> : never) : never;
+
+/**
+ * The service environment's worker pool: `workers` threads, each running both agent loops and
+ * tools, every invocation in a fresh instance. See docs/environments.md.
+ */
+export class Pool {
+  readonly #options: Required<PoolOptions>;
+  readonly #preparer: Preparer;
+  readonly #sandboxRoot: string;
+  readonly #workers: WorkerHandle[] = [];
+  readonly #components = new Map<string, Compiled>();
+  readonly #preparing = new Map<string, Promise<void>>();
+  readonly #flights = new Map<number, Flight>();
+  readonly #bootFailures: number[] = [];
+  #next = 1;
+  #rotation = 0;
+  #replacements = 0;
+  #closed: Promise<void> | undefined;
+
+  private constructor(options: Required<PoolOptions>, preparer: Preparer, root: string) {
+    this.#options = options;
+    this.#preparer = preparer;
+    this.#sandboxRoot = root;
+  }
+
+  /** Starts the workers; resolves when every one is ready. */
+  static async start(options: PoolOptions): Promise<Pool> {
+    const normalized = normalize(options);
+    const preparer = await Preparer.create({ dataDir: normalized.dataDir, memoryMib: normalized.memoryMib });
+    const root = await sandboxRoot(normalized.dataDir);
+    const pool = new Pool(normalized, preparer, root);
+    for (let index = 0; index < normalized.workers; index++) pool.#workers.push(pool.#spawn(index));
+    try {
+      await Promise.all(pool.#workers.map((handle) => handle.ready.promise));
+    } catch (error) {
+      await pool.close();
+      throw new Error(`the worker pool failed to start: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    return pool;
+  }
+
+  /**
+   * Prepares a component and loads it on every worker; resolves when all are ready. Concurrent
+   * calls for one id share the work; a prepared component stays loaded for the pool's lifetime
+   * (replacement workers load it again before taking work). Rejects with preparation_failed.
+   */
+  prepare(component: ComponentRef): Promise<void> {
+    if (this.#closed) return Promise.reject(new Error("the worker pool is closed"));
+    // Preparing again checks current readiness: a replacement worker may still be loading.
+    if (this.#components.has(component.id)) {
+      return this.#loadEverywhere(component.id).catch((error: unknown) => {
+        throw asPreparationFailure(component.id, new Error(`loading on the workers: ${messageOf(error)}`));
+      });
+    }
+    const existing = this.#preparing.get(component.id);
+    if (existing) return existing;
+    const promise = this.#prepare(component);
+    this.#preparing.set(component.id, promise);
+    promise.catch(() => {
+      if (this.#preparing.get(component.id) === promise) this.#preparing.delete(component.id);
+    });
+    return promise;
+  }
+
+  /** Whether the component is prepared and loaded on every current worker. */
+  isPrepared(id: string): boolean {
+    if (!this.#components.has(id)) return false;
+    return this.#workers.every((handle) => handle.state !== "dead" && handle.loaded.has(id));
+  }
+
+  /**
+   * Runs one invocation in a fresh instance and returns its receipt; never throws. Without a free
+   * slot of its kind it fails at once with `pool_saturated`.
+   */
+  invoke(invocation: Invocation): Promise<Receipt> {
+    const started = performance.now();
+    if (this.#closed) return Promise.resolve(done(started, failure("unavailable", "the worker pool is closed")));
+    const compiled = this.#components.get(invocation.component.id);
+    if (compiled) return this.#dispatch(invocation, compiled, started);
+    return this.prepare(invocation.component).then(
+      () => {
+        const ready = this.#components.get(invocation.component.id);
+        if (!ready) return done(started, failure("preparation_failed", `component ${invocation.component.id} is not prepared`));
+        return this.#dispatch(invocation, ready, started);
+      },
+      (error: unknown) => done(started, failure("preparation_failed", messageOf(error))),
+    );
+  }
+
+  stats(): PoolStats {
+    const workers: WorkerStats[] = this.#workers.map((handle) => ({
+      index: handle.index,
+      threadId: handle.worker.threadId,
+      state: handle.state,
+      tools: handle.tools,
+      agentLoops: handle.loops,
+      loaded: handle.loaded.size,
+    }));
+    const live = this.#workers.filter((handle) => handle.state !== "dead").length;
+    return {
+      workers,
+      prepared: this.#components.size,
+      transpiles: this.#preparer.stats.transpiles,
+      preparedFromDisk: this.#preparer.stats.cacheHits,
+      replacements: this.#replacements,
+      inFlight: {
+        tools: workers.reduce((sum, worker) => sum + worker.tools, 0),
+        agentLoops: workers.reduce((sum, worker) => sum + worker.agentLoops, 0),
+      },
+      capacity: { tools: live * this.#options.toolSlotsPerWorker, agentLoops: live * this.#options.agentLoopSlotsPerWorker },
+    };
+  }
+
+  /** Hooks for tests: not part of the service's API. */
+  readonly testing = {
+    /** Terminates a worker as if it had crashed: its in-flight invocations end `unknown`. */
+    killWorker: (index: number): void => {
+      const handle = this.#workers[index];
+      if (handle && handle.state !== "dead") void handle.worker.terminate();
+    },
+    /** Resolves when worker `index` is ready (after a replacement, once preparation is restored). */
+    workerReady: async (index: number): Promise<void> => {
+      for (;;) {
+        const handle = this.#workers[index];
+        if (!handle) throw new Error(`no worker ${index}`);
+        if (handle.state === "dead") {
+          await handle.replaced.promise;
+          continue;
+        }
+        await handle.ready.promise;
+        await Promise.all([...handle.loads.values()].map((load) => load.promise));
+        if (this.#workers[index] === handle && (handle.state as WorkerHandle["state"]) !== "dead") return;
+      }
+    },
+  };
+
+  /** Stops and reaps every worker; invocations in flight end `unknown`. */
+  close(): Promise<void> {
+    this.#closed ??= this.#close();
+    return this.#closed;
+  }
+
+  async #close(): Promise<void> {
+    for (const handle of this.#workers) this.#retire(handle, "the worker pool was closed during the invocation", false);
+    await Promise.all(this.#workers.map((handle) => handle.worker.terminate().catch(() => undefined)));
+    await this.#preparer.close();
+    await rm(this.#sandboxRoot, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }).catch(() => undefined);
+  }
+
+  async #prepare(component: ComponentRef): Promise<void> {
+    const id = component.id;
+    let prepared = await this.#preparer.prepare(component);
+    let modules: [string, WebAssembly.Module][];
+    try {
+      modules = await this.#compile(prepared);
+    } catch (error) {
+      if (!prepared.fromCache) throw asPreparationFailure(id, new Error(`compiling: ${messageOf(error)}`));
+      // A damaged prepared directory: prepare once more from the component's bytes.
+      await this.#preparer.discard(id);
+      prepared = await this.#preparer.prepare(component);
+      modules = await this.#compile(prepared).catch((again: unknown) => {
+        throw asPreparationFailure(id, new Error(`compiling: ${messageOf(again)}`));
+      });
+    }
+    if (this.#closed) throw new Error("the worker pool is closed");
+    this.#components.set(id, { prepared, modules });
+    try {
+      await this.#loadEverywhere(id);
+    } catch (error) {
+      this.#components.delete(id);
+      if (prepared.fromCache) await this.#preparer.discard(id);
+      throw asPreparationFailure(id, new Error(`loading on the workers: ${messageOf(error)}`));
+    }
+  }
+
+  /** Compiles the core modules once per process; workers share the code (posted Modules). */
+  async #compile(prepared: PreparedComponent): Promise<[string, WebAssembly.Module][]> {
+    const files = await this.#preparer.readCoreModules(prepared);
+    return Promise.all(files.map(async ([name, bytes]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>)]));
+  }
+
+  async #loadEverywhere(id: string): Promise<void> {
+    for (;;) {
+      if (this.#closed) throw new Error("the worker pool is closed");
+      const handles = [...this.#workers];
+      for (const handle of handles) this.#sendLoad(handle, id);
+      const results = await Promise.allSettled(handles.map((handle) => handle.loads.get(id)?.promise ?? Promise.reject(new WorkerGone())));
+      const failed = results.find((result) => result.status === "rejected" && !(result.reason instanceof WorkerGone));
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+      const settled = handles.every((handle, index) => this.#workers[index] === handle && handle.state !== "dead" && handle.loaded.has(id));
+      if (settled) return;
+      // Some worker went away meanwhile: its replacement restores every prepared component.
+      await Promise.all(handles.filter((handle) => handle.state === "dead").map((handle) => handle.replaced.promise));
+    }
+  }
+
+  #sendLoad(handle: WorkerHandle, id: string): void {
+    if (handle.state === "dead" || handle.loads.has(id)) return;
+    const compiled = this.#components.get(id);
+    if (!compiled) return;
+    handle.loads.set(id, deferred());
+    const { prepared, modules } = compiled;
+    this.#post(handle, {
+      t: "load",
+      id,
+      glueUrl: prepared.glueUrl,
+      modules,
+      entrypoints: prepared.manifest.entrypoints,
+      imports: prepared.manifest.imports,
+    });
+  }
+
+  #dispatch(invocation: Invocation, compiled: Compiled, started: number): Promise<Receipt> {
+    const id = invocation.component.id;
+    const { entrypoint } = invocation;
+    if (!compiled.prepared.manifest.entrypoints.includes(entrypoint)) {
+      return Promise.resolve(done(started, failure("invalid_argument", `component ${id} does not export ${entrypoint}`)));
+    }
+    if (entrypoint === "turn" && !invocation.host) {
+      return Promise.resolve(done(started, failure("invalid_argument", "an agent-loop turn needs host services")));
+    }
+    const now = Date.now();
+    const deadline = Math.min(invocation.deadlineMs, now + this.#options.maxTurnSecs * 1000);
+    if (!(deadline > now)) return Promise.resolve(done(started, failure("timeout", "the deadline had passed before the invocation started")));
+    const kind: Kind = entrypoint === "turn" ? "loop" : "tool";
+    const handle = this.#pick(kind);
+    if (!handle) {
+      const capacity = this.stats().capacity;
+      const slots = kind === "tool" ? `${capacity.tools} tool` : `${capacity.agentLoops} agent-loop`;
+      return Promise.resolve(done(started, failure("pool_saturated", `all ${slots} slots of the worker pool are busy; the invocation was not started`)));
+    }
+    if (kind === "tool") handle.tools++;
+    else handle.loops++;
+    const n = this.#next++;
+    let resolve!: (receipt: Receipt) => void;
+    const promise = new Promise<Receipt>((res) => (resolve = res));
+    const flight: Flight = { n, handle, kind, started, host: invocation.host, sandbox: undefined, timer: undefined, posted: false, settled: false, resolve };
+    this.#flights.set(n, flight);
+    handle.flights.add(flight);
+    if (needsSandbox(invocation.grants)) {
+      createSandbox(this.#sandboxRoot, n, invocation.grants).then(
+        (dirs) => {
+          flight.sandbox = dirs;
+          if (flight.settled) void removeSandbox(dirs);
+          else this.#send(flight, invocation, deadline);
+        },
+        (error: unknown) => this.#settle(flight, failure("invalid_argument", `cannot set up the invocation's directories: ${messageOf(error)}`)),
+      );
+    } else {
+      this.#send(flight, invocation, deadline);
+    }
+    return promise;
+  }
+
+  #send(flight: Flight, invocation: Invocation, deadline: number): void {
+    const grants: WireGrants = { network: [...(invocation.grants.network ?? [])] };
+    if (invocation.grants.workspace) grants.workspace = { hostPath: invocation.grants.workspace.hostPath, mode: invocation.grants.workspace.mode };
+    if (flight.sandbox?.scratchPath) grants.scratchPath = flight.sandbox.scratchPath;
+    if (flight.sandbox?.secretsPath) grants.secretsPath = flight.sandbox.secretsPath;
+    const fuel = Math.floor(Math.min(Math.max(invocation.fuel ?? this.#options.fuel, 0), MAX_FUEL));
+    flight.posted = true;
+    this.#post(flight.handle, {
+      t: "invoke",
+      n: flight.n,
+      id: invocation.component.id,
+      entrypoint: invocation.entrypoint,
+      input: invocation.input,
+      configuration: invocation.configuration,
+      deadlineMs: deadline,
+      fuel,
+      grants,
+      host: invocation.host !== undefined,
+      ...(invocation.program ? { source: invocation.program.source } : {}),
+    });
+    flight.timer = setTimeout(() => this.#overran(flight), Math.max(0, deadline - Date.now()) + DEADLINE_GRACE_MS);
+  }
+
+  /** The least loaded live worker with a free slot of this kind. */
+  #pick(kind: Kind): WorkerHandle | undefined {
+    const cap = kind === "tool" ? this.#options.toolSlotsPerWorker : this.#options.agentLoopSlotsPerWorker;
+    let best: WorkerHandle | undefined;
+    let bestUsed = Infinity;
+    // Ties rotate, so consecutive calls alternate between idle workers: each then has time to
+    // instantiate its next spare while the other one serves.
+    const count = this.#workers.length;
+    const first = this.#rotation++ % count;
+    for (let i = 0; i < count; i++) {
+      const handle = this.#workers[(first + i) % count]!;
+      if (handle.state === "dead") continue;
+      const used = kind === "tool" ? handle.tools : handle.loops;
+      if (used >= cap) continue;
+      if (used < bestUsed || (used === bestUsed && best && handle.tools + handle.loops < best.tools + best.loops)) {
+        best = handle;
+        bestUsed = used;
+      }
+    }
+    return best;
+  }
+
+  /**
+   * The deadline (plus grace) passed with no receipt. If this invocation's guest is the one on
+   * the worker thread, it is computing past its deadline: stop the worker. Otherwise the guest is
+   * suspended or still queued behind other work on a busy thread: end it `timeout` here; the
+   * worker drops it when it gets to it (its own timer, or the deadline check before starting).
+   */
+  #overran(flight: Flight): void {
+    if (flight.settled) return;
+    const handle = flight.handle;
+    if (Atomics.load(handle.onThread, 0) !== flight.n) {
+      this.#settle(flight, failure("timeout", "the invocation passed its deadline"));
+      return;
+    }
+    this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
+    this.#retire(handle, "the worker was stopped because another invocation on it overran its deadline; this invocation may or may not have taken effect", true);
+  }
+
+  #settle(flight: Flight, outcome: Outcome): void {
+    if (flight.settled) return;
+    flight.settled = true;
+    clearTimeout(flight.timer);
+    this.#flights.delete(flight.n);
+    flight.handle.flights.delete(flight);
+    if (flight.kind === "tool") flight.handle.tools--;
+    else flight.handle.loops--;
+    if (flight.sandbox) void removeSandbox(flight.sandbox);
+    flight.resolve(done(flight.started, outcome));
+  }
+
+  /**
+   * Takes a worker out of service: in-flight invocations end `unknown` (or `unavailable` when
+   * they had not been sent yet), pending loads fail over to the replacement, and unless the pool
+   * is closing a replacement is spawned, which restores every prepared component first.
+   */
+  #retire(handle: WorkerHandle, reason: string, replace: boolean): void {
+    if (handle.state === "dead") return;
+    handle.state = "dead";
+    for (const flight of [...handle.flights]) {
+      this.#settle(flight, flight.posted ? { outcome: "unknown", message: reason } : failure("unavailable", "the worker stopped before the invocation started; it did not run"));
+    }
+    for (const load of handle.loads.values()) load.reject(new WorkerGone());
+    handle.ready.reject(new WorkerGone(reason));
+    void handle.worker.terminate().catch(() => undefined);
+    if (!replace || this.#closed) {
+      handle.replaced.resolve();
+      return;
+    }
+    // A worker that died before ever becoming ready backs off before the next attempt.
+    const failures = handle.loaded.size === 0 && !handle.readyOnce ? (this.#bootFailures[handle.index] ?? 0) + 1 : 0;
+    this.#bootFailures[handle.index] = failures;
+    const delay = failures === 0 ? 0 : Math.min(5000, 100 * 2 ** (failures - 1));
+    const respawn = () => {
+      if (this.#closed) {
+        handle.replaced.resolve();
+        return;
+      }
+      this.#workers[handle.index] = this.#spawn(handle.index);
+      this.#replacements++;
+      handle.replaced.resolve();
+    };
+    if (delay === 0) respawn();
+    else setTimeout(respawn, delay).unref();
+  }
+
+  #spawn(index: number): WorkerHandle {
+    const onThread = new SharedArrayBuffer(4);
+    const boot: WorkerBoot = {
+      onThread,
+      memoryPages: Math.floor((this.#options.memoryMib * MiB) / 65536),
+      // Bounds how long start-up code of a spare may hold the thread (a spare whose start-up
+      // needs more is not kept; the invocation then instantiates with its own budget).
+      spareFuel: Math.min(this.#options.fuel, SPARE_FUEL),
+      spareInstances: this.#options.spareInstances,
+      spareMemoryBytes: this.#options.spareMemoryMib * MiB,
+    };
+    // Guest stdout/stderr (WASI) end up on the worker's streams, which are drained and discarded:
+    // guest output never reaches the service's logs.
+    const worker = new Worker(new URL("./worker.ts", import.meta.url), { workerData: boot, stdout: true, stderr: true });
+    worker.stdout.resume();
+    worker.stderr.resume();
+    const handle = new WorkerHandle(index, worker, new Int32Array(onThread));
+    worker.on("message", (message: FromWorker) => this.#onMessage(handle, message));
+    worker.on("error", (error) => {
+      handle.lastError = error.message;
+    });
+    worker.on("exit", (code) => {
+      const reason = `the worker exited (code ${code}${handle.lastError ? `: ${handle.lastError}` : ""}) during the invocation; it may or may not have taken effect`;
+      this.#retire(handle, reason, true);
+    });
+    // Restore every prepared component before any invocation reaches this worker: messages
+    // are handled in order, and the worker awaits a component's load before using it.
+    for (const id of this.#components.keys()) this.#sendLoad(handle, id);
+    return handle;
+  }
+
+  #onMessage(handle: WorkerHandle, message: FromWorker): void {
+    switch (message.t) {
+      case "ready":
+        if (handle.state === "starting") handle.state = "ready";
+        handle.readyOnce = true;
+        this.#bootFailures[handle.index] = 0;
+        handle.ready.resolve();
+        break;
+      case "loaded": {
+        const load = handle.loads.get(message.id);
+        if (message.error !== undefined) {
+          handle.loads.delete(message.id);
+          load?.reject(new Error(message.error));
+        } else {
+          handle.loaded.add(message.id);
+          load?.resolve();
+        }
+        break;
+      }
+      case "done": {
+        const flight = this.#flights.get(message.n);
+        if (flight && flight.handle === handle) this.#settle(flight, fromWorker(message.receipt));
+        break;
+      }
+      case "host":
+        this.#hostCall(handle, message);
+        break;
+      case "emit": {
+        const flight = this.#flights.get(message.n);
+        if (flight?.host && !flight.settled) {
+          try {
+            flight.host.emit(message.payload);
+          } catch {
+            // best effort (wit/env.wit)
+          }
+        }
+        break;
+      }
+    }
+  }
+
+  #hostCall(handle: WorkerHandle, message: Extract<FromWorker, { t: "host" }>): void {
+    const flight = this.#flights.get(message.n);
+    if (!flight || flight.handle !== handle || flight.settled) return;
+    const host = flight.host;
+    const reply = (result: { ok: true; value: string } | { ok: false; error: FailureBody }) => {
+      if (flight.settled || handle.state === "dead") return;
+      this.#post(handle, { t: "host-result", n: message.n, call: message.call, ...result });
+    };
+    if (!host) {
+      reply({ ok: false, error: { code: "host_unavailable", message: "this invocation has no host services" } });
+      return;
+    }
+    let pending: Promise<string>;
+    try {
+      pending = Promise.resolve(message.op === "callModel" ? host.callModel(message.payload) : host.dispatchTools(message.payload));
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    pending.then(
+      (value) => {
+        if (typeof value === "string") reply({ ok: true, value });
+        else reply({ ok: false, error: { code: "invalid_host_response", message: `the host's ${message.op} returned ${typeof value}, not a string` } });
+      },
+      (error: unknown) => reply({ ok: false, error: hostFailure(error) }),
+    );
+  }
+
+  #post(handle: WorkerHandle, message: ToWorker): void {
+    if (handle.state === "dead") return;
+    handle.worker.postMessage(message);
+  }
+}
+
+function normalize(options: PoolOptions): Required<PoolOptions> {
+  const positive = (name: keyof PoolOptions, value: number | undefined) => {
+    if (!Number.isInteger(value) || (value as number) < 1) throw new RangeError(`PoolOptions.${name} must be a positive integer, got ${value}`);
+    return value as number;
+  };
+  return {
+    workers: positive("workers", options.workers),
+    dataDir: options.dataDir,
+    fuel: positive("fuel", options.fuel),
+    memoryMib: positive("memoryMib", options.memoryMib),
+    maxTurnSecs: positive("maxTurnSecs", options.maxTurnSecs),
+    agentLoopSlotsPerWorker: positive("agentLoopSlotsPerWorker", options.agentLoopSlotsPerWorker),
+    toolSlotsPerWorker: positive("toolSlotsPerWorker", options.toolSlotsPerWorker),
+    spareInstances: Math.max(0, Math.floor(options.spareInstances ?? 2)),
+    spareMemoryMib: Math.max(0, options.spareMemoryMib ?? 256),
+  };
+}
+
+function failure(code: string, message: string): Outcome {
+  return { outcome: "failure", code, message };
+}
+
+function fromWorker(receipt: WorkerReceipt): Outcome {
+  return receipt;
+}
+
+function done(started: number, outcome: Outcome): Receipt {
+  return { ...outcome, durationMs: Math.round((performance.now() - started) * 1000) / 1000 } as Receipt;
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof ConnectError) return error.rawMessage;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * What the guest sees of a failed host call: a caller's {code, message} as is, a service error
+ * by its stable code, anything else as `internal` with no details (host internals stay out of
+ * guests).
+ */
+function hostFailure(error: unknown): FailureBody {
+  if (!(error instanceof Error) && typeof error === "object" && error !== null) {
+    const { code, message } = error as Record<string, unknown>;
+    if (typeof code === "string" && typeof message === "string") return { code, message };
+  }
+  const { body } = describeError(error);
+  return { code: body.code, message: body.message };
+}

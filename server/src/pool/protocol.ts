@@ -1,0 +1,68 @@
+// Messages between the pool (main thread) and its workers. Everything here crosses a
+// structured-clone boundary: no functions, and WebAssembly.Module objects are shared, not copied.
+import type { Entrypoint } from "../preparation/index.ts";
+
+export interface WorkerBoot {
+  /**
+   * One Int32: the invocation whose guest code is on the worker thread right now (0: none). The
+   * worker writes it when a guest starts or resumes and clears it when the guest suspends or
+   * ends; the main thread reads it at a deadline to tell a computing guest from a waiting one.
+   */
+  onThread: SharedArrayBuffer;
+  /** Cap of each guest memory, in 64 KiB pages (to recognise memory exhaustion). */
+  memoryPages: number;
+  /** Fuel given to a spare instance at start-up (only start-up code runs on it). */
+  spareFuel: number;
+  spareInstances: number;
+  spareMemoryBytes: number;
+}
+
+/** Grants as the worker needs them: host paths already created by the main thread. */
+export interface WireGrants {
+  workspace?: { hostPath: string; mode: "read" | "write" };
+  scratchPath?: string;
+  secretsPath?: string;
+  network: string[];
+}
+
+export interface FailureBody {
+  code: string;
+  message: string;
+}
+
+export type WorkerReceipt =
+  | { outcome: "returned"; output: string; fuelUsed: number }
+  | { outcome: "failure"; code: string; message: string; fuelUsed?: number };
+
+export type ToWorker =
+  | {
+      t: "load";
+      id: string;
+      glueUrl: string;
+      modules: [string, WebAssembly.Module][];
+      entrypoints: Entrypoint[];
+      imports: string[];
+    }
+  | {
+      t: "invoke";
+      n: number;
+      id: string;
+      entrypoint: Entrypoint;
+      input: string;
+      configuration: string;
+      deadlineMs: number;
+      fuel: number;
+      grants: WireGrants;
+      host: boolean;
+      /** Program source for a runtime component; never logged, never stored. */
+      source?: string;
+    }
+  | { t: "host-result"; n: number; call: number; ok: true; value: string }
+  | { t: "host-result"; n: number; call: number; ok: false; error: FailureBody };
+
+export type FromWorker =
+  | { t: "ready" }
+  | { t: "loaded"; id: string; error?: string }
+  | { t: "host"; n: number; call: number; op: "callModel" | "dispatchTools"; payload: string }
+  | { t: "emit"; n: number; payload: string }
+  | { t: "done"; n: number; receipt: WorkerReceipt };

@@ -1,0 +1,91 @@
+import type { ComponentRef } from "../preparation/index.ts";
+
+export type { ComponentRef };
+
+export interface PoolOptions {
+  /** Worker threads (SERVICE_ENV_WORKERS). */
+  workers: number;
+  /** Prepared components live under `<dataDir>/prepared/`, invocation temp dirs under `<dataDir>/invocations/`. */
+  dataDir: string;
+  /** Default fuel per invocation. */
+  fuel: number;
+  /** Cap on each guest linear memory. */
+  memoryMib: number;
+  /** Bound on any one invocation (SERVICE_MAX_TURN_SECS), on top of its own deadline. */
+  maxTurnSecs: number;
+  /** Concurrent agent-loop ("turn") invocations per worker. */
+  agentLoopSlotsPerWorker: number;
+  /** Concurrent leaf ("run") invocations per worker. */
+  toolSlotsPerWorker: number;
+  /**
+   * Fresh instances kept ready per recently used component per worker (each used once); 0
+   * disables instantiating ahead of demand. Default 2.
+   */
+  spareInstances?: number;
+  /** Guest memory the spare instances of one worker may hold, in MiB. Default 256. */
+  spareMemoryMib?: number;
+}
+
+/** Runtime grants of one invocation, already authorized against the deployment allow-lists. */
+export interface RuntimeGrants {
+  /** Mapped to the guest's /workspace; "read" refuses every write. */
+  workspace?: { hostPath: string; mode: "read" | "write" };
+  /** A fresh invocation-local /scratch, removed afterwards. */
+  scratch?: boolean;
+  /** Allowed HTTP(S) origins, checked on every outgoing request. */
+  network: string[];
+  /** Name -> value, mounted read-only as /secrets/<name>. */
+  secrets: Record<string, string>;
+}
+
+/** Host services of an agent loop, supplied by the caller (model calls, nested tool dispatch). */
+export interface HostServices {
+  callModel(request: string): Promise<string>;
+  dispatchTools(calls: string): Promise<string>;
+  emit(event: string): void;
+}
+
+export interface Invocation {
+  component: ComponentRef;
+  entrypoint: "run" | "turn";
+  input: string;
+  configuration: string;
+  /** Absolute Unix time in milliseconds. */
+  deadlineMs: number;
+  grants: RuntimeGrants;
+  /** Required for "turn". */
+  host?: HostServices;
+  /** The component is a program runtime: it gets {"source","configuration"} as its configuration. */
+  program?: { source: string };
+  /** Default PoolOptions.fuel. */
+  fuel?: number;
+}
+
+export type Receipt =
+  | { outcome: "returned"; output: string; fuelUsed: number; durationMs: number }
+  | { outcome: "failure"; code: string; message: string; fuelUsed?: number; durationMs: number }
+  | { outcome: "unknown"; message: string; durationMs: number };
+
+export interface WorkerStats {
+  index: number;
+  threadId: number;
+  state: "starting" | "ready" | "dead";
+  tools: number;
+  agentLoops: number;
+  /** Components loaded on this worker. */
+  loaded: number;
+}
+
+export interface PoolStats {
+  workers: WorkerStats[];
+  /** Components prepared and compiled in this process. */
+  prepared: number;
+  /** Transpiles done by this process (restarts reuse prepared files and do none). */
+  transpiles: number;
+  /** Preparations satisfied from `<dataDir>/prepared/`. */
+  preparedFromDisk: number;
+  /** Workers replaced after a crash or a deadline kill. */
+  replacements: number;
+  inFlight: { tools: number; agentLoops: number };
+  capacity: { tools: number; agentLoops: number };
+}

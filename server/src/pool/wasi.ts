@@ -1,0 +1,130 @@
+// The WASI world of a guest instance, built from preview2-shim's Node implementation with the
+// leaky defaults replaced: no environment variables, no arguments, no host cwd, `exit` is a
+// failure instead of process.exit, only the granted preopens, outgoing HTTP checked per request
+// against the network grant, and no sockets at all (preparation refuses components importing them).
+import * as shim from "@bytecodealliance/preview2-shim";
+import { filesystemTypes, type Descriptor } from "./fs-guard.ts";
+import { requestAllowed, schemeOf } from "./network.ts";
+
+/** What an instance's imports consult at call time: set when the instance is claimed. */
+export interface WasiContext {
+  preopens: [Descriptor, string][];
+  network: readonly string[];
+  /** Set once the invocation has its receipt: a guest suspended then is never resumed. */
+  readonly finished: boolean;
+  /** The guest is about to suspend (it leaves the thread). */
+  suspending(): void;
+  /** The guest is about to resume (it takes the thread). */
+  resuming(): void;
+}
+
+/** Thrown (through the guest) by wasi:cli/exit: the invocation fails; the process lives on. */
+export class GuestExit extends Error {
+  readonly status: string;
+  constructor(status: string) {
+    super(`the guest called wasi:cli/exit (${status})`);
+    this.status = status;
+  }
+}
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+// Typed from the package's browser build; the Node build has the same namespaces.
+const wasi = shim as any;
+
+interface OutgoingRequest {
+  scheme(): { tag: string; val?: string } | undefined;
+  authority(): string | undefined;
+}
+
+const environment = {
+  getEnvironment: (): [string, string][] => [],
+  getArguments: (): string[] => [],
+  initialCwd: (): string | undefined => undefined,
+};
+
+const exit = {
+  exit(status: { tag: string }): never {
+    throw new GuestExit(status?.tag === "ok" ? "ok" : "err");
+  },
+  exitWithCode(code: number): never {
+    throw new GuestExit(`code ${code}`);
+  },
+};
+
+/** Namespaces that hold no per-invocation state: shared by every instance of a worker. */
+const shared: Record<string, unknown> = {
+  "wasi:cli/environment": environment,
+  "wasi:cli/exit": exit,
+  "wasi:cli/stdin": wasi.cli.stdin,
+  // Guest output goes to the worker's stdout/stderr, which the pool discards.
+  "wasi:cli/stdout": wasi.cli.stdout,
+  "wasi:cli/stderr": wasi.cli.stderr,
+  "wasi:cli/terminal-input": wasi.cli.terminalInput,
+  "wasi:cli/terminal-output": wasi.cli.terminalOutput,
+  "wasi:cli/terminal-stdin": wasi.cli.terminalStdin,
+  "wasi:cli/terminal-stdout": wasi.cli.terminalStdout,
+  "wasi:cli/terminal-stderr": wasi.cli.terminalStderr,
+  "wasi:clocks/monotonic-clock": wasi.clocks.monotonicClock,
+  "wasi:clocks/wall-clock": wasi.clocks.wallClock,
+  "wasi:filesystem/types": filesystemTypes,
+  "wasi:io/error": wasi.io.error,
+  "wasi:io/streams": wasi.io.streams,
+  "wasi:random/random": wasi.random.random,
+  "wasi:random/insecure": wasi.random.insecure,
+  "wasi:random/insecure-seed": wasi.random.insecureSeed,
+  "wasi:http/types": wasi.http.types,
+};
+
+interface Pollable {
+  ready(): boolean;
+}
+
+/**
+ * wasi:io/poll#poll as an async import (JSPI): instead of blocking the worker thread until a
+ * pollable is ready (HTTP response, timer), the guest is suspended and the list re-checked with
+ * a short backoff, so other guests on the worker keep running. A guest whose invocation ended
+ * meanwhile (deadline) is resumed with an exception that unwinds it.
+ */
+async function pollSuspending(context: () => WasiContext | undefined, list: Pollable[]): Promise<Uint32Array> {
+  let delay = 0;
+  context()?.suspending();
+  for (;;) {
+    // An Error (not a WASI value): the glue rethrows it, unwinding the guest.
+    if (context()?.finished) throw new Error("the invocation has ended");
+    const ready: number[] = [];
+    for (let i = 0; i < list.length; i++) if (list[i]!.ready()) ready.push(i);
+    if (ready.length > 0) {
+      context()?.resuming();
+      return new Uint32Array(ready);
+    }
+    await new Promise((resolve) => (delay === 0 ? setImmediate(resolve) : setTimeout(resolve, delay)));
+    delay = Math.min(delay === 0 ? 1 : delay * 2, 16);
+  }
+}
+
+/** wasi:http error-code for a request outside the grant. */
+const DENIED = { tag: "HTTP-request-denied" };
+
+/**
+ * The WASI import object of one instance. `context()` is read on every call, so one instance can
+ * be created ahead of demand and bound to its invocation later; before that it sees nothing.
+ */
+export function wasiImports(context: () => WasiContext | undefined): Record<string, unknown> {
+  return {
+    ...shared,
+    "wasi:io/poll": {
+      Pollable: wasi.io.poll.Pollable,
+      poll: (list: Pollable[]) => pollSuspending(context, list),
+    },
+    "wasi:filesystem/preopens": {
+      getDirectories: () => [...(context()?.preopens ?? [])],
+    },
+    "wasi:http/outgoing-handler": {
+      handle(request: OutgoingRequest, options: unknown) {
+        const granted = context()?.network ?? [];
+        if (!requestAllowed(granted, schemeOf(request.scheme()), request.authority())) throw DENIED;
+        return wasi.http.outgoingHandler.handle(request, options);
+      },
+    },
+  };
+}

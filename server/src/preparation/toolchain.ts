@@ -1,0 +1,93 @@
+import { createHash } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * Version of the prepared-directory layout, of the transpile options below and of the glue
+ * patch (glue.ts). Bump it whenever one changes: every prepared component is then redone once
+ * (a new toolchain directory).
+ */
+export const PREPARED_FORMAT = 3;
+
+/** The package the WIT contract (wit/env.wit) names; host imports are async (JSPI). */
+export const HOST_INTERFACE = "skillenv:env/host@0.1.0";
+
+/**
+ * jco options of every preparation. `instantiation: "async"` yields `instantiate(getCoreModule,
+ * imports, instantiateCore)`, called once per invocation for a fresh instance; JSPI lets a guest
+ * suspend on an async host import without holding its worker thread.
+ */
+export const TRANSPILE_OPTIONS = {
+  name: "component",
+  instantiation: "async",
+  asyncMode: "jspi",
+  // Host calls and wasi:io/poll (HTTP responses, timers) suspend the guest instead of blocking.
+  asyncImports: [`${HOST_INTERFACE}#call-model`, `${HOST_INTERFACE}#dispatch-tools`, "wasi:io/poll#poll"],
+  asyncExports: ["run", "turn"],
+  // Every core module as its own file (none inlined as base64 into the JS): each is instrumented.
+  base64Cutoff: 0,
+  emitTypescriptDeclarations: false,
+} as const;
+
+const MiB = 1024 * 1024;
+const PAGE = 64 * 1024;
+
+export function memoryPages(memoryMib: number): number {
+  return Math.floor((memoryMib * MiB) / PAGE);
+}
+
+export interface Toolchain {
+  /** Short hash naming `<dataDir>/prepared/<id>/`. */
+  id: string;
+  jco: string;
+  jcoTranspile: string;
+  fuelSourceHash: string;
+  memoryPages: number;
+}
+
+/**
+ * Identifies everything that shapes prepared output: the jco and jco-transpile versions (the
+ * glue generator), the fuel rewriter's source, the preparation steps' source (transpile worker,
+ * glue patch), the memory cap and the transpile options. A change to any of them selects a
+ * fresh directory, so stale output is never reused.
+ */
+export async function toolchain(memoryMib: number): Promise<Toolchain> {
+  const require = createRequire(import.meta.url);
+  const jcoEntry = require.resolve("@bytecodealliance/jco");
+  const jco = await packageVersion(jcoEntry);
+  const transpileEntry = createRequire(jcoEntry).resolve("@bytecodealliance/jco-transpile");
+  const jcoTranspile = await packageVersion(transpileEntry);
+  const fuelDir = fileURLToPath(new URL("../fuel/", import.meta.url));
+  const fuelHash = createHash("sha256");
+  for (const name of (await readdir(fuelDir)).filter((file) => file.endsWith(".ts")).sort()) {
+    fuelHash.update(`${name}\0`).update(await readFile(join(fuelDir, name))).update("\0");
+  }
+  const fuelSourceHash = fuelHash.digest("hex");
+  // The steps of preparation itself (instrument + cap order, the glue patch).
+  const stepsHash = createHash("sha256");
+  for (const name of ["transpile-worker.ts", "glue.ts"]) stepsHash.update(await readFile(fileURLToPath(new URL(`./${name}`, import.meta.url))));
+  const pages = memoryPages(memoryMib);
+  const id = createHash("sha256")
+    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
+    .digest("hex")
+    .slice(0, 16);
+  return { id, jco, jcoTranspile, fuelSourceHash, memoryPages: pages };
+}
+
+/** Walks up from a resolved entry file to its package.json. */
+async function packageVersion(entry: string): Promise<string> {
+  let dir = dirname(entry);
+  for (;;) {
+    try {
+      const manifest = JSON.parse(await readFile(join(dir, "package.json"), "utf8")) as { name?: string; version?: string };
+      if (manifest.name && manifest.version) return manifest.version;
+    } catch {
+      // not here: keep walking up
+    }
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error(`no package.json above ${entry}`);
+    dir = parent;
+  }
+}

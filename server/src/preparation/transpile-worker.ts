@@ -1,0 +1,82 @@
+// A worker thread that turns component bytes into prepared files: jco transpile (seconds of
+// synchronous work for a componentize-js component), then fuel instrumentation and the memory
+// cap of every core module. It runs off the main thread so the server keeps serving meanwhile.
+import { parentPort } from "node:worker_threads";
+import { transpile } from "@bytecodealliance/jco";
+import { capMemory, instrumentFuel } from "../fuel/index.ts";
+import { warmGlue } from "./glue.ts";
+import { TRANSPILE_OPTIONS } from "./toolchain.ts";
+
+export interface TranspileJob {
+  job: number;
+  bytes: Uint8Array;
+  memoryPages: number;
+}
+
+export type TranspileReply =
+  | {
+      job: number;
+      ok: true;
+      glue: Uint8Array;
+      /** Whether the glue got the instance warm-up (glue.ts). */
+      glueWarmUp: boolean;
+      /** [file name, instrumented + capped bytes] in the glue's names. */
+      coreModules: [string, Uint8Array][];
+      imports: string[];
+      exports: string[];
+      functionsInstrumented: number;
+      ms: number;
+    }
+  | { job: number; ok: false; stage: string; message: string };
+
+const port = parentPort;
+if (!port) throw new Error("transpile-worker.ts must run as a worker thread");
+
+// One job at a time: the work is synchronous anyway, and order keeps memory use bounded.
+let queue: Promise<void> = Promise.resolve();
+port.on("message", (job: TranspileJob) => {
+  queue = queue.then(() => run(job));
+});
+
+async function run(job: TranspileJob): Promise<void> {
+  const started = performance.now();
+  let stage = "transpile";
+  try {
+    // A fresh options object: jco mutates the one it is given.
+    const result = await transpile(job.bytes, { ...TRANSPILE_OPTIONS, asyncImports: [...TRANSPILE_OPTIONS.asyncImports], asyncExports: [...TRANSPILE_OPTIONS.asyncExports] } as never);
+    let glue: Uint8Array | undefined;
+    const coreModules: [string, Uint8Array][] = [];
+    let functionsInstrumented = 0;
+    for (const [name, bytes] of Object.entries(result.files)) {
+      if (name.endsWith(".wasm")) {
+        stage = `instrument ${name}`;
+        const instrumented = instrumentFuel(bytes);
+        functionsInstrumented += instrumented.functionsInstrumented;
+        stage = `cap memory of ${name}`;
+        coreModules.push([name, capMemory(instrumented.bytes, job.memoryPages)]);
+      } else if (name.endsWith(".js")) {
+        if (glue) throw new Error(`jco produced more than one JS file (${name})`);
+        glue = bytes;
+      }
+    }
+    if (!glue) throw new Error("jco produced no JS glue");
+    stage = "patch the glue";
+    const warmed = warmGlue(new TextDecoder().decode(glue));
+    const reply: TranspileReply = {
+      job: job.job,
+      ok: true,
+      glue: new TextEncoder().encode(warmed.source),
+      glueWarmUp: warmed.warmed,
+      coreModules,
+      imports: result.imports,
+      exports: result.exports.map(([name]) => name),
+      functionsInstrumented,
+      ms: Math.round(performance.now() - started),
+    };
+    // Copied, not transferred: jco's buffers may be views into shared pools.
+    port!.postMessage(reply);
+  } catch (error) {
+    const reply: TranspileReply = { job: job.job, ok: false, stage, message: error instanceof Error ? error.message : String(error) };
+    port!.postMessage(reply);
+  }
+}

@@ -1,0 +1,280 @@
+import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { HostServices, Pool, RuntimeGrants } from "../src/pool/index.ts";
+import { GuestExit, wasiImports } from "../src/pool/wasi.ts";
+import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir } from "./helpers/pool.ts";
+
+const workspaceJs = component("workspace-js");
+const secretsJs = component("secrets-js");
+const fetchJs = component("fetch-js");
+const programTool = component("js-program-tool");
+const programLoop = component("js-program-agent-loop");
+const echo = component("echo-wat");
+
+let pool: Pool;
+let box: { path: string; remove(): Promise<void> };
+let workspace: string;
+let server: Server;
+let origin: string;
+const requests: string[] = [];
+
+beforeAll(async () => {
+  await buildTestComponents();
+  pool = await startPool({ workers: 2 });
+  await Promise.all([workspaceJs, secretsJs, fetchJs, programTool, programLoop, echo].map((ref) => pool.prepare(ref)));
+  box = await tempDir("skillenv-grants-");
+  workspace = join(box.path, "workspace");
+  await mkdir(join(workspace, "sub"), { recursive: true });
+  await writeFile(join(workspace, "hello.txt"), "hello from the host");
+  await writeFile(join(box.path, "outside.txt"), "OUTSIDE");
+  await symlink("../outside.txt", join(workspace, "relative-escape"));
+  await symlink(join(box.path, "outside.txt"), join(workspace, "absolute-escape"));
+  await symlink("hello.txt", join(workspace, "inside-link"));
+  server = createServer((request, response) => {
+    requests.push(`${request.method} ${request.url}`);
+    const delay = request.url?.startsWith("/slow") ? 1000 : 0;
+    setTimeout(() => response.end(JSON.stringify({ pong: request.url })), delay);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}, 600_000);
+
+afterAll(async () => {
+  await pool?.close();
+  await new Promise((resolve) => server?.close(resolve));
+  await box?.remove();
+});
+
+function grants(extra: Partial<RuntimeGrants>): RuntimeGrants {
+  return { ...NO_GRANTS, ...extra };
+}
+
+function fs(request: Record<string, unknown>, extra: Partial<RuntimeGrants>) {
+  return run(pool, workspaceJs, { v: 1, ...request }, { grants: grants(extra) });
+}
+
+describe("filesystem grants", () => {
+  it("reads, writes and lists a writable /workspace", async () => {
+    const rw = { workspace: { hostPath: workspace, mode: "write" as const } };
+    expect(output(await fs({ op: "read", path: "/workspace/hello.txt" }, rw))).toEqual({ v: 1, ok: true, data: "hello from the host" });
+    expect(output(await fs({ op: "write", path: "/workspace/sub/new.txt", data: "from the guest" }, rw))).toEqual({ v: 1, ok: true, bytes: 14 });
+    expect(await readFile(join(workspace, "sub", "new.txt"), "utf8")).toBe("from the guest");
+    expect(output(await fs({ op: "read", path: "/workspace/inside-link" }, rw))).toMatchObject({ data: "hello from the host" });
+    const listing = output(await fs({ op: "list", path: "/workspace" }, rw)) as { entries: { name: string }[] };
+    expect(listing.entries.map((entry) => entry.name)).toEqual(["absolute-escape", "hello.txt", "inside-link", "relative-escape", "sub"]);
+  }, 60_000);
+
+  it("a read-only /workspace refuses every write", async () => {
+    const ro = { workspace: { hostPath: workspace, mode: "read" as const } };
+    expect(output(await fs({ op: "read", path: "/workspace/hello.txt" }, ro))).toMatchObject({ data: "hello from the host" });
+    expect(await fs({ op: "write", path: "/workspace/nope.txt", data: "x" }, ro)).toMatchObject({ outcome: "failure", code: "read-only" });
+    expect(await fs({ op: "write", path: "/workspace/hello.txt", data: "overwritten" }, ro)).toMatchObject({ outcome: "failure", code: "read-only" });
+    expect(await readFile(join(workspace, "hello.txt"), "utf8")).toBe("hello from the host");
+    expect(await readdir(workspace)).not.toContain("nope.txt");
+  }, 60_000);
+
+  it("refuses .., absolute paths and symlinks that leave the preopen", async () => {
+    const rw = { workspace: { hostPath: workspace, mode: "write" as const } };
+    for (const path of [
+      "/workspace/../outside.txt",
+      "/workspace/sub/../../outside.txt",
+      "/workspace/relative-escape",
+      "/workspace/absolute-escape",
+      `/workspace/${join(box.path, "outside.txt")}`,
+      "/etc/passwd",
+    ]) {
+      const receipt = await fs({ op: "read", path }, rw);
+      expect(receipt, path).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    }
+    expect(await fs({ op: "write", path: "/workspace/../escaped.txt", data: "x" }, rw)).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    expect(await readdir(box.path)).not.toContain("escaped.txt");
+    // Nothing at all without a grant.
+    expect(await fs({ op: "read", path: "/workspace/hello.txt" }, {})).toMatchObject({ outcome: "failure", code: "not-permitted" });
+  }, 60_000);
+
+  it("gives each invocation a fresh /scratch and removes it afterwards", async () => {
+    const scratch = { scratch: true };
+    expect(output(await fs({ op: "write", path: "/scratch/note.txt", data: "temporary" }, scratch))).toEqual({ v: 1, ok: true, bytes: 9 });
+    expect(await fs({ op: "read", path: "/scratch/note.txt" }, scratch)).toMatchObject({ outcome: "failure", code: "no-entry" });
+    expect(output(await fs({ op: "list", path: "/scratch" }, scratch))).toEqual({ v: 1, ok: true, entries: [] });
+    // The invocation directories of this pool are gone once their receipts are in.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const roots = await readdir(join(SHARED_DATA_DIR, "invocations"));
+    const mine = roots.filter((name) => name.startsWith(`${process.pid}-`));
+    expect(mine.length).toBeGreaterThan(0);
+    for (const root of mine) expect(await readdir(join(SHARED_DATA_DIR, "invocations", root))).toEqual([]);
+  }, 60_000);
+
+  it("mounts granted secrets read-only under /secrets, and nothing else", async () => {
+    const granted = { secrets: { API_TOKEN: "t0ps3cret", OTHER: "x" } };
+    expect(output(await run(pool, secretsJs, { v: 1, name: "API_TOKEN" }, { grants: grants(granted) }))).toEqual({ v: 1, value: "t0ps3cret" });
+    expect(await run(pool, secretsJs, { v: 1, name: "API_TOKEN" }, { grants: NO_GRANTS })).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    expect(await run(pool, secretsJs, { v: 1, name: "NOT_GRANTED" }, { grants: grants(granted) })).toMatchObject({ outcome: "failure", code: "no-entry" });
+    expect(await run(pool, secretsJs, { v: 1, name: "../hello.txt" }, { grants: grants(granted) })).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    // The secrets preopen refuses writes even to its own files.
+    const write = await run(pool, workspaceJs, { v: 1, op: "write", path: "/secrets/API_TOKEN", data: "changed" }, { grants: grants(granted) });
+    expect(write).toMatchObject({ outcome: "failure", code: "read-only" });
+    // A secret name that is not an environment variable name never reaches the filesystem.
+    expect(await run(pool, secretsJs, { v: 1, name: "x" }, { grants: grants({ secrets: { "../evil": "x" } }) })).toMatchObject({ outcome: "failure", code: "invalid_argument" });
+  }, 60_000);
+});
+
+describe("network grants", () => {
+  it("lets a granted origin through", async () => {
+    const receipt = await run(pool, fetchJs, { v: 1, url: `${origin}/granted` }, { grants: grants({ network: [origin] }) });
+    expect(output(receipt)).toEqual({ v: 1, status: 200, body: JSON.stringify({ pong: "/granted" }) });
+    expect(requests).toContain("GET /granted");
+  }, 60_000);
+
+  it("refuses origins not granted before any connection is made", async () => {
+    const port = new URL(origin).port;
+    const cases: [string, string[]][] = [
+      ["none-granted", []],
+      ["localhost-lookalike", [`http://localhost:${port}`]],
+      ["other-port", [`http://127.0.0.1:${Number(port) + 1}`]],
+      ["https-only", [`https://127.0.0.1:${port}`]],
+      ["wildcard", ["https://*.example.com"]],
+    ];
+    for (const [name, network] of cases) {
+      const receipt = await run(pool, fetchJs, { v: 1, url: `${origin}/${name}` }, { grants: grants({ network }) });
+      expect(receipt, name).toMatchObject({ outcome: "failure", code: "http_error" });
+    }
+    expect(requests.filter((request) => cases.some(([name]) => request.endsWith(`/${name}`)))).toEqual([]);
+  }, 60_000);
+});
+
+describe("waiting on HTTP", () => {
+  it("suspends the guest instead of blocking its worker; a deadline during the wait stops only that call", async () => {
+    const single = await startPool({ workers: 1 });
+    try {
+      await single.prepare(fetchJs);
+      await single.prepare(echo);
+      const started = performance.now();
+      const slow = run(single, fetchJs, { v: 1, url: `${origin}/slow-1` }, { grants: grants({ network: [origin] }) });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      // The only worker is waiting on the HTTP response, yet it serves another call meanwhile.
+      expect(output(await run(single, echo, { v: 1 }))).toEqual({ v: 1 });
+      expect(performance.now() - started).toBeLessThan(900);
+      expect(output(await slow)).toMatchObject({ status: 200 });
+      // A deadline that passes while the guest waits: timeout, and the worker is not replaced.
+      const late = await run(single, fetchJs, { v: 1, url: `${origin}/slow-2` }, { grants: grants({ network: [origin] }), deadlineMs: Date.now() + 300 });
+      expect(late).toMatchObject({ outcome: "failure", code: "timeout" });
+      expect(single.stats().replacements).toBe(0);
+      expect(output(await run(single, echo, { v: 2 }))).toEqual({ v: 2 });
+    } finally {
+      await single.close();
+    }
+  }, 60_000);
+});
+
+describe("the guest's WASI world", () => {
+  it("has no host environment, arguments or cwd, and exit does not exit the process", () => {
+    process.env.SKILLENV_SENTINEL = "must-not-leak";
+    try {
+      const imports = wasiImports(() => undefined) as Record<string, Record<string, (...args: unknown[]) => unknown>>;
+      const environment = imports["wasi:cli/environment"]!;
+      expect(environment.getEnvironment!()).toEqual([]);
+      expect(environment.getArguments!()).toEqual([]);
+      expect(environment.initialCwd!()).toBeUndefined();
+      expect(() => imports["wasi:cli/exit"]!.exit!({ tag: "ok" })).toThrow(GuestExit);
+      expect((imports["wasi:filesystem/preopens"]!.getDirectories!() as unknown[]).length).toBe(0);
+      // No sockets at all.
+      expect(Object.keys(imports).filter((name) => name.startsWith("wasi:sockets"))).toEqual([]);
+    } finally {
+      delete process.env.SKILLENV_SENTINEL;
+    }
+  });
+});
+
+describe("programs", () => {
+  it("runs a JavaScript program as a tool", async () => {
+    const source = `function run(input, configuration, context) {
+      return { sum: input.a + input.b, configuration, hasDeadline: typeof context.deadlineMs === "number" };
+    }`;
+    const receipt = await run(pool, programTool, { a: 2, b: 3 }, { configuration: JSON.stringify({ unit: "apples" }), program: { source } });
+    expect(output(receipt)).toEqual({ sum: 5, configuration: { unit: "apples" }, hasDeadline: true });
+    const failing = await run(pool, programTool, {}, { program: { source: "function run() { throw { code: 'nope', message: 'refused' }; }" } });
+    expect(failing).toMatchObject({ outcome: "failure", code: "nope", message: "refused" });
+    expect(await run(pool, programTool, {}, { program: { source: "this is not javascript" } })).toMatchObject({ outcome: "failure", code: "invalid_program" });
+  }, 60_000);
+
+  it("runs a JavaScript program as an agent loop whose tool calls reach real components", async () => {
+    const source = `function turn(input, configuration, host) {
+      const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.question }] });
+      const dispatched = host.dispatchTools({ v: 1, calls: answer.message.tool_calls });
+      host.emit({ v: 1, kind: "program_progress" });
+      return { answer: answer.message.content, results: dispatched.results, style: configuration.style };
+    }`;
+    const events: string[] = [];
+    const host: HostServices = {
+      callModel: async (request) => {
+        const { messages } = JSON.parse(request) as { messages: { content: string }[] };
+        return JSON.stringify({ v: 1, message: { content: `about ${messages[0]!.content}`, tool_calls: [{ id: "t1", name: "echo", input: { v: 1, echoed: true } }] } });
+      },
+      dispatchTools: async (calls) => {
+        const { calls: list } = JSON.parse(calls) as { calls: { id: string; input: unknown }[] };
+        const results = [];
+        for (const call of list) results.push({ id: call.id, output: output(await run(pool, echo, call.input)) });
+        return JSON.stringify({ v: 1, results });
+      },
+      emit: (event) => events.push(event),
+    };
+    const receipt = await pool.invoke({
+      component: programLoop,
+      entrypoint: "turn",
+      input: JSON.stringify({ question: "fuel" }),
+      configuration: JSON.stringify({ style: "terse" }),
+      deadlineMs: Date.now() + 30_000,
+      grants: NO_GRANTS,
+      host,
+      program: { source },
+    });
+    expect(output(receipt)).toEqual({ answer: "about fuel", results: [{ id: "t1", output: { v: 1, echoed: true } }], style: "terse" });
+    expect(events).toEqual([JSON.stringify({ v: 1, kind: "program_progress" })]);
+  }, 60_000);
+
+  it("a host failure reaches the agent loop as its failure record", async () => {
+    const host: HostServices = {
+      callModel: async () => {
+        throw { code: "model_unavailable", message: "the provider is down" };
+      },
+      dispatchTools: async () => "{}",
+      emit: () => undefined,
+    };
+    const receipt = await pool.invoke({
+      component: programLoop,
+      entrypoint: "turn",
+      input: "{}",
+      configuration: "{}",
+      deadlineMs: Date.now() + 30_000,
+      grants: NO_GRANTS,
+      host,
+      program: { source: "function turn(input, configuration, host) { return host.callModel({ v: 1, messages: [] }); }" },
+    });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "model_unavailable", message: "the provider is down" });
+  }, 60_000);
+
+  it("a turn waiting on the host past its deadline times out without stopping the worker", async () => {
+    const before = pool.stats().replacements;
+    const host: HostServices = {
+      callModel: () => new Promise<string>(() => undefined),
+      dispatchTools: async () => "{}",
+      emit: () => undefined,
+    };
+    const receipt = await pool.invoke({
+      component: programLoop,
+      entrypoint: "turn",
+      input: "{}",
+      configuration: "{}",
+      deadlineMs: Date.now() + 500,
+      grants: NO_GRANTS,
+      host,
+      program: { source: "function turn(input, configuration, host) { return host.callModel({ v: 1, messages: [] }); }" },
+    });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "timeout" });
+    expect(pool.stats().replacements).toBe(before);
+  }, 60_000);
+});

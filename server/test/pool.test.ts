@@ -1,0 +1,263 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { HostServices, Pool, Receipt } from "../src/pool/index.ts";
+import { buildTestComponents, component, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "./helpers/pool.ts";
+
+const echo = component("echo-wat");
+const counter = component("counter-wat");
+const fib = component("fib-wat");
+const loop = component("loop-wat");
+const hog = component("memory-hog-wat");
+const echoJs = component("echo-js");
+const agentLoop = component("agent-loop-js");
+
+let pool: Pool;
+
+beforeAll(async () => {
+  await buildTestComponents();
+  pool = await startPool();
+  await Promise.all([echo, counter, fib, loop, hog, echoJs, agentLoop].map((ref) => pool.prepare(ref)));
+}, 600_000);
+
+afterAll(async () => {
+  await pool?.close();
+});
+
+describe("pool basics", () => {
+  it("round-trips a WAT and a componentize-js echo", async () => {
+    expect(output(await run(pool, echo, { v: 1, hello: "wat" }))).toEqual({ v: 1, hello: "wat" });
+    expect(output(await run(pool, echoJs, { v: 1, hello: "js" }))).toEqual({ v: 1, hello: "js" });
+    expect(pool.isPrepared("echo-wat")).toBe(true);
+    expect(pool.stats().workers.every((worker) => worker.state === "ready")).toBe(true);
+  }, 60_000);
+
+  it("gives every invocation a fresh instance (the counter always answers 1)", async () => {
+    // As many at once as there are tool slots (2 workers x 2).
+    const receipts = await Promise.all(Array.from({ length: 4 }, () => run(pool, counter, {})));
+    for (const receipt of receipts) expect(output(receipt)).toEqual({ v: 1, count: 1 });
+    for (let i = 0; i < 5; i++) expect(output(await run(pool, counter, {}))).toEqual({ v: 1, count: 1 });
+  });
+
+  it("meters fuel deterministically", async () => {
+    const a = await run(pool, fib, "20");
+    const b = await run(pool, fib, "20");
+    const c = await run(pool, fib, "22");
+    expect(output(a)).toEqual({ v: 1, fib: 6765 });
+    expect(a.outcome === "returned" && b.outcome === "returned" && c.outcome === "returned").toBe(true);
+    if (a.outcome !== "returned" || b.outcome !== "returned" || c.outcome !== "returned") return;
+    expect(a.fuelUsed).toBeGreaterThan(0);
+    expect(b.fuelUsed).toBe(a.fuelUsed);
+    expect(c.fuelUsed).toBeGreaterThan(a.fuelUsed * 2);
+    // The same with JavaScript inside StarlingMonkey.
+    const j1 = await run(pool, echoJs, { v: 1 });
+    const j2 = await run(pool, echoJs, { v: 1 });
+    expect(j1.outcome === "returned" && j2.outcome === "returned" && j1.fuelUsed === j2.fuelUsed).toBe(true);
+  });
+
+  it("stops a runaway loop when its fuel runs out", async () => {
+    const receipt = await run(pool, loop, {}, { fuel: 2_000_000 });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "fuel_exhausted", fuelUsed: 2_000_000 });
+    // A budget too small for the JS engine's own start-up is exhausted too.
+    expect(await run(pool, echoJs, { v: 1 }, { fuel: 1000 })).toMatchObject({ outcome: "failure", code: "fuel_exhausted" });
+  });
+
+  it("stops a runaway loop at its deadline by terminating the worker, and replaces the worker", async () => {
+    const before = pool.stats();
+    const started = Date.now();
+    const receipt = await run(pool, loop, {}, { deadlineMs: Date.now() + 300 });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "timeout" });
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(pool.stats().replacements).toBe(before.replacements + 1);
+    expect(output(await run(pool, echo, { v: 1 }))).toEqual({ v: 1 });
+  });
+
+  it("an already expired deadline fails at once", async () => {
+    expect(await run(pool, echo, {}, { deadlineMs: Date.now() - 1 })).toMatchObject({ outcome: "failure", code: "timeout" });
+  });
+
+  it("stops a memory hog at the memory cap", async () => {
+    const small = await startPool({ workers: 1, memoryMib: 16 });
+    try {
+      const receipt = await run(small, hog, {});
+      expect(receipt).toMatchObject({ outcome: "failure", code: "memory_exhausted" });
+    } finally {
+      await small.close();
+    }
+  }, 60_000);
+
+  it("reports a guest's own failure with its code", async () => {
+    const receipt = await run(pool, agentLoop, "not json", {
+      entrypoint: "turn",
+      host: { callModel: async () => "{}", dispatchTools: async () => "{}", emit: () => undefined },
+    });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "invalid_input" });
+  });
+
+  it("prepares on first use when nobody prepared explicitly, sharing one preparation", async () => {
+    const fresh = component("counter-wat");
+    const other = await startPool({ workers: 2 });
+    try {
+      const receipts = await Promise.all([run(other, fresh, {}), run(other, fresh, {}), run(other, fresh, {})]);
+      for (const receipt of receipts) expect(output(receipt)).toEqual({ v: 1, count: 1 });
+      expect(fresh.loads).toBeLessThanOrEqual(1);
+      expect(other.isPrepared("counter-wat")).toBe(true);
+      expect(other.stats().prepared).toBe(1);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("reports preparation failures as receipts", async () => {
+    const broken = { id: "broken-component", load: async () => new Uint8Array([1, 2, 3]) };
+    const receipt = await run(pool, broken, {});
+    expect(receipt).toMatchObject({ outcome: "failure", code: "preparation_failed" });
+    expect(receipt.outcome === "failure" && receipt.message).toContain("broken-component");
+    await expect(pool.prepare(broken)).rejects.toThrow(/broken-component/);
+  });
+});
+
+describe("crashes and capacity", () => {
+  it("a worker killed mid-call gives unknown; its replacement restores preparation without transpiling", async () => {
+    const crashy = await startPool({ workers: 2 });
+    try {
+      await crashy.prepare(echo);
+      await crashy.prepare(loop);
+      const transpiles = crashy.stats().transpiles;
+      const pending = run(crashy, loop, {}, { deadlineMs: Date.now() + 60_000 });
+      await waitFor(() => crashy.stats().inFlight.tools === 1, 5000, "the loop to start");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const index = crashy.stats().workers.findIndex((worker) => worker.tools === 1);
+      crashy.testing.killWorker(index);
+      const receipt = await pending;
+      expect(receipt.outcome).toBe("unknown");
+      await crashy.testing.workerReady(index);
+      expect(crashy.stats().replacements).toBe(1);
+      expect(crashy.isPrepared("echo-wat")).toBe(true);
+      expect(crashy.stats().workers[index]).toMatchObject({ state: "ready", loaded: 2 });
+      // Calls work on every worker, and nothing was transpiled again.
+      const receipts = await Promise.all(Array.from({ length: 4 }, () => run(crashy, echo, { v: 1 })));
+      for (const r of receipts) expect(output(r)).toEqual({ v: 1 });
+      expect(crashy.stats().transpiles).toBe(transpiles);
+    } finally {
+      await crashy.close();
+    }
+  }, 60_000);
+
+  it("fails at once with pool_saturated when every tool slot is busy", async () => {
+    const busy = await startPool({ workers: 2, toolSlotsPerWorker: 2 });
+    try {
+      await busy.prepare(loop);
+      await busy.prepare(echo);
+      const loops = Array.from({ length: 4 }, () => run(busy, loop, {}, { deadlineMs: Date.now() + 60_000 }));
+      await waitFor(() => busy.stats().inFlight.tools === 4, 5000, "four loops in flight");
+      const started = performance.now();
+      const receipt = await run(busy, echo, { v: 1 });
+      expect(receipt).toMatchObject({ outcome: "failure", code: "pool_saturated" });
+      expect(performance.now() - started).toBeLessThan(100);
+      // Agent loops have their own capacity: a turn is not refused because tools are busy.
+      expect(busy.stats().capacity.agentLoops).toBeGreaterThan(0);
+      await busy.close();
+      for (const r of await Promise.all(loops)) expect(r.outcome).toBe("unknown");
+    } finally {
+      await busy.close();
+    }
+  }, 60_000);
+
+  it("agent loops filling every worker still get their nested tool calls run", async () => {
+    const loops = await startPool({ workers: 2, agentLoopSlotsPerWorker: 2, toolSlotsPerWorker: 2 });
+    try {
+      await loops.prepare(agentLoop);
+      await loops.prepare(echo);
+      const turns = 4; // every agent-loop slot of both workers
+      let waiting = 0;
+      let releaseAll!: () => void;
+      const allWaiting = new Promise<void>((resolve) => (releaseAll = resolve));
+      let dispatching = 0;
+      let releaseDispatch!: () => void;
+      const allDispatching = new Promise<void>((resolve) => (releaseDispatch = resolve));
+      const inFlightAtDispatch: number[] = [];
+      const events: string[] = [];
+      const host = (turn: number): HostServices => ({
+        async callModel(request) {
+          const { messages } = JSON.parse(request) as { messages: { role: string; content: string }[] };
+          const toolMessage = messages.find((message) => message.role === "tool");
+          if (toolMessage) return JSON.stringify({ v: 1, message: { content: `turn ${turn} saw ${toolMessage.content}` } });
+          // Hold every turn until all of them are in flight: every slot is taken at once.
+          if (++waiting === turns) releaseAll();
+          await allWaiting;
+          return JSON.stringify({ v: 1, message: { content: "", tool_calls: [{ id: `call-${turn}`, name: "echo", input: { v: 1, turn } }] } });
+        },
+        async dispatchTools(calls) {
+          // Every turn is now inside dispatch-tools, holding its agent-loop slot, when the
+          // tools run: they use the separate tool slots.
+          if (++dispatching === turns) releaseDispatch();
+          await allDispatching;
+          inFlightAtDispatch.push(loops.stats().inFlight.agentLoops);
+          const { calls: list } = JSON.parse(calls) as { calls: { id: string; input: unknown }[] };
+          const results = await Promise.all(
+            list.map(async (call) => {
+              const receipt = await run(loops, echo, call.input);
+              return receipt.outcome === "returned" ? { id: call.id, output: JSON.parse(receipt.output) } : { id: call.id, error: receipt };
+            }),
+          );
+          return JSON.stringify({ v: 1, results });
+        },
+        emit: (event) => events.push(event),
+      });
+      const pending = Array.from({ length: turns }, (_, turn) =>
+        loops.invoke({ component: agentLoop, entrypoint: "turn", input: JSON.stringify({ v: 1, message: `hello ${turn}` }), configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host: host(turn) }),
+      );
+      await allWaiting;
+      // One more turn finds no agent-loop slot.
+      const extra = await loops.invoke({ component: agentLoop, entrypoint: "turn", input: JSON.stringify({ v: 1, message: "x" }), configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host: host(99) });
+      expect(extra).toMatchObject({ outcome: "failure", code: "pool_saturated" });
+      const receipts: Receipt[] = await Promise.all(pending);
+      receipts.forEach((receipt, turn) => {
+        expect(output(receipt)).toEqual({
+          v: 1,
+          message: `turn ${turn} saw ${JSON.stringify({ v: 1, turn })}`,
+          tool_results: [{ id: `call-${turn}`, output: { v: 1, turn } }],
+        });
+      });
+      expect(inFlightAtDispatch).toEqual([turns, turns, turns, turns]);
+      expect(events.filter((event) => event.includes("turn_started"))).toHaveLength(turns);
+    } finally {
+      await loops.close();
+    }
+  }, 120_000);
+
+  it("a new pool on the same data directory reuses the persisted preparation", async () => {
+    const dir = await tempDir("skillenv-pool-restart-");
+    try {
+      const first = await startPool({ dataDir: dir.path, workers: 1 });
+      await first.prepare(component("echo-wat"));
+      await first.prepare(component("echo-js"));
+      expect(first.stats().transpiles).toBe(2);
+      await first.close();
+
+      const second = await startPool({ dataDir: dir.path, workers: 2 });
+      try {
+        const js = component("echo-js");
+        await second.prepare(js);
+        await second.prepare(component("echo-wat"));
+        expect(second.stats()).toMatchObject({ transpiles: 0, preparedFromDisk: 2 });
+        expect(js.loads).toBe(0);
+        expect(output(await run(second, js, { v: 1, again: true }))).toEqual({ v: 1, again: true });
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await dir.remove();
+    }
+  }, 120_000);
+
+  it("close ends in-flight invocations as unknown and refuses new ones", async () => {
+    const closing = await startPool({ workers: 1 });
+    await closing.prepare(loop);
+    const pending = run(closing, loop, {}, { deadlineMs: Date.now() + 60_000 });
+    await waitFor(() => closing.stats().inFlight.tools === 1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await closing.close();
+    expect((await pending).outcome).toBe("unknown");
+    expect(await run(closing, echo, {})).toMatchObject({ outcome: "failure", code: "unavailable" });
+  }, 30_000);
+});
