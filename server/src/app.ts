@@ -1,11 +1,12 @@
 import { createConnectRouter } from "@connectrpc/connect";
 import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
-import { ArtifactService, blobPresencePreparer, createArtifacts } from "./artifacts/index.ts";
+import { ArtifactService, createArtifacts } from "./artifacts/index.ts";
 import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
 import { ApiKeys, DEV_WORKSPACE, authInterceptor, loadOrCreateDevKey } from "./auth/index.ts";
 import type { Settings } from "./config/index.ts";
 import { Health, HealthState } from "./health/index.ts";
 import { createRequestListener, listen, requestLogInterceptor, type LogSink } from "./http/index.ts";
+import { startServiceEnvironment, type ServiceEnvironment } from "./service-env/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
 import { FileBlobStore, openDatabase } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
@@ -15,7 +16,9 @@ export interface RunningService {
   readonly url: string;
   /** Set when no keys were configured: where the development key was written. */
   readonly devKeyFile: string | undefined;
-  /** Graceful: stop accepting, finish in-flight calls (up to the grace period), close storage. */
+  /** The service environment (worker pool); sessions and runs execute through it. */
+  readonly serviceEnv: ServiceEnvironment;
+  /** Graceful: stop accepting, finish in-flight calls (up to the grace period), reap workers, close storage. */
   close(): Promise<void>;
 }
 
@@ -24,9 +27,10 @@ export interface StartOptions {
   log?: LogSink;
 }
 
-/** Composition root: opens storage, wires the services and starts the one-port listener. */
+/** Composition root: opens storage, starts the worker pool, wires the services and starts the one-port listener. */
 export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
   const db = await openDatabase(settings.dataDir);
+  let serviceEnv: ServiceEnvironment | undefined;
   try {
     const blobs = await FileBlobStore.open(settings.dataDir);
     const { keys, devKeyFile } = await resolveKeys(settings);
@@ -36,8 +40,7 @@ export async function startService(settings: Settings, options: StartOptions = {
 
     const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
     const artifacts = createArtifacts({ db, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
-    // Until the worker pool lands: prepare only checks that the admitted bytes are stored.
-    const preparer = blobPresencePreparer(blobs);
+    serviceEnv = await startServiceEnvironment(settings, artifacts, keys.workspaces());
 
     const services = [AssetService, SkillService, ArtifactService];
     const health = new HealthState(services.map((service) => service.typeName));
@@ -47,7 +50,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     });
     router.service(AssetService, assets.service);
     router.service(SkillService, skills.service);
-    router.service(ArtifactService, artifacts.service(preparer));
+    router.service(ArtifactService, artifacts.service(serviceEnv.preparer));
     router.service(Health, health.service());
 
     const onRequest = createRequestListener({
@@ -59,16 +62,20 @@ export async function startService(settings: Settings, options: StartOptions = {
       log: options.log ?? (settings.logRequests ? (line) => process.stdout.write(`${line}\n`) : undefined),
     });
     const listener = await listen({ ...settings.listen, tls: settings.tls }, onRequest);
+    const environment = serviceEnv;
     return {
       url: listener.url,
       devKeyFile,
+      serviceEnv: environment,
       async close() {
         health.setNotServing();
         await listener.close(settings.shutdownGraceSecs * 1000);
+        await environment.close();
         await db.close();
       },
     };
   } catch (error) {
+    await serviceEnv?.close();
     await db.close();
     throw error;
   }

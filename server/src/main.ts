@@ -1,3 +1,4 @@
+import { ConnectError } from "@connectrpc/connect";
 import { startService } from "./app.ts";
 import { loadSettings, SettingsError } from "./config/index.ts";
 
@@ -11,7 +12,15 @@ async function main(): Promise<void> {
     process.stderr.write(`${error.message}\n`);
     process.exit(2);
   }
-  const service = await startService(settings);
+  let service;
+  try {
+    service = await startService(settings);
+  } catch (error) {
+    // Startup refusals (a bad preparation file, a component that fails to prepare, a busy
+    // port) are the operator's to fix: say what failed, without a stack trace.
+    process.stderr.write(`startup failed: ${error instanceof ConnectError ? error.rawMessage : (error as Error).message}\n`);
+    process.exit(1);
+  }
   if (service.devKeyFile) {
     process.stderr.write(`no SERVICE_API_KEYS set: development key for workspace "dev" is in ${service.devKeyFile}\n`);
   }

@@ -10,8 +10,9 @@ import type { Preparer } from "./preparer.ts";
 
 export { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
 export { MAX_PREPARE_ARTIFACTS } from "./artifact-service.ts";
-export { blobPresencePreparer, type Preparer } from "./preparer.ts";
+export type { Preparer } from "./preparer.ts";
 export type { AdmissionLimits } from "./admission.ts";
+export { PreparationFileError, readPreparationFile, type StartupArtifact } from "./preparation-file.ts";
 export type { ArtifactRecord } from "./artifact-records.ts";
 export type { ArtifactKind, ComponentKind } from "./kinds.ts";
 

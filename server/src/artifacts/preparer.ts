@@ -1,7 +1,4 @@
-import { serviceError } from "../errors/index.ts";
-import type { BlobStore } from "../storage/index.ts";
 import type { ArtifactRecord } from "./artifact-records.ts";
-import { KIND_LABELS } from "./kinds.ts";
 
 /**
  * Loads admitted artifacts on the workers ahead of use (spec §4.3); the worker pool implements
@@ -15,22 +12,4 @@ export interface Preparer {
    * and the cause; other stable errors (e.g. unavailable while shutting down) pass through.
    */
   prepare(artifacts: readonly ArtifactRecord[]): Promise<void>;
-}
-
-/**
- * Stands in until the worker pool lands: loads nothing, only checks that each artifact's bytes
- * are in the blob store, so the prepare endpoint works end to end now.
- */
-export function blobPresencePreparer(blobs: BlobStore): Preparer {
-  return {
-    async prepare(artifacts) {
-      for (const artifact of artifacts) {
-        if ((await blobs.stat(artifact.id)) !== artifact.sizeBytes) {
-          throw serviceError("preparation_failed", `${KIND_LABELS[artifact.kind]} ${artifact.id}: its bytes are missing from the blob store`, {
-            artifact: artifact.id,
-          });
-        }
-      }
-    },
-  };
 }

@@ -17,6 +17,11 @@ export class ApiKeys {
     this.#entries = [...keys].map(([key, workspace]) => ({ digest: digest(key), workspace }));
   }
 
+  /** Every workspace that has a key. */
+  workspaces(): string[] {
+    return [...new Set(this.#entries.map((entry) => entry.workspace))];
+  }
+
   workspaceOf(key: string): string | undefined {
     const candidate = digest(key);
     let found: string | undefined;
