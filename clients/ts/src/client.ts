@@ -1,7 +1,9 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
+import { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
 import { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
+import { createEnvClient, type EnvClient } from "./env/index.ts";
 import { createSkillsClient, type SkillsClient } from "./skills/index.ts";
 
 export interface ServiceClient {
@@ -11,6 +13,8 @@ export interface ServiceClient {
   uploadAsset(bytes: Uint8Array): Promise<UploadResult>;
   /** The workspace skill registry. */
   readonly skills: SkillsClient;
+  /** Artifacts of the service environment: programs, components, preparation. */
+  readonly env: EnvClient;
 }
 
 export interface ServiceClientOptions {
@@ -26,5 +30,6 @@ export function createServiceClient(transport: Transport, options: ServiceClient
     assets,
     uploadAsset: (bytes) => uploadAsset(assets, bytes, fetchFn),
     skills: createSkillsClient(createClient(SkillService, transport), assets, fetchFn),
+    env: createEnvClient(createClient(ArtifactService, transport), assets, fetchFn),
   };
 }
