@@ -3,6 +3,7 @@ import type { ArtifactService } from "../../../../gen/skillenv/env/v1/artifacts_
 import type { AssetService } from "../../../../gen/skillenv/assets/v1/assets_pb.js";
 import { uploadAsset, type FetchFunction } from "../assets.ts";
 import { sha256Hex } from "../bundle/index.ts";
+import { oncePerInstance } from "../once-per-instance.ts";
 import type { ComponentBytes, Program, ResolvedProgram } from "./program.ts";
 
 /** Components up to this size travel inline in the admission call; larger ones as an asset. */
@@ -30,8 +31,6 @@ export interface EnvClient {
  * checked before uploading (spec §4.4 rule 5), so a fresh client re-sends nothing the server has.
  */
 export function createEnvClient(artifacts: Client<typeof ArtifactService>, assets: Client<typeof AssetService>, fetchFn: FetchFunction): EnvClient {
-  const resolutions = new WeakMap<Program, Promise<ResolvedProgram>>();
-
   async function admitComponent(component: ComponentBytes): Promise<string> {
     const id = await sha256Hex(component.bytes);
     if (await isAdmitted(() => (component.kind === "tool" ? artifacts.getTool({ id }) : artifacts.getAgentLoop({ id })))) return id;
@@ -68,15 +67,7 @@ export function createEnvClient(artifacts: Client<typeof ArtifactService>, asset
   }
 
   const client: EnvClient = {
-    resolve(program) {
-      let pending = resolutions.get(program);
-      if (!pending) {
-        pending = resolveOnce(program);
-        resolutions.set(program, pending);
-        pending.catch(() => resolutions.delete(program));
-      }
-      return pending;
-    },
+    resolve: oncePerInstance(resolveOnce),
     async prepare(program) {
       const resolved = await client.resolve(program);
       const runtimeField = resolved.entrypoint === "turn" ? "agentloops" : "tools";

@@ -2,6 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import type { Skill as SkillMetadata, SkillService } from "../../../../gen/skillenv/skills/v1/skills_pb.js";
 import type { AssetService } from "../../../../gen/skillenv/assets/v1/assets_pb.js";
 import { uploadAsset, type FetchFunction } from "../assets.ts";
+import { oncePerInstance } from "../once-per-instance.ts";
 import type { Skill } from "./skill.ts";
 
 export interface UploadedSkill {
@@ -29,8 +30,6 @@ export interface SkillsClient {
  * instance cost one set of round trips, and a later use of the instance needs none.
  */
 export function createSkillsClient(skills: Client<typeof SkillService>, assets: Client<typeof AssetService>, fetchFn: FetchFunction): SkillsClient {
-  const uploads = new WeakMap<Skill, Promise<UploadedSkill>>();
-
   async function uploadOnce(skill: Skill): Promise<UploadedSkill> {
     const bundle = await skill.bundle();
     const asset = await uploadAsset(assets, bundle.zip, fetchFn, bundle.contentHash);
@@ -46,15 +45,7 @@ export function createSkillsClient(skills: Client<typeof SkillService>, assets: 
   }
 
   const client: SkillsClient = {
-    upload(skill) {
-      let pending = uploads.get(skill);
-      if (!pending) {
-        pending = uploadOnce(skill);
-        uploads.set(skill, pending);
-        pending.catch(() => uploads.delete(skill));
-      }
-      return pending;
-    },
+    upload: oncePerInstance(uploadOnce),
     async uploadAll(list, options = {}) {
       return mapBounded(list, options.concurrency ?? 4, (skill) => client.upload(skill));
     },
