@@ -2,11 +2,12 @@
 import { machineLoad } from "./lib/machine.ts";
 import { fixed, formatTable, type Column } from "./lib/table.ts";
 import type { ResultRow, Suite } from "./lib/suite.ts";
+import { envSuite } from "./env.ts";
 import { protocolsSuite } from "./protocols.ts";
 import { skillsSuite } from "./skills.ts";
 
 /** Add new suites here. */
-const SUITES: Suite[] = [protocolsSuite, skillsSuite];
+const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite];
 
 const COLUMNS: Column<ResultRow>[] = [
   { header: "name", value: (r) => r.name, align: "left" },
