@@ -7,6 +7,7 @@ const counter = component("counter-wat");
 const fib = component("fib-wat");
 const loop = component("loop-wat");
 const hog = component("memory-hog-wat");
+const trap = component("trap-wat");
 const echoJs = component("echo-js");
 const agentLoop = component("agent-loop-js");
 
@@ -15,7 +16,7 @@ let pool: Pool;
 beforeAll(async () => {
   await buildTestComponents();
   pool = await startPool();
-  await Promise.all([echo, counter, fib, loop, hog, echoJs, agentLoop].map((ref) => pool.prepare(ref)));
+  await Promise.all([echo, counter, fib, loop, hog, trap, echoJs, agentLoop].map((ref) => pool.prepare(ref)));
 }, 600_000);
 
 afterAll(async () => {
@@ -83,6 +84,13 @@ describe("pool basics", () => {
       await small.close();
     }
   }, 60_000);
+
+  it("reports a fault that is neither fuel nor memory as guest_trap, and the worker keeps serving", async () => {
+    const receipt = await run(pool, trap, {});
+    expect(receipt).toMatchObject({ outcome: "failure", code: "guest_trap" });
+    expect((receipt as { message: string }).message).toMatch(/unreachable/);
+    expect(output(await run(pool, echo, { v: 1, after: "trap" }))).toEqual({ v: 1, after: "trap" });
+  });
 
   it("reports a guest's own failure with its code", async () => {
     const receipt = await run(pool, agentLoop, "not json", {

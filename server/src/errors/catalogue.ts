@@ -63,7 +63,6 @@ export const errorCatalogue = {
   memory_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The guest tried to grow its memory beyond the configured cap and was stopped." },
   timeout: { code: Code.DeadlineExceeded, httpStatus: 504, summary: "The invocation passed its deadline (or SERVICE_MAX_TURN_SECS) and was stopped." },
   guest_trap: { code: Code.Aborted, httpStatus: 422, summary: "The guest trapped (e.g. unreachable, out-of-bounds access) for a reason other than fuel or memory." },
-  unknown_outcome: { code: Code.Unknown, httpStatus: 502, summary: "The worker failed during the invocation; the call may or may not have taken effect and is never replayed." },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
