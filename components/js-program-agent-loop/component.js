@@ -1,6 +1,6 @@
 // js-program-agent-loop: world `agent-loop`; the runtime for agent loops written
 // as JavaScript programs. Built with `stdio`, `random` and `clocks` (console.log
-// captured by the host, Math.random/crypto, Date.now); no `http`.
+// works, its output discarded by the host; Math.random/crypto, Date.now); no `http`.
 //
 // Program convention (same as js-program-tool, with `turn` instead of `run`):
 //   configuration = {"source": "<program text>", "configuration": <the invocation's configuration>}

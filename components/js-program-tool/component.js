@@ -1,6 +1,6 @@
 // js-program-tool: world `tool`; the runtime for tools written as JavaScript
 // programs. Built with the `stdio`, `random` and `clocks` features so programs
-// get working console.log (captured by the host), Math.random/crypto and
+// get a working console.log (its output is discarded by the host), Math.random/crypto and
 // Date.now; no `http`, so a program has no network.
 //
 // Program convention:
