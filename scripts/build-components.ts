@@ -24,6 +24,7 @@ import { fileURLToPath } from "node:url";
 const BUILDER = fileURLToPath(import.meta.url);
 const ROOT = resolve(BUILDER, "../..");
 const SOURCES = join(ROOT, "components");
+const SHARED = join(SOURCES, "shared");
 const ENV_WIT = join(ROOT, "wit", "env.wit");
 /** The WASI release whose WIT jco ships; StarlingMonkey's own 0.2.10 imports merge into it. */
 const WASI_VERSION = "0.2.12";
@@ -199,6 +200,8 @@ async function toolchainFingerprint(): Promise<string> {
   const hash = createHash("sha256");
   hash.update(await readFile(BUILDER));
   hash.update(await readFile(ENV_WIT));
+  // Modules under components/shared/ are imported by components (compiled into them).
+  for (const file of (await readdir(SHARED)).sort()) hash.update(`\0${file}\0`).update(await readFile(join(SHARED, file)));
   for (const pkg of ["@bytecodealliance/jco", "@bytecodealliance/componentize-js"]) {
     const manifest = JSON.parse(await readFile(join(ROOT, "node_modules", pkg, "package.json"), "utf8")) as { version: string };
     hash.update(`${pkg}@${manifest.version}`);

@@ -16,6 +16,7 @@
 //   failure passes through); any other throw is err({code:"program_error"});
 //   a source that does not compile or declares no turn is err({code:"invalid_program"}).
 import { callModel, dispatchTools, emit } from 'skillenv:env/host@0.1.0';
+import { load, parseJson, programFailure } from '../shared/program-runtime.js';
 
 export async function turn(input, configuration, deadlineMs) {
   const { source, configuration: programConfiguration } = parseJson(configuration, 'configuration');
@@ -44,38 +45,4 @@ function callHost(fn, request) {
     throw error;
   }
   return JSON.parse(text);
-}
-
-function parseJson(text, what) {
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw { code: 'invalid_input', message: `${what} is not JSON: ${error.message}` };
-  }
-}
-
-// Evaluates the script and returns its top-level function `name`.
-function load(source, name) {
-  if (typeof source !== 'string') throw { code: 'invalid_program', message: 'configuration.source must be a string' };
-  let script;
-  try {
-    script = new Function(`${source}\n;return typeof ${name} === 'function' ? ${name} : undefined;`);
-  } catch (error) {
-    throw { code: 'invalid_program', message: `the program does not compile: ${error.message}` };
-  }
-  let entry;
-  try {
-    entry = script();
-  } catch (error) {
-    throw programFailure(error);
-  }
-  if (!entry) throw { code: 'invalid_program', message: `the program declares no function ${name}` };
-  return entry;
-}
-
-function programFailure(error) {
-  if (typeof error?.code === 'string' && typeof error.message === 'string' && !(error instanceof Error)) {
-    return { code: error.code, message: error.message };
-  }
-  return { code: 'program_error', message: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
 }
