@@ -7,12 +7,11 @@ import * as path from "node:path";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
 import { createNodeTransport, createServiceClient, type NodeTransportOptions } from "../clients/ts/src/node.ts";
-import { spawnServer, type ServerChild } from "./lib/child.ts";
+import { BENCH_API_KEY, withServiceBesideBaseline } from "./lib/child.ts";
 import { MiB, summarize, throughput } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { measure, type Workload } from "./lib/timing.ts";
 
-const API_KEY = "bench-key-0123456789abcdef";
 const WORK: Workload = { warmup: 300, sequential: 2000, concurrent: 5000, inFlight: 64, phaseBudgetMs: 8_000 };
 
 interface Caller {
@@ -34,7 +33,7 @@ interface Asset {
 
 function connectClient(options: Omit<NodeTransportOptions, "baseUrl" | "apiKey">): Target["open"] {
   return async (url, asset) => {
-    const client = createServiceClient(createNodeTransport({ baseUrl: url, apiKey: API_KEY, ...options }));
+    const client = createServiceClient(createNodeTransport({ baseUrl: url, apiKey: BENCH_API_KEY, ...options }));
     const request = { sha256: asset.sha256, sizeBytes: BigInt(asset.sizeBytes) };
     return {
       async call() {
@@ -78,7 +77,7 @@ const TARGETS: Target[] = [
     async open(url, asset) {
       const init: RequestInit = {
         method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${API_KEY}` },
+        headers: { "content-type": "application/json", authorization: `Bearer ${BENCH_API_KEY}` },
         body: JSON.stringify({ sha256: asset.sha256, sizeBytes: asset.sizeBytes }),
       };
       return {
@@ -106,22 +105,14 @@ async function run(): Promise<SuiteReport> {
   const heapBefore = clientHeapMiB();
   // BENCH_CPU_PROF=<dir> profiles the service child (written when it exits cleanly).
   const profDir = process.env.BENCH_CPU_PROF;
-  const here = import.meta.dirname;
-  const children: ServerChild[] = [];
-  try {
-    const started = (child: ServerChild) => (children.push(child), child);
-    const [service, bare] = await Promise.all([
-      spawnServer(path.join(here, "servers/service.ts"), {
-        env: { SERVICE_API_KEYS: `bench=${API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1" },
-        execArgv: profDir ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profDir)}`] : [],
-      }).then(started),
-      spawnServer(path.join(here, "servers/bare-http2.ts")).then(started),
-    ]);
+  const profArgv = profDir ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profDir)}`] : [];
+  const bareScript = path.join(import.meta.dirname, "servers/bare-http2.ts");
+  return withServiceBesideBaseline(bareScript, profArgv, async ({ service, baseline: bare }) => {
     const before = { service: await service.stats(), bare: await bare.stats() };
 
     const bytes = randomBytes(1024);
     const asset = { sha256: createHash("sha256").update(bytes).digest("hex"), sizeBytes: bytes.byteLength };
-    await createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: API_KEY })).uploadAsset(bytes);
+    await createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: BENCH_API_KEY })).uploadAsset(bytes);
 
     const rows: ResultRow[] = [];
     const truncated: string[] = [];
@@ -170,9 +161,7 @@ async function run(): Promise<SuiteReport> {
         ...(truncated.length > 0 ? [`cut short by the ${WORK.phaseBudgetMs / 1000} s phase budget (fewer calls than planned): ${truncated.join(", ")}`] : []),
       ],
     };
-  } finally {
-    await Promise.all(children.map((child) => child.stop()));
-  }
+  });
 }
 
 export const protocolsSuite: Suite = {

@@ -12,13 +12,12 @@ import type { Transport } from "@connectrpc/connect";
 import { canonicalZip, crc32, sha256Hex } from "../clients/ts/src/bundle/index.ts";
 import { createNodeTransport, createServiceClient, Skill, type FetchFunction, type ServiceClient, type UploadedSkill } from "../clients/ts/src/node.ts";
 import { readBundle } from "../server/src/skills/bundle/index.ts";
-import { spawnServer, type ServerChild } from "./lib/child.ts";
+import { BENCH_API_KEY, withServiceBesideBaseline, type ServerChild } from "./lib/child.ts";
 import { MiB, percentile, summarize } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed, formatTable, type Column } from "./lib/table.ts";
 import { msSince, now } from "./lib/timing.ts";
 
-const API_KEY = "bench-key-0123456789abcdef";
 const KiB = 1024;
 
 interface Size {
@@ -384,21 +383,13 @@ const STEP_COLUMNS: Column<DetailRow>[] = [
 async function run(): Promise<SuiteReport> {
   v8.setFlagsFromString("--expose-gc");
   const gc = vm.runInNewContext("gc") as () => void;
-  const here = import.meta.dirname;
-  const children: ServerChild[] = [];
-  try {
-    const started = (child: ServerChild) => (children.push(child), child);
-    const [service, bare] = await Promise.all([
-      // Default limits fit: 20 MiB bundle < 128 MiB upload and 50 MiB skill total; 5 MiB entries < 10 MiB.
-      spawnServer(path.join(here, "servers/service.ts"), {
-        env: { SERVICE_API_KEYS: `bench=${API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1" },
-      }).then(started),
-      spawnServer(path.join(here, "servers/bare-http1.ts")).then(started),
-    ]);
+  // Default limits fit: 20 MiB bundle < 128 MiB upload and 50 MiB skill total; 5 MiB entries < 10 MiB.
+  const bareScript = path.join(import.meta.dirname, "servers/bare-http1.ts");
+  return withServiceBesideBaseline(bareScript, [], async ({ service, baseline: bare }) => {
     const meter = new Meter();
     const fetch = countingFetch(meter);
     // Connect binary over HTTP/1.1 (createNodeTransport's default), the same HTTP version as fetch's PUT.
-    const transport = countingTransport(createNodeTransport({ baseUrl: service.url, apiKey: API_KEY }), meter);
+    const transport = countingTransport(createNodeTransport({ baseUrl: service.url, apiKey: BENCH_API_KEY }), meter);
     const ctx: Context = { client: createServiceClient(transport, { fetch }), meter, fetch, service, bare, gc };
 
     const rows: ResultRow[] = [];
@@ -454,9 +445,7 @@ async function run(): Promise<SuiteReport> {
         ...(short.length > 0 ? [`cut short by the ${PHASE_BUDGET_MS / 1000} s phase budget: ${short.join(", ")}`] : []),
       ],
     };
-  } finally {
-    await Promise.all(children.map((child) => child.stop()));
-  }
+  });
 }
 
 export const skillsSuite: Suite = {

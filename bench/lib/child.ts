@@ -86,3 +86,36 @@ export async function spawnServer(script: string, options: SpawnOptions = {}): P
     },
   };
 }
+
+/** The API key of the benchmark's one workspace. */
+export const BENCH_API_KEY = "bench-key-0123456789abcdef";
+
+export interface ServiceBesideBaseline {
+  service: ServerChild;
+  baseline: ServerChild;
+}
+
+/**
+ * Runs `work` with the service and a bare baseline server, each in its own child process so that
+ * client and servers use separate cores, and stops both afterwards, whatever happened.
+ */
+export async function withServiceBesideBaseline<T>(
+  baselineScript: string,
+  serviceExecArgv: string[],
+  work: (servers: ServiceBesideBaseline) => Promise<T>,
+): Promise<T> {
+  const children: ServerChild[] = [];
+  const started = (child: ServerChild) => (children.push(child), child);
+  try {
+    const [service, baseline] = await Promise.all([
+      spawnServer(new URL("../servers/service.ts", import.meta.url).pathname, {
+        env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1" },
+        execArgv: serviceExecArgv,
+      }).then(started),
+      spawnServer(baselineScript).then(started),
+    ]);
+    return await work({ service, baseline });
+  } finally {
+    await Promise.all(children.map((child) => child.stop()));
+  }
+}
