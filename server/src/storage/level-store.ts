@@ -1,0 +1,138 @@
+import type { AbstractSublevel } from "abstract-level";
+import type { Level } from "level";
+import { StorageError, type KeyRange, type Store, type Table, type WriteOp } from "./store.ts";
+
+type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8Array, string, string>;
+
+interface PendingWrite {
+  ops: readonly WriteOp[];
+  resolve(): void;
+  reject(error: StorageError): void;
+}
+
+/**
+ * The embedded adapter of the store port: one LevelDB, a sublevel per table, JSON values.
+ *
+ * Every write is synced (fsync) before it resolves. Writes that arrive while a batch is being
+ * synced are gathered into the next batch (group commit), so under load many writes share one
+ * fsync and their order is kept: batches are written one after another, in call order.
+ */
+export class LevelStore implements Store {
+  readonly #db: Level<string, string>;
+  readonly #sublevels = new Map<string, Sublevel>();
+  #queue: PendingWrite[] = [];
+  /** The running flush, while there is one. */
+  #flushing: Promise<void> | undefined;
+
+  constructor(db: Level<string, string>) {
+    this.#db = db;
+  }
+
+  table<V>(name: string): Table<V> {
+    return new LevelTable<V>(name, this.#sublevel(name), (ops) => this.write(ops));
+  }
+
+  write(ops: readonly WriteOp[]): Promise<void> {
+    if (ops.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ ops, resolve, reject });
+      this.#flushing ??= this.#flush();
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.#flushing;
+    await this.#db.close();
+  }
+
+  async #flush(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const group = this.#queue;
+      this.#queue = [];
+      try {
+        await this.#db.batch(
+          group.flatMap((write) => write.ops.map((op) => this.#levelOp(op))),
+          { sync: true },
+        );
+        for (const write of group) write.resolve();
+      } catch (error) {
+        const failure = storageError("write", error);
+        for (const write of group) write.reject(failure);
+      }
+    }
+    this.#flushing = undefined;
+  }
+
+  #levelOp(op: WriteOp) {
+    const sublevel = this.#sublevel(op.table);
+    return op.type === "put"
+      ? { type: "put" as const, sublevel, key: op.key, value: op.value as string }
+      : { type: "del" as const, sublevel, key: op.key };
+  }
+
+  #sublevel(name: string): Sublevel {
+    let sublevel = this.#sublevels.get(name);
+    if (!sublevel) {
+      sublevel = this.#db.sublevel<string, string>(name, { valueEncoding: "utf8" });
+      this.#sublevels.set(name, sublevel);
+    }
+    return sublevel;
+  }
+}
+
+class LevelTable<V> implements Table<V> {
+  readonly name: string;
+  readonly #sublevel: Sublevel;
+  readonly #write: (ops: readonly WriteOp[]) => Promise<void>;
+
+  constructor(name: string, sublevel: Sublevel, write: (ops: readonly WriteOp[]) => Promise<void>) {
+    this.name = name;
+    this.#sublevel = sublevel;
+    this.#write = write;
+  }
+
+  async get(key: string): Promise<V | undefined> {
+    let text: string | undefined;
+    try {
+      text = await this.#sublevel.get(key);
+    } catch (error) {
+      throw storageError("read", error);
+    }
+    return text === undefined ? undefined : (JSON.parse(text) as V);
+  }
+
+  put(key: string, value: V): Promise<void> {
+    return this.#write([this.putOp(key, value)]);
+  }
+
+  delete(key: string): Promise<void> {
+    return this.#write([this.deleteOp(key)]);
+  }
+
+  async entries(range: KeyRange): Promise<Array<[string, V]>> {
+    try {
+      const entries = await this.#sublevel.iterator(range).all();
+      return entries.map(([key, text]) => [key, JSON.parse(text) as V]);
+    } catch (error) {
+      throw storageError("read", error);
+    }
+  }
+
+  async values(range: KeyRange): Promise<V[]> {
+    return (await this.entries(range)).map(([, value]) => value);
+  }
+
+  /** Values are encoded here, so a value that is not JSON fails its caller, not a whole group. */
+  putOp(key: string, value: V): WriteOp {
+    return { type: "put", table: this.name, key, value: JSON.stringify(value) };
+  }
+
+  deleteOp(key: string): WriteOp {
+    return { type: "delete", table: this.name, key };
+  }
+}
+
+function storageError(what: "read" | "write", cause: unknown): StorageError {
+  const code = (cause as { code?: unknown } | null)?.code;
+  return new StorageError(`metadata ${what} failed${typeof code === "string" ? ` (${code})` : ""}`, { cause });
+}
