@@ -5,7 +5,7 @@ import { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { loadSettings } from "../src/config/index.ts";
-import { authorizeGrant, originAllowed, parseGrant, type GrantAllowLists } from "../src/grants/index.ts";
+import { authorizeGrant, originAllowed, parseGrants, type GrantAllowLists } from "../src/grants/index.ts";
 
 const NONE: GrantAllowLists = { filesystemAllow: [], networkAllow: [], secretAllow: [] };
 
@@ -23,16 +23,14 @@ async function refusal(work: () => unknown): Promise<{ code: string | undefined;
   throw new Error("expected a refusal");
 }
 
-describe("parseGrant", () => {
+describe("parseGrants", () => {
   it("normalises a full grant: origins canonical and deduplicated, secrets kept by name", () => {
-    const grant = parseGrant({
-      name: "sandbox",
+    const grant = parseGrants({
       filesystem: { workspace: "write", scratch: "read" },
       network: ["https://API.Example.com:443", "https://api.example.com/", "HTTPS://*.Example.org", "http://localhost:8080", "https://bücher.example"],
       secrets: ["OPENAI_KEY", "OPENAI_KEY"],
     });
     expect(grant).toEqual({
-      name: "sandbox",
       filesystem: { workspace: "write", scratch: "read" },
       network: ["https://api.example.com", "https://*.example.org", "http://localhost:8080", "https://xn--bcher-kva.example"],
       secrets: ["OPENAI_KEY"],
@@ -40,33 +38,33 @@ describe("parseGrant", () => {
   });
 
   it("defaults omitted access to none", () => {
-    expect(parseGrant({ name: "bare" })).toEqual({ name: "bare", filesystem: {}, network: [], secrets: [] });
+    expect(parseGrants({})).toEqual({ filesystem: {}, network: [], secrets: [] });
+    expect(parseGrants(undefined)).toEqual({ filesystem: {}, network: [], secrets: [] });
   });
 
   it.each<[string, unknown]>([
     ["not an object", "sandbox"],
-    ["an array", [{ name: "x" }]],
-    ["a missing name", {}],
-    ["an empty name", { name: "" }],
-    ["a name with a slash", { name: "a/b" }],
-    ["an unknown field", { name: "x", shell: true }],
-    ["an unknown filesystem field", { name: "x", filesystem: { home: "read" } }],
-    ["an unknown access mode", { name: "x", filesystem: { workspace: "admin" } }],
-    ["a scratch mode that is not a string", { name: "x", filesystem: { scratch: true } }],
-    ["network not an array", { name: "x", network: "https://a.example" }],
-    ["an origin with a path", { name: "x", network: ["https://api.example.com/v1"] }],
-    ["an origin with a query", { name: "x", network: ["https://api.example.com?x=1"] }],
-    ["an origin with userinfo", { name: "x", network: ["https://user@api.example.com"] }],
-    ["an origin without scheme", { name: "x", network: ["api.example.com"] }],
-    ["a non-HTTP origin", { name: "x", network: ["ftp://files.example.com"] }],
-    ["an http wildcard", { name: "x", network: ["http://*.example.com"] }],
-    ["a wildcard in the middle", { name: "x", network: ["https://api.*.example.com"] }],
-    ["a double wildcard", { name: "x", network: ["https://*.*.example.com"] }],
-    ["a wildcard over an IP", { name: "x", network: ["https://*.10.0.0.1"] }],
-    ["a secret with a dash", { name: "x", secrets: ["MY-KEY"] }],
-    ["a secret that is not a string", { name: "x", secrets: [1] }],
+    ["an array", [{}]],
+    ["an unknown field", { shell: true }],
+    ["a name (the environment's name is not a grant)", { name: "x" }],
+    ["an unknown filesystem field", { filesystem: { home: "read" } }],
+    ["an unknown access mode", { filesystem: { workspace: "admin" } }],
+    ["a scratch mode that is not a string", { filesystem: { scratch: true } }],
+    ["network not an array", { network: "https://a.example" }],
+    ["an origin with a path", { network: ["https://api.example.com/v1"] }],
+    ["an origin with a query", { network: ["https://api.example.com?x=1"] }],
+    ["an origin with userinfo", { network: ["https://user@api.example.com"] }],
+    ["an origin without scheme", { network: ["api.example.com"] }],
+    ["a non-HTTP origin", { network: ["ftp://files.example.com"] }],
+    ["an http wildcard", { network: ["http://*.example.com"] }],
+    ["a wildcard in the middle", { network: ["https://api.*.example.com"] }],
+    ["a double wildcard", { network: ["https://*.*.example.com"] }],
+    ["a wildcard over an IP", { network: ["https://*.10.0.0.1"] }],
+    ["a secret with a dash", { secrets: ["MY-KEY"] }],
+    ["a secret that is not a string", { secrets: [1] }],
+    ["a secret name longer than 128 characters", { secrets: [`A${"B".repeat(128)}`] }],
   ])("refuses %s with invalid_grant", async (_, value) => {
-    expect((await refusal(() => parseGrant(value))).code).toBe("invalid_grant");
+    expect((await refusal(() => parseGrants(value))).code).toBe("invalid_grant");
   });
 });
 
@@ -85,20 +83,20 @@ describe("authorizeGrant", () => {
   });
   afterAll(() => fs.rm(dir, { recursive: true, force: true }));
 
-  const workspaceGrant = parseGrant({ name: "ws", filesystem: { workspace: "write" } });
+  const workspaceGrant = parseGrants({ filesystem: { workspace: "write" } });
 
   it("denies every requested access with the default (empty) allow-lists", async () => {
     const defaults = loadSettings({}).env;
     const lists = { filesystemAllow: defaults.filesystemAllow, networkAllow: defaults.networkAllow, secretAllow: defaults.secretAllow };
     expect(lists).toEqual(NONE);
     const target = { workspaceRoot: path.join(allowed, "envs", "a") };
-    for (const grant of [workspaceGrant, parseGrant({ name: "n", network: ["https://api.example.com"] }), parseGrant({ name: "s", secrets: ["HOME"] })]) {
+    for (const grant of [workspaceGrant, parseGrants({ network: ["https://api.example.com"] }), parseGrants({ secrets: ["HOME"] })]) {
       expect((await refusal(() => authorizeGrant(grant, lists, target))).code).toBe("grant_not_allowed");
     }
   });
 
   it("allows what omits access, and a scratch, with empty allow-lists", async () => {
-    const grant = parseGrant({ name: "scratch-only", filesystem: { scratch: "write" } });
+    const grant = parseGrants({ filesystem: { scratch: "write" } });
     await expect(authorizeGrant(grant, NONE, { workspaceRoot: outside })).resolves.toBeUndefined();
   });
 
@@ -156,7 +154,7 @@ describe("authorizeGrant", () => {
     ["https://x.svc.example.net:8443", true],
     ["https://x.svc.example.net", false],
   ])("network origin %s: allowed=%s", async (origin, ok) => {
-    const grant = parseGrant({ name: "net", network: [origin] });
+    const grant = parseGrants({ network: [origin] });
     const check = () => authorizeGrant(grant, { ...NONE, networkAllow: ALLOW_NETWORK }, { workspaceRoot: outside });
     if (ok) await expect(check()).resolves.toBeUndefined();
     else {
@@ -168,9 +166,9 @@ describe("authorizeGrant", () => {
 
   it("allows only listed secrets, by exact name", async () => {
     const lists = { ...NONE, secretAllow: ["OPENAI_KEY", "GITHUB_TOKEN"] };
-    await expect(authorizeGrant(parseGrant({ name: "s", secrets: ["OPENAI_KEY"] }), lists, { workspaceRoot: outside })).resolves.toBeUndefined();
+    await expect(authorizeGrant(parseGrants({ secrets: ["OPENAI_KEY"] }), lists, { workspaceRoot: outside })).resolves.toBeUndefined();
     for (const secret of ["openai_key", "AWS_SECRET", "OPENAI_KEY_2"]) {
-      const { code, message } = await refusal(() => authorizeGrant(parseGrant({ name: "s", secrets: ["GITHUB_TOKEN", secret] }), lists, { workspaceRoot: outside }));
+      const { code, message } = await refusal(() => authorizeGrant(parseGrants({ secrets: ["GITHUB_TOKEN", secret] }), lists, { workspaceRoot: outside }));
       expect(code).toBe("grant_not_allowed");
       expect(message).toContain(secret);
       expect(message).toContain("SERVICE_ENV_SECRET_ALLOW");
@@ -179,7 +177,7 @@ describe("authorizeGrant", () => {
 });
 
 describe("originAllowed (per outgoing request)", () => {
-  const granted = parseGrant({ name: "n", network: ["https://api.example.com", "https://*.example.org", "http://127.0.0.1:9000", "http://[::1]:9000"] }).network;
+  const granted = parseGrants({ network: ["https://api.example.com", "https://*.example.org", "http://127.0.0.1:9000", "http://[::1]:9000"] }).network;
 
   it.each<[string, boolean]>([
     ["https://api.example.com/v1/chat?x=1", true],
@@ -213,7 +211,7 @@ describe("originAllowed (per outgoing request)", () => {
   });
 
   it("normalises IDN hosts like the URL parser", () => {
-    const idn = parseGrant({ name: "n", network: ["https://*.bücher.example"] }).network;
+    const idn = parseGrants({ network: ["https://*.bücher.example"] }).network;
     expect(originAllowed(idn, "https://shop.BÜCHER.example/")).toBe(true);
     expect(originAllowed(idn, "https://shop.xn--bcher-kva.example/")).toBe(true);
     expect(originAllowed(idn, "https://shop.bucher.example/")).toBe(false);

@@ -78,9 +78,16 @@ export function parseAbsolutePaths(raw: string): string[] {
   });
 }
 
+/** Names of process environment variables (the names secrets are granted by): one rule everywhere. */
+const ENV_VAR_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+export function isEnvVarName(name: string): boolean {
+  return ENV_VAR_NAME.test(name);
+}
+
 export function parseEnvNames(raw: string): string[] {
   return parseList(raw).map((name) => {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`expected environment variable names, got ${JSON.stringify(name)}`);
+    if (!isEnvVarName(name)) throw new Error(`expected environment variable names, got ${JSON.stringify(name)}`);
     return name;
   });
 }

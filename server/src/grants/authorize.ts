@@ -1,6 +1,6 @@
 import type { EnvironmentSettings } from "../config/index.ts";
 import { serviceError } from "../errors/index.ts";
-import type { ServiceEnvGrant } from "./grant.ts";
+import type { ServiceGrants } from "../environments/port.ts";
 import { covers, parseOrigin, type Origin } from "./origins.ts";
 import { isWithin, realLocation } from "./paths.ts";
 
@@ -16,7 +16,7 @@ export interface GrantTarget {
  * Refuses, with grant_not_allowed naming the allow-list, any access the deployment does not
  * allow. The invocation-local /scratch exposes nothing of the host and needs no allow-list.
  */
-export async function authorizeGrant(grant: ServiceEnvGrant, allow: GrantAllowLists, target: GrantTarget): Promise<void> {
+export async function authorizeGrant(grant: ServiceGrants, allow: GrantAllowLists, target: GrantTarget): Promise<void> {
   if (grant.filesystem.workspace !== undefined) await authorizeWorkspace(target.workspaceRoot, allow.filesystemAllow);
   const allowedOrigins = parseAll(allow.networkAllow);
   for (const text of grant.network) {

@@ -1,56 +1,32 @@
+import { isEnvVarName } from "../config/index.ts";
+import type { AccessMode, ServiceGrants } from "../environments/port.ts";
 import { serviceError } from "../errors/index.ts";
 import { formatOrigin, parseOrigin } from "./origins.ts";
 
-export type AccessMode = "read" | "write";
-
-/** A service-environment grant (spec §2.3), validated and normalised. Omitted access is denied. */
-export interface ServiceEnvGrant {
-  /** Identifies the environment in a session. */
-  name: string;
-  filesystem: {
-    /** The retained /workspace of the session and environment. */
-    workspace?: AccessMode;
-    /** An invocation-local /scratch. */
-    scratch?: AccessMode;
-  };
-  /** Canonical origins (see formatOrigin), without repetitions. */
-  network: string[];
-  /** Names of process environment variables mounted read-only under /secrets; never their values. */
-  secrets: string[];
-}
-
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
-const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const MODES: readonly string[] = ["read", "write"];
-const GRANT_FIELDS = ["name", "filesystem", "network", "secrets"];
+const GRANT_FIELDS = ["filesystem", "network", "secrets"];
 const FILESYSTEM_FIELDS = ["workspace", "scratch"];
 
 /**
- * Parses a grant as it arrives in JSON: `{name, filesystem?: {workspace?, scratch?}, network?,
- * secrets?}`. Anything malformed, unknown fields included, is invalid_grant naming the field.
- * Allow-lists are checked separately (authorizeGrant).
+ * Parses service-environment grants (spec §2.3) as they arrive in JSON: `{filesystem?:
+ * {workspace?, scratch?}, network?, secrets?}`, into their normal form: origins canonical,
+ * repetitions dropped, omitted access absent (denied). Anything malformed, unknown fields
+ * included, is invalid_grant naming the field. Allow-lists are checked separately
+ * (authorizeGrant).
  */
-export function parseGrant(value: unknown): ServiceEnvGrant {
-  const grant = object(value, "the grant", GRANT_FIELDS);
+export function parseGrants(value: unknown): ServiceGrants {
+  const grant = object(value ?? {}, "the grants", GRANT_FIELDS);
   return {
-    name: parseName(grant.name),
     filesystem: parseFilesystem(grant.filesystem),
     network: unique(strings(grant.network, "network").map(parseNetworkOrigin)),
     secrets: unique(strings(grant.secrets, "secrets").map(parseSecretName)),
   };
 }
 
-function parseName(value: unknown): string {
-  if (typeof value !== "string" || !NAME.test(value)) {
-    throw invalid("name must be 1-64 characters of [A-Za-z0-9_-], starting with a letter or digit");
-  }
-  return value;
-}
-
-function parseFilesystem(value: unknown): ServiceEnvGrant["filesystem"] {
+function parseFilesystem(value: unknown): ServiceGrants["filesystem"] {
   if (value === undefined) return {};
   const filesystem = object(value, "filesystem", FILESYSTEM_FIELDS);
-  const result: ServiceEnvGrant["filesystem"] = {};
+  const result: ServiceGrants["filesystem"] = {};
   for (const field of FILESYSTEM_FIELDS as ("workspace" | "scratch")[]) {
     const mode = filesystem[field];
     if (mode === undefined) continue;
@@ -69,7 +45,7 @@ function parseNetworkOrigin(text: string): string {
 }
 
 function parseSecretName(text: string): string {
-  if (!SECRET_NAME.test(text)) throw invalid(`secret ${JSON.stringify(text)} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)`);
+  if (!isEnvVarName(text)) throw invalid(`secret ${JSON.stringify(text)} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]{0,127})`);
   return text;
 }
 

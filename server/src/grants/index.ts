@@ -1,11 +1,10 @@
 import { covers, parseOrigin, requestOrigin } from "./origins.ts";
 
 export { authorizeGrant, type GrantAllowLists, type GrantTarget } from "./authorize.ts";
-export { parseGrant, type AccessMode, type ServiceEnvGrant } from "./grant.ts";
+export { parseGrants } from "./grant.ts";
 
 /**
- * The per-request check of outgoing HTTP: whether `url` lies within the granted origins (a
- * ServiceEnvGrant's `network`). Scheme, host and port must match exactly or fall under a granted
+ * The per-request check of outgoing HTTP: whether `url` lies within the granted origins (granted `network`). Scheme, host and port must match exactly or fall under a granted
  * wildcard; URLs with userinfo, other schemes or unparseable text are refused.
  */
 export function originAllowed(granted: readonly string[], url: string): boolean {

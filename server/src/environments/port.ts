@@ -1,0 +1,88 @@
+/**
+ * The environment port (SPEC 3.2, 4.5): what a session needs from any environment, whatever
+ * runs behind it (the worker pool, a host process, an HTTP extension). Every operation ends in
+ * exactly one terminal receipt; an adapter never throws, never retries, and answers `unknown`
+ * exactly when the operation may have been dispatched and no reliable result exists.
+ *
+ * Adapters know nothing of the journal or storage: the session journals each operation before
+ * calling the adapter and records the receipt the adapter returns.
+ */
+
+export type OperationKind = "setup" | "execute" | "cancel" | "detach" | "teardown";
+
+export type TerminalReceipt = Returned | Failure | Unknown;
+
+export interface Returned {
+  outcome: "returned";
+  /** JSON text. */
+  output: string;
+}
+
+export interface Failure {
+  outcome: "failure";
+  /** Stable snake_case code (the catalogue's, the environment's or the tool's own). */
+  code: string;
+  message: string;
+  /** True only when nothing took effect and trying again later may succeed (e.g. pool_saturated). */
+  retryable: boolean;
+  details?: Record<string, string>;
+}
+
+export interface Unknown {
+  outcome: "unknown";
+  message: string;
+}
+
+/** Receipts that may precede the terminal one. */
+export type InterimReceipt = { outcome: "accepted" } | { outcome: "progress"; data: string };
+
+/** Authority an environment grants (SPEC 2.3); names and modes only, never secret values. */
+export interface ServiceGrants {
+  filesystem: { workspace?: AccessMode; scratch?: AccessMode };
+  /** Canonical origins. */
+  network: string[];
+  /** Names of process environment variables. */
+  secrets: string[];
+}
+
+export type AccessMode = "read" | "write";
+
+export interface ExecuteOperation {
+  operationId: string;
+  /** The placed tool's name in the session. */
+  tool: string;
+  /** Opaque to the session: the placement's implementation, as its environment kind defined it. */
+  implementation: unknown;
+  /** JSON text. */
+  configuration: string;
+  /** JSON text. */
+  input: string;
+  /** Absolute Unix time in milliseconds. */
+  deadlineMs: number;
+  /** Invocation-scoped grants (SPEC 4.5.1), within the binding's own. */
+  grants?: ServiceGrants;
+  /** Interim receipts, in the order the environment reports them. */
+  report(receipt: InterimReceipt): void;
+}
+
+/** One (session, environment) binding. */
+export interface EnvironmentBinding {
+  setup(deadlineMs: number): Promise<TerminalReceipt>;
+  execute(operation: ExecuteOperation): Promise<TerminalReceipt>;
+  /** Asks the environment to stop `operationId`; the target still ends in its own receipt. */
+  cancel(operationId: string, deadlineMs: number): Promise<TerminalReceipt>;
+  detach(deadlineMs: number): Promise<TerminalReceipt>;
+  teardown(deadlineMs: number): Promise<TerminalReceipt>;
+}
+
+export function failure(code: string, message: string, retryable = false, details?: Record<string, string>): Failure {
+  return details ? { outcome: "failure", code, message, retryable, details } : { outcome: "failure", code, message, retryable };
+}
+
+export function returned(output: string): Returned {
+  return { outcome: "returned", output };
+}
+
+export function unknown(message: string): Unknown {
+  return { outcome: "unknown", message };
+}
