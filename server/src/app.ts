@@ -6,9 +6,12 @@ import { ApiKeys, DEV_WORKSPACE, authInterceptor, loadOrCreateDevKey } from "./a
 import type { Settings } from "./config/index.ts";
 import { Health, HealthState } from "./health/index.ts";
 import { createRequestListener, listen, requestLogInterceptor, type LogSink } from "./http/index.ts";
+import { ServiceEnvironmentKind } from "./environments/index.ts";
 import { startServiceEnvironment, type ServiceEnvironment } from "./service-env/index.ts";
+import { createSessions, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
 import { FileBlobStore, openDatabase } from "./storage/index.ts";
+import { LevelStore } from "./storage/level-store.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -41,8 +44,14 @@ export async function startService(settings: Settings, options: StartOptions = {
     const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
     const artifacts = createArtifacts({ db, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
     serviceEnv = await startServiceEnvironment(settings, artifacts, keys.workspaces());
+    const store = new LevelStore(db as never);
+    const { filesystemAllow, networkAllow, secretAllow, workspaceRoot } = settings.env;
+    const kinds = {
+      service: new ServiceEnvironmentKind({ pool: serviceEnv.pool, artifacts, allow: { filesystemAllow, networkAllow, secretAllow }, workspaceRoot }),
+    };
+    const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs });
 
-    const services = [AssetService, SkillService, ArtifactService];
+    const services = [AssetService, SkillService, ArtifactService, SessionService];
     const health = new HealthState(services.map((service) => service.typeName));
     const router = createConnectRouter({
       interceptors: [requestLogInterceptor(), authInterceptor(keys, new Set([Health.typeName]))],
@@ -51,6 +60,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     router.service(AssetService, assets.service);
     router.service(SkillService, skills.service);
     router.service(ArtifactService, artifacts.service(serviceEnv.preparer));
+    router.service(SessionService, sessions.service);
     router.service(Health, health.service());
 
     const onRequest = createRequestListener({

@@ -1,0 +1,17 @@
+export type { BindingContext, EnvironmentKind, EnvironmentKindName, EnvironmentKinds } from "./kinds.ts";
+export {
+  failure,
+  returned,
+  unknown,
+  type AccessMode,
+  type EnvironmentBinding,
+  type ExecuteOperation,
+  type Failure,
+  type InterimReceipt,
+  type OperationKind,
+  type Returned,
+  type ServiceGrants,
+  type TerminalReceipt,
+  type Unknown,
+} from "./port.ts";
+export { ServiceEnvironmentKind, type ServiceImplementation, type ServiceKindOptions } from "./service/kind.ts";

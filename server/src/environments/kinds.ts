@@ -1,0 +1,32 @@
+import type { EnvironmentBinding } from "./port.ts";
+
+/** The kinds of environment a session can bind (SPEC 1.4, 1.5). */
+export type EnvironmentKindName = "service" | "host" | "extension";
+
+/** Where a binding lives. */
+export interface BindingContext {
+  workspace: string;
+  sessionId: string;
+  /** The environment's name in the session. */
+  environment: string;
+}
+
+/**
+ * One kind of environment, as sessions see it: it checks what a session asks of it when the
+ * session is created, and binds environments of that kind. `Options` is the normalised form the
+ * session stores (JSON); nothing secret may be in it unsealed.
+ */
+export interface EnvironmentKind<Options = unknown> {
+  /**
+   * Validates and authorizes the binding's options from the request (JSON), e.g. grants against
+   * the deployment allow-lists. Throws service errors; returns the options as stored.
+   */
+  authorize(context: BindingContext, options: unknown): Promise<Options>;
+  /** The options as a session shows them (the proto JSON of the kind's message): never a credential. */
+  describe(options: Options): unknown;
+  /** Checks a placed tool's implementation (JSON) in this kind of environment; returns it as stored. */
+  checkImplementation(context: BindingContext, implementation: unknown): Promise<unknown>;
+  bind(context: BindingContext, options: Options): EnvironmentBinding;
+}
+
+export type EnvironmentKinds = Partial<Record<EnvironmentKindName, EnvironmentKind>>;

@@ -1,0 +1,173 @@
+import * as fs from "node:fs/promises";
+import * as path from "node:path";
+import type { Artifacts } from "../../artifacts/index.ts";
+import { describeError, serviceError } from "../../errors/index.ts";
+import { authorizeGrant, parseGrants, type GrantAllowLists } from "../../grants/index.ts";
+import type { Pool, Receipt as PoolReceipt, RuntimeGrants } from "../../pool/index.ts";
+import { componentRef } from "../../service-env/index.ts";
+import type { BindingContext, EnvironmentKind } from "../kinds.ts";
+import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type ServiceGrants, type TerminalReceipt } from "../port.ts";
+
+/** What a tool placed in the service environment runs: an admitted tool, or a program on a tool runtime. */
+export type ServiceImplementation = { tool: string } | { program: { id: string; runtime: string } };
+
+export interface ServiceKindOptions {
+  pool: Pool;
+  artifacts: Artifacts;
+  allow: GrantAllowLists;
+  /** Parent of every retained /workspace (SERVICE_ENV_WORKSPACE_ROOT). */
+  workspaceRoot: string;
+  /** Where granted secrets are read from at each invocation; the process environment by default. */
+  secrets?: Readonly<Record<string, string | undefined>>;
+}
+
+/** Failures that mean nothing ran, so a later attempt may succeed. */
+const RETRYABLE = new Set(["pool_saturated", "unavailable"]);
+
+/**
+ * The service environment as an adapter of the environment port: bindings run placed tools on
+ * the worker pool with the binding's grants. Grants are checked against the deployment
+ * allow-lists when a session binds the environment (authorize), never widened afterwards.
+ */
+export class ServiceEnvironmentKind implements EnvironmentKind<ServiceGrants> {
+  readonly #options: ServiceKindOptions;
+
+  constructor(options: ServiceKindOptions) {
+    this.#options = options;
+  }
+
+  /** Parses the grants (invalid_grant) and refuses any outside the allow-lists (grant_not_allowed). */
+  async authorize(_context: BindingContext, options: unknown): Promise<ServiceGrants> {
+    const grants = parseGrants((options as { grants?: unknown } | undefined)?.grants);
+    await authorizeGrant(grants, this.#options.allow, { workspaceRoot: this.#options.workspaceRoot });
+    return grants;
+  }
+
+  describe(grants: ServiceGrants): unknown {
+    return { grants };
+  }
+
+  /** Checks that the workspace admitted what the placement names (not_found otherwise). */
+  async checkImplementation(context: BindingContext, implementation: unknown): Promise<ServiceImplementation> {
+    const { artifacts } = this.#options;
+    const checked = parseImplementation(implementation);
+    if ("tool" in checked) {
+      await artifacts.get(context.workspace, "tool", checked.tool);
+    } else {
+      await artifacts.get(context.workspace, "program", checked.program.id);
+      await artifacts.get(context.workspace, "tool", checked.program.runtime);
+    }
+    return checked;
+  }
+
+  bind(context: BindingContext, grants: ServiceGrants): EnvironmentBinding {
+    return new ServiceBinding(this.#options, context, grants);
+  }
+}
+
+class ServiceBinding implements EnvironmentBinding {
+  readonly #options: ServiceKindOptions;
+  readonly #context: BindingContext;
+  readonly #grants: ServiceGrants;
+  readonly #workspaceDir: string;
+
+  constructor(options: ServiceKindOptions, context: BindingContext, grants: ServiceGrants) {
+    this.#options = options;
+    this.#context = context;
+    this.#grants = grants;
+    this.#workspaceDir = path.join(options.workspaceRoot, context.workspace, context.sessionId, context.environment);
+  }
+
+  /** Creates the retained /workspace when one is granted. */
+  async setup(): Promise<TerminalReceipt> {
+    if (this.#grants.filesystem.workspace === undefined) return returned("{}");
+    try {
+      await fs.mkdir(this.#workspaceDir, { recursive: true, mode: 0o700 });
+      return returned("{}");
+    } catch (error) {
+      return failure("internal", `cannot create the environment's workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    }
+  }
+
+  async execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
+    const implementation = operation.implementation as ServiceImplementation;
+    let grants: RuntimeGrants;
+    let program: { source: string } | undefined;
+    try {
+      grants = this.#runtimeGrants();
+      if ("program" in implementation) program = { source: await this.#options.artifacts.source(this.#context.workspace, implementation.program.id) };
+    } catch (error) {
+      return asFailure(error);
+    }
+    const componentId = "tool" in implementation ? implementation.tool : implementation.program.runtime;
+    const receipt = await this.#options.pool.invoke({
+      component: componentRef(this.#options.artifacts, componentId),
+      entrypoint: "run",
+      input: operation.input,
+      configuration: operation.configuration,
+      deadlineMs: operation.deadlineMs,
+      grants,
+      ...(program ? { program } : {}),
+    });
+    return fromPool(receipt);
+  }
+
+  async cancel(): Promise<TerminalReceipt> {
+    return failure("unsupported", "the service environment cannot stop an invocation early; it ends at its deadline");
+  }
+
+  async detach(): Promise<TerminalReceipt> {
+    return returned("{}");
+  }
+
+  /** Removes the retained workspace. */
+  async teardown(): Promise<TerminalReceipt> {
+    try {
+      await fs.rm(this.#workspaceDir, { recursive: true, force: true, maxRetries: 3 });
+      return returned("{}");
+    } catch (error) {
+      return failure("internal", `cannot remove the environment's workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    }
+  }
+
+  /** Secret values are read now, at each invocation, and go only to the invocation's /secrets. */
+  #runtimeGrants(): RuntimeGrants {
+    const { filesystem, network, secrets } = this.#grants;
+    const source = this.#options.secrets ?? process.env;
+    const values: Record<string, string> = {};
+    for (const name of secrets) {
+      const value = source[name];
+      if (value === undefined) throw serviceError("secret_unavailable", `secret ${name} is not set in the server's environment`);
+      values[name] = value;
+    }
+    const grants: RuntimeGrants = { network, secrets: values };
+    if (filesystem.workspace) grants.workspace = { hostPath: this.#workspaceDir, mode: filesystem.workspace };
+    if (filesystem.scratch) grants.scratch = true;
+    return grants;
+  }
+}
+
+function fromPool(receipt: PoolReceipt): TerminalReceipt {
+  switch (receipt.outcome) {
+    case "returned":
+      return returned(receipt.output);
+    case "failure":
+      return failure(receipt.code, receipt.message, RETRYABLE.has(receipt.code));
+    case "unknown":
+      return unknown(receipt.message);
+  }
+}
+
+/** Refusals before dispatch (a secret not set, a program no longer readable): nothing ran. */
+function asFailure(error: unknown): TerminalReceipt {
+  const { body } = describeError(error);
+  return failure(body.code, body.message);
+}
+
+function parseImplementation(value: unknown): ServiceImplementation {
+  const implementation = value as Partial<Record<"tool" | "program", unknown>> | undefined;
+  if (typeof implementation?.tool === "string") return { tool: implementation.tool };
+  const program = implementation?.program as { id?: unknown; runtime?: unknown } | undefined;
+  if (typeof program?.id === "string" && typeof program.runtime === "string") return { program: { id: program.id, runtime: program.runtime } };
+  throw serviceError("invalid_argument", "a tool in the service environment needs an implementation: an admitted tool id, or a program {id, runtime}");
+}

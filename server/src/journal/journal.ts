@@ -1,0 +1,203 @@
+import type { InterimReceipt, TerminalReceipt } from "../environments/port.ts";
+import { prefixEnd, type Store, type Table, type WriteOp } from "../storage/store.ts";
+import type { EventBody, JournalEvent, NoteEvent, SentOperation } from "./events.ts";
+
+/** An operation sent and not yet settled, as the journal keeps it until its receipt. */
+interface OpenOperation {
+  sessionId: string;
+  operation: SentOperation;
+}
+
+/** In-memory state of one session's journal in this process. */
+interface SessionLog {
+  nextSeq: number;
+  readonly listeners: Set<Listener>;
+}
+
+type Listener = (event: JournalEvent | "removed") => void;
+
+export interface WatchOptions {
+  signal?: AbortSignal;
+  /** The stream ends after delivering an event for which this returns true. */
+  until?: (event: JournalEvent) => boolean;
+}
+
+const SEQ_DIGITS = 12;
+const PAGE = 500;
+/** Live events a watcher may fall behind by before it catches up from storage instead. */
+const MAX_LIVE_BACKLOG = 1000;
+
+/**
+ * Each session's ordered, durable record of what happened: every environment operation before it
+ * is sent (`operation.sent`), its interim and terminal receipts, and the notes sessions and runs
+ * add. The journal is the only writer of operation records. An operation's `sent` record and the
+ * entry in the open-operations table are written in one atomic batch, and so are its receipt and
+ * the removal of that entry, so after a crash `recover()` finds exactly the operations that have
+ * no terminal receipt and gives each one `unknown` receipt. Nothing is ever replayed.
+ */
+export class Journal {
+  readonly #store: Store;
+  readonly #events: Table<JournalEvent>;
+  readonly #open: Table<OpenOperation>;
+  readonly #logs = new Map<string, Promise<SessionLog>>();
+
+  constructor(store: Store) {
+    this.#store = store;
+    this.#events = store.table<JournalEvent>("journal");
+    this.#open = store.table<OpenOperation>("open-operations");
+  }
+
+  append(sessionId: string, note: NoteEvent): Promise<JournalEvent> {
+    return this.#append(sessionId, note);
+  }
+
+  /** Records an operation as sent; call it before dispatching, and dispatch only once it resolved. */
+  send(sessionId: string, operation: SentOperation): Promise<JournalEvent> {
+    const open: OpenOperation = { sessionId, operation };
+    return this.#append(sessionId, { type: "operation.sent", operation }, [this.#open.putOp(openKey(sessionId, operation.operationId), open)]);
+  }
+
+  interim(sessionId: string, operationId: string, receipt: InterimReceipt): Promise<JournalEvent> {
+    const body: EventBody =
+      receipt.outcome === "accepted" ? { type: "operation.accepted", operationId } : { type: "operation.progress", operationId, data: receipt.data };
+    return this.#append(sessionId, body);
+  }
+
+  /** Records the operation's one terminal receipt. */
+  settle(sessionId: string, operation: SentOperation, receipt: TerminalReceipt): Promise<JournalEvent> {
+    const body: EventBody = { type: "operation.receipt", operationId: operation.operationId, environment: operation.environment, kind: operation.kind, receipt };
+    return this.#append(sessionId, body, [this.#open.deleteOp(openKey(sessionId, operation.operationId))]);
+  }
+
+  /** Up to `limit` events with seq > after, in order. */
+  async read(sessionId: string, after: number, limit = PAGE): Promise<JournalEvent[]> {
+    return this.#events.values({ gt: eventKey(sessionId, after), lt: prefixEnd(`${sessionId}/`), limit });
+  }
+
+  /** The session's latest event. */
+  async last(sessionId: string): Promise<JournalEvent | undefined> {
+    const prefix = `${sessionId}/`;
+    const [event] = await this.#events.values({ gte: prefix, lt: prefixEnd(prefix), reverse: true, limit: 1 });
+    return event;
+  }
+
+  /** Operations of the session sent and not yet settled. */
+  async openOperations(sessionId: string): Promise<SentOperation[]> {
+    const prefix = `${sessionId}/`;
+    return (await this.#open.values({ gte: prefix, lt: prefixEnd(prefix) })).map((open) => open.operation);
+  }
+
+  /**
+   * The session's events after `after`, then live ones as they are written, until the signal
+   * aborts, `until` accepts an event, or the session's journal is removed. A watcher that falls
+   * far behind drops its live backlog and catches up from storage, so a slow reader costs
+   * bounded memory.
+   */
+  async *watch(sessionId: string, after: number, options: WatchOptions = {}): AsyncGenerator<JournalEvent> {
+    const log = await this.#log(sessionId);
+    let backlog: JournalEvent[] = [];
+    let behind = false;
+    let removed = false;
+    let wake: (() => void) | undefined;
+    const listener: Listener = (event) => {
+      if (event === "removed") removed = true;
+      else if (backlog.length < MAX_LIVE_BACKLOG) backlog.push(event);
+      else behind = true;
+      wake?.();
+    };
+    const onAbort = () => wake?.();
+    log.listeners.add(listener);
+    options.signal?.addEventListener("abort", onAbort);
+    try {
+      let last = after;
+      for (;;) {
+        let caughtUp = true;
+        if (behind || backlog.length === 0 || backlog[0]!.seq > last + 1) {
+          behind = false;
+          backlog = [];
+          const page = await this.read(sessionId, last);
+          caughtUp = page.length < PAGE;
+          backlog = [...page, ...backlog];
+        }
+        while (backlog.length > 0) {
+          const event = backlog.shift()!;
+          if (event.seq <= last) continue;
+          last = event.seq;
+          yield event;
+          if (options.until?.(event)) return;
+        }
+        if (!caughtUp) continue;
+        if (removed || options.signal?.aborted) return;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        if (removed || options.signal?.aborted) return;
+      }
+    } finally {
+      log.listeners.delete(listener);
+      options.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Deletes the session's events and open operations; live watchers end. */
+  async remove(sessionId: string): Promise<void> {
+    const prefix = `${sessionId}/`;
+    for (const table of [this.#events, this.#open] as Table<unknown>[]) {
+      for (;;) {
+        const entries = await table.entries({ gte: prefix, lt: prefixEnd(prefix), limit: 1000 });
+        if (entries.length === 0) break;
+        await this.#store.write(entries.map(([key]) => table.deleteOp(key)));
+      }
+    }
+    const log = await this.#logs.get(sessionId);
+    this.#logs.delete(sessionId);
+    for (const listener of log?.listeners ?? []) listener("removed");
+  }
+
+  /**
+   * After a restart: every operation that was sent and has no terminal receipt gets exactly one
+   * `unknown` receipt (it may or may not have taken effect). Returns those receipts.
+   */
+  async recover(): Promise<Array<{ sessionId: string; event: JournalEvent }>> {
+    const written: Array<{ sessionId: string; event: JournalEvent }> = [];
+    for (const open of await this.#open.values({})) {
+      const receipt: TerminalReceipt = { outcome: "unknown", message: "the server stopped while the operation was in flight; it may or may not have taken effect" };
+      written.push({ sessionId: open.sessionId, event: await this.settle(open.sessionId, open.operation, receipt) });
+    }
+    return written;
+  }
+
+  /**
+   * Seq numbers are taken synchronously once the session's log is loaded and the write is
+   * issued at once: the store keeps call order, so seq order is commit order.
+   */
+  async #append(sessionId: string, body: EventBody, extra: WriteOp[] = []): Promise<JournalEvent> {
+    const log = await this.#log(sessionId);
+    const event = { seq: log.nextSeq++, at: new Date().toISOString(), ...body } as JournalEvent;
+    await this.#store.write([this.#events.putOp(eventKey(sessionId, event.seq), event), ...extra]);
+    for (const listener of log.listeners) listener(event);
+    return event;
+  }
+
+  #log(sessionId: string): Promise<SessionLog> {
+    let log = this.#logs.get(sessionId);
+    if (!log) {
+      log = this.#loadLog(sessionId);
+      this.#logs.set(sessionId, log);
+      log.catch(() => this.#logs.delete(sessionId));
+    }
+    return log;
+  }
+
+  async #loadLog(sessionId: string): Promise<SessionLog> {
+    const last = await this.last(sessionId);
+    return { nextSeq: (last?.seq ?? 0) + 1, listeners: new Set() };
+  }
+}
+
+function eventKey(sessionId: string, seq: number): string {
+  return `${sessionId}/${String(seq).padStart(SEQ_DIGITS, "0")}`;
+}
+
+function openKey(sessionId: string, operationId: string): string {
+  return `${sessionId}/${operationId}`;
+}

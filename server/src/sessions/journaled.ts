@@ -1,0 +1,62 @@
+import { createHash } from "node:crypto";
+import { failure, unknown, type InterimReceipt, type TerminalReceipt } from "../environments/index.ts";
+import type { Journal, SentOperation } from "../journal/index.ts";
+
+/** Progress receipts journaled per operation; later ones are dropped (the terminal receipt never is). */
+export const MAX_PROGRESS_EVENTS = 100;
+/** Largest progress payload kept; larger ones are dropped. */
+export const MAX_PROGRESS_BYTES = 16 * 1024;
+
+export interface JournaledOptions {
+  journal: Journal;
+  /** Outputs above this many bytes end the operation as output_too_large. */
+  maxOutputBytes: number;
+}
+
+/**
+ * Runs one environment operation the only way operations run: journaled as sent before it is
+ * dispatched, dispatched once, and ended with exactly one terminal receipt that is committed to
+ * the journal before it is returned (SPEC 3.2, 4.5.6). A dispatch that throws (an adapter must
+ * not, but a bug might) may have reached the environment, so it ends `unknown`.
+ */
+export async function runJournaled(
+  options: JournaledOptions,
+  sessionId: string,
+  operation: SentOperation,
+  dispatch: (report: (receipt: InterimReceipt) => void) => Promise<TerminalReceipt>,
+): Promise<TerminalReceipt> {
+  const { journal } = options;
+  await journal.send(sessionId, operation);
+  let interimWrites = Promise.resolve();
+  let progressEvents = 0;
+  const report = (receipt: InterimReceipt) => {
+    if (receipt.outcome === "progress" && (++progressEvents > MAX_PROGRESS_EVENTS || Buffer.byteLength(receipt.data) > MAX_PROGRESS_BYTES)) return;
+    interimWrites = interimWrites.then(() => journal.interim(sessionId, operation.operationId, receipt)).then(
+      () => undefined,
+      () => undefined,
+    );
+  };
+  let receipt: TerminalReceipt;
+  try {
+    receipt = await dispatch(report);
+  } catch (error) {
+    receipt = unknown(`the environment failed unexpectedly while handling the operation: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  receipt = boundOutput(receipt, options.maxOutputBytes);
+  await interimWrites;
+  await journal.settle(sessionId, operation, receipt);
+  return receipt;
+}
+
+/** An output too large to journal is not kept: the receipt says how large it was and its digest. */
+function boundOutput(receipt: TerminalReceipt, maxBytes: number): TerminalReceipt {
+  if (receipt.outcome !== "returned") return receipt;
+  const sizeBytes = Buffer.byteLength(receipt.output);
+  if (sizeBytes <= maxBytes) return receipt;
+  const sha256 = createHash("sha256").update(receipt.output).digest("hex");
+  return failure("output_too_large", `the tool returned ${sizeBytes} bytes, more than the ${maxBytes} a journal entry keeps; the tool did run`, false, {
+    sizeBytes: String(sizeBytes),
+    sha256,
+    maxBytes: String(maxBytes),
+  });
+}

@@ -1,0 +1,106 @@
+import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { timestampFromMs, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
+import {
+  EnvironmentSchema,
+  ImplementationSchema,
+  ReceiptSchema,
+  SessionEventSchema,
+  SessionSchema,
+  ToolPlacementSchema,
+  type Environment,
+  type Receipt,
+  type Session,
+  type SessionEvent,
+  type ToolPlacement,
+} from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import type { EnvironmentKinds, TerminalReceipt } from "../environments/index.ts";
+import type { JournalEvent } from "../journal/index.ts";
+import type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
+import { KIND_SCHEMAS } from "./session-spec.ts";
+
+/** The state a session reports: `ready` once every automatic environment is set up (SPEC 3). */
+export function sessionState(record: SessionRecord): string {
+  if (record.lifecycle !== "active") return "ended";
+  const automatic = record.environments.filter((environment) => environment.setup === "automatic");
+  if (automatic.some((environment) => environment.state === "failed")) return "failed";
+  return automatic.every((environment) => environment.state === "ready") ? "ready" : "setting_up";
+}
+
+export function sessionMessage(record: SessionRecord, kinds: EnvironmentKinds): Session {
+  return create(SessionSchema, {
+    id: record.id,
+    state: sessionState(record),
+    environments: record.environments.map((environment) => environmentMessage(environment, kinds)),
+    tools: record.tools.map(toolMessage),
+    createdAt: timestampFromMs(Date.parse(record.createdAt)),
+    ...(record.endedAt ? { endedAt: timestampFromMs(Date.parse(record.endedAt)) } : {}),
+  });
+}
+
+export function environmentMessage(record: EnvironmentRecord, kinds: EnvironmentKinds): Environment {
+  const described = kinds[record.kind]?.describe(record.options) ?? {};
+  const value = fromJson(KIND_SCHEMAS[record.kind], described as JsonValue);
+  return create(EnvironmentSchema, { name: record.name, setup: record.setup, state: record.state, kind: { case: record.kind, value } as Environment["kind"] });
+}
+
+function toolMessage(record: ToolRecord): ToolPlacement {
+  return create(ToolPlacementSchema, {
+    name: record.name,
+    description: record.description,
+    inputSchema: JSON.parse(record.inputSchema) as JsonObject,
+    environment: record.environment,
+    implementation: record.implementation === undefined ? undefined : fromJson(ImplementationSchema, record.implementation as JsonValue),
+    configuration: jsonValue(record.configuration),
+  });
+}
+
+export function receiptMessage(receipt: TerminalReceipt): Receipt {
+  return fromJson(ReceiptSchema, receiptJson(receipt));
+}
+
+/** The receipt in its proto JSON form: what CallTool answers and what `operation.receipt` events carry. */
+function receiptJson(receipt: TerminalReceipt): JsonObject {
+  switch (receipt.outcome) {
+    case "returned":
+      return { returned: { output: parseOutput(receipt.output) } };
+    case "failure":
+      return { failure: { code: receipt.code, message: receipt.message, retryable: receipt.retryable, details: receipt.details ?? {} } };
+    case "unknown":
+      return { unknown: { message: receipt.message } };
+  }
+}
+
+export function eventMessage(sessionId: string, event: JournalEvent): SessionEvent {
+  return create(SessionEventSchema, { seq: BigInt(event.seq), at: timestampFromMs(Date.parse(event.at)), sessionId, type: event.type, data: eventData(event) });
+}
+
+/** Each event type's fields (docs/events.md): JSON payloads appear as JSON, not as text. */
+function eventData(event: JournalEvent): JsonObject {
+  switch (event.type) {
+    case "operation.sent": {
+      const { input, deadlineMs, ...rest } = event.operation;
+      return { ...rest, deadline: new Date(deadlineMs).toISOString(), ...(input === undefined ? {} : { input: parseOutput(input) }) };
+    }
+    case "operation.accepted":
+      return { operationId: event.operationId };
+    case "operation.progress":
+      return { operationId: event.operationId, data: event.data };
+    case "operation.receipt":
+      return { operationId: event.operationId, environment: event.environment, kind: event.kind, receipt: receiptJson(event.receipt) };
+    default:
+      return event.data as JsonObject;
+  }
+}
+
+/** Tools speak JSON text; text that is not JSON is carried as a JSON string. */
+function parseOutput(text: string): JsonValue {
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch {
+    return text;
+  }
+}
+
+function jsonValue(text: string): Value {
+  return fromJson(ValueSchema, parseOutput(text));
+}

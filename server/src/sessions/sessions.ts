@@ -1,0 +1,345 @@
+import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import type { EnvironmentBinding, EnvironmentKinds, OperationKind, TerminalReceipt } from "../environments/index.ts";
+import { serviceError } from "../errors/index.ts";
+import { newId } from "../ids/index.ts";
+import type { Journal, JournalEvent, SentOperation } from "../journal/index.ts";
+import { KeyedLock } from "../storage/index.ts";
+import { runJournaled } from "./journaled.ts";
+import type { EnvironmentRecord, SessionRecord, SessionRecords, ToolRecord } from "./records.ts";
+import { checkSessionSpec } from "./session-spec.ts";
+
+export interface SessionsOptions {
+  records: SessionRecords;
+  journal: Journal;
+  kinds: EnvironmentKinds;
+  /** SERVICE_MAX_TURN_SECS: bounds every operation's deadline. */
+  maxTurnSecs: number;
+  /** SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: largest input or output kept in the journal. */
+  maxPayloadBytes: number;
+}
+
+export interface CallToolOptions {
+  /** JSON text. */
+  input: string;
+  /** Default and upper bound: SERVICE_MAX_TURN_SECS. */
+  timeoutMs?: number;
+  /** The run on whose behalf the tool runs. */
+  runId?: string;
+}
+
+export interface ToolCallResult {
+  operationId: string;
+  receipt: TerminalReceipt;
+}
+
+/** A session this process is working with: its record, its bindings and what is in flight. */
+interface LiveSession {
+  record: SessionRecord;
+  readonly bindings: Map<string, EnvironmentBinding>;
+  readonly inFlight: Map<string, SentOperation>;
+  /** Resolved whenever inFlight becomes empty. */
+  drained: Array<() => void>;
+}
+
+const PAGE_SIZE_DEFAULT = 50;
+const PAGE_SIZE_MAX = 1000;
+
+/**
+ * Sessions: the unit of execution (SPEC 3, 4.5, 4.6). A session binds named environments and
+ * places tools in them; every operation on an environment goes through the session's journal
+ * (runJournaled). Records and the journal are the truth; LiveSession is what this process holds.
+ */
+export class Sessions {
+  readonly #options: SessionsOptions;
+  readonly #live = new Map<string, LiveSession>();
+  readonly #lock = new KeyedLock();
+
+  constructor(options: SessionsOptions) {
+    this.#options = options;
+  }
+
+  /**
+   * After a restart: operations that were in flight get their one `unknown` receipt (never
+   * replayed), environments whose setup was interrupted become `failed`, and endings and
+   * deletions that were interrupted are finished without sending anything twice.
+   */
+  async recover(): Promise<void> {
+    for (const { sessionId, event } of await this.#options.journal.recover()) {
+      if (event.type !== "operation.receipt" || event.kind !== "setup") continue;
+      const record = await this.#options.records.byId(sessionId);
+      if (record) await this.#setupFailed(this.#live.get(record.id) ?? this.#attach(record), event.environment);
+    }
+    for (const record of await this.#options.records.interrupted()) {
+      const live = this.#attach(record);
+      if (record.lifecycle === "ending") await this.#finishEnding(live);
+      else await this.#finishDeletion(live);
+    }
+  }
+
+  async create(workspace: string, request: CreateSessionRequest): Promise<SessionRecord> {
+    const id = newId("ses");
+    const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds);
+    const record: SessionRecord = { id, workspace, createdAt: new Date().toISOString(), lifecycle: "active", ...spec };
+    await this.#options.records.create(record);
+    const environments = spec.environments.map(({ name, kind, setup, options }) => ({ name, kind, setup, options: this.#options.kinds[kind]?.describe(options) }));
+    await this.#options.journal.append(id, { type: "session.created", data: { environments, tools: spec.tools.map((tool) => tool.name) } });
+    const live = this.#attach(record);
+    const automatic = spec.environments.filter((environment) => environment.setup === "automatic");
+    await Promise.all(automatic.map((environment) => this.#setup(live, environment.name)));
+    return live.record;
+  }
+
+  async get(workspace: string, id: string): Promise<SessionRecord> {
+    return (await this.#load(workspace, id)).record;
+  }
+
+  async list(workspace: string, pageSize: number, pageToken: string): Promise<{ records: SessionRecord[]; nextPageToken: string }> {
+    if (pageSize < 0 || pageSize > PAGE_SIZE_MAX) throw serviceError("invalid_argument", `pageSize must be between 0 and ${PAGE_SIZE_MAX}`);
+    const limit = pageSize || PAGE_SIZE_DEFAULT;
+    const before = pageToken === "" ? undefined : decodePageToken(pageToken);
+    const records = await this.#options.records.page(workspace, before, limit + 1);
+    const page = records.slice(0, limit).map((record) => this.#live.get(record.id)?.record ?? record);
+    return { records: page, nextPageToken: records.length > limit ? encodePageToken(page.at(-1)!.id) : "" };
+  }
+
+  /** Sets up a manual environment, or one whose setup failed. A ready one is left as it is. */
+  async setup(workspace: string, id: string, environment: string): Promise<{ environment: EnvironmentRecord; receipt?: TerminalReceipt }> {
+    const live = await this.#load(workspace, id);
+    this.#requireActive(live);
+    const current = environmentOf(live.record, environment);
+    if (current.state === "ready") return { environment: current };
+    const receipt = await this.#setup(live, environment);
+    return { environment: environmentOf(live.record, environment), receipt };
+  }
+
+  /** Runs a placed tool through the journal; RPC errors mean nothing was journaled or sent. */
+  async callTool(workspace: string, id: string, toolName: string, options: CallToolOptions): Promise<ToolCallResult> {
+    const live = await this.#load(workspace, id);
+    this.#requireActive(live);
+    const tool = live.record.tools.find((placed) => placed.name === toolName);
+    if (!tool) throw serviceError("tool_not_found", `session ${id} has no tool named ${JSON.stringify(toolName)}`);
+    const environment = environmentOf(live.record, tool.environment);
+    if (environment.state !== "ready") {
+      throw serviceError("environment_not_ready", `tool ${toolName} runs in environment ${environment.name}, which is ${environment.state}, not ready`);
+    }
+    const inputBytes = Buffer.byteLength(options.input);
+    if (inputBytes > this.#options.maxPayloadBytes) {
+      throw serviceError("input_too_large", `the input has ${inputBytes} bytes as JSON, the limit is ${this.#options.maxPayloadBytes}`, {
+        maxBytes: String(this.#options.maxPayloadBytes),
+      });
+    }
+    return this.#execute(live, tool, options);
+  }
+
+  /**
+   * Ends the session: it refuses new work at once, waits for operations in flight (each bounded
+   * by its deadline), detaches every environment that was set up, and writes `session.ended`,
+   * the journal's last event.
+   */
+  async end(workspace: string, id: string): Promise<SessionRecord> {
+    const live = await this.#load(workspace, id);
+    await this.#lock.run(id, async () => {
+      if (live.record.lifecycle !== "active") return;
+      await this.#putRecord(live, { ...live.record, lifecycle: "ending" });
+      await this.#drain(live);
+      await this.#finishEnding(live);
+    });
+    return live.record;
+  }
+
+  /**
+   * Deletes the session: new work is refused, operations in flight are asked to stop (each
+   * cancel is an operation of its own), every environment that was set up is torn down, and the
+   * record and journal are removed. A restart finishes a deletion that was interrupted.
+   */
+  async delete(workspace: string, id: string): Promise<void> {
+    const live = await this.#load(workspace, id);
+    await this.#lock.run(id, async () => {
+      if (live.record.lifecycle === "deleting") return;
+      await this.#putRecord(live, { ...live.record, lifecycle: "deleting" });
+      await Promise.all([...live.inFlight.values()].map((target) => this.#cancel(live, target)));
+      await this.#drain(live);
+      await this.#finishDeletion(live);
+    });
+  }
+
+  /** The session's events after `after`, then live ones, until `session.ended` or deletion. */
+  async watch(workspace: string, id: string, after: number, signal?: AbortSignal): Promise<AsyncGenerator<JournalEvent>> {
+    await this.#load(workspace, id);
+    return this.#options.journal.watch(id, after, { signal, until: (event) => event.type === "session.ended" });
+  }
+
+  async #execute(live: LiveSession, tool: ToolRecord, options: CallToolOptions): Promise<ToolCallResult> {
+    const deadlineMs = this.#deadline(options.timeoutMs);
+    const operation: SentOperation = {
+      operationId: newId("op"),
+      environment: tool.environment,
+      kind: "execute",
+      deadlineMs,
+      tool: tool.name,
+      input: options.input,
+      ...(options.runId ? { runId: options.runId } : {}),
+    };
+    const binding = this.#binding(live, tool.environment);
+    live.inFlight.set(operation.operationId, operation);
+    try {
+      const receipt = await runJournaled(this.#journaled(), live.record.id, operation, (report) =>
+        binding.execute({
+          operationId: operation.operationId,
+          tool: tool.name,
+          implementation: tool.implementation,
+          configuration: tool.configuration,
+          input: options.input,
+          deadlineMs,
+          report,
+        }),
+      );
+      return { operationId: operation.operationId, receipt };
+    } finally {
+      live.inFlight.delete(operation.operationId);
+      if (live.inFlight.size === 0) for (const resolve of live.drained.splice(0)) resolve();
+    }
+  }
+
+  async #setup(live: LiveSession, name: string): Promise<TerminalReceipt> {
+    return this.#lock.run(`${live.record.id}/${name}`, async () => {
+      const receipt = await this.#operate(live, name, "setup", (binding, deadlineMs) => binding.setup(deadlineMs));
+      const ready = receipt.outcome === "returned";
+      await this.#setState(live, name, ready ? "ready" : "failed");
+      await this.#options.journal.append(live.record.id, { type: ready ? "environment.ready" : "environment.failed", data: { environment: name } });
+      return receipt;
+    });
+  }
+
+  #cancel(live: LiveSession, target: SentOperation): Promise<TerminalReceipt> {
+    return this.#operate(live, target.environment, "cancel", (binding, deadlineMs) => binding.cancel(target.operationId, deadlineMs), target.operationId);
+  }
+
+  /** A journaled setup, cancel, detach or teardown of one environment. */
+  #operate(
+    live: LiveSession,
+    environment: string,
+    kind: Exclude<OperationKind, "execute">,
+    call: (binding: EnvironmentBinding, deadlineMs: number) => Promise<TerminalReceipt>,
+    targetOperationId?: string,
+  ): Promise<TerminalReceipt> {
+    const deadlineMs = this.#deadline(undefined);
+    const operation: SentOperation = { operationId: newId("op"), environment, kind, deadlineMs, ...(targetOperationId ? { targetOperationId } : {}) };
+    const binding = this.#binding(live, environment);
+    return runJournaled(this.#journaled(), live.record.id, operation, () => call(binding, deadlineMs));
+  }
+
+  /** Detaches every ready environment not detached yet, writes `session.ended`, and records the end. */
+  async #finishEnding(live: LiveSession): Promise<void> {
+    const id = live.record.id;
+    const sent = await this.#sentEnvironments(id, "detach");
+    for (const environment of live.record.environments) {
+      if (environment.state !== "ready" || sent.has(environment.name)) continue;
+      await this.#operate(live, environment.name, "detach", (binding, deadlineMs) => binding.detach(deadlineMs));
+      await this.#setState(live, environment.name, "detached");
+    }
+    const last = await this.#options.journal.last(id);
+    if (last?.type !== "session.ended") await this.#options.journal.append(id, { type: "session.ended", data: {} });
+    await this.#putRecord(live, { ...live.record, lifecycle: "ended", endedAt: new Date().toISOString() });
+  }
+
+  /** Tears down every environment that was set up and has no teardown sent yet, then removes everything. */
+  async #finishDeletion(live: LiveSession): Promise<void> {
+    const { journal, records } = this.#options;
+    const sent = await this.#sentEnvironments(live.record.id, "teardown");
+    for (const environment of live.record.environments) {
+      if (environment.state === "pending" || sent.has(environment.name)) continue;
+      await this.#operate(live, environment.name, "teardown", (binding, deadlineMs) => binding.teardown(deadlineMs));
+    }
+    await journal.remove(live.record.id);
+    await records.delete(live.record);
+    this.#live.delete(live.record.id);
+  }
+
+  /** Environments that already had an operation of `kind` sent: a restart never sends it again. */
+  async #sentEnvironments(sessionId: string, kind: OperationKind): Promise<Set<string>> {
+    const environments = new Set<string>();
+    for (let after = 0; ; ) {
+      const page = await this.#options.journal.read(sessionId, after);
+      if (page.length === 0) return environments;
+      for (const event of page) if (event.type === "operation.sent" && event.operation.kind === kind) environments.add(event.operation.environment);
+      after = page.at(-1)!.seq;
+    }
+  }
+
+  async #setupFailed(live: LiveSession, name: string): Promise<void> {
+    await this.#setState(live, name, "failed");
+    await this.#options.journal.append(live.record.id, { type: "environment.failed", data: { environment: name } });
+  }
+
+  #setState(live: LiveSession, name: string, state: EnvironmentRecord["state"]): Promise<void> {
+    const environments = live.record.environments.map((environment) => (environment.name === name ? { ...environment, state } : environment));
+    return this.#putRecord(live, { ...live.record, environments });
+  }
+
+  /** The live record changes first, synchronously, so that concurrent updates build on each other. */
+  #putRecord(live: LiveSession, record: SessionRecord): Promise<void> {
+    live.record = record;
+    return this.#options.records.put(record);
+  }
+
+  #drain(live: LiveSession): Promise<void> {
+    if (live.inFlight.size === 0) return Promise.resolve();
+    return new Promise((resolve) => live.drained.push(resolve));
+  }
+
+  #requireActive(live: LiveSession): void {
+    if (live.record.lifecycle !== "active") throw serviceError("session_ended", `session ${live.record.id} is ${live.record.lifecycle}; it takes no new work`);
+  }
+
+  #deadline(timeoutMs: number | undefined): number {
+    const maxMs = this.#options.maxTurnSecs * 1000;
+    return Date.now() + Math.min(timeoutMs ?? maxMs, maxMs);
+  }
+
+  #journaled() {
+    return { journal: this.#options.journal, maxOutputBytes: this.#options.maxPayloadBytes };
+  }
+
+  #binding(live: LiveSession, name: string): EnvironmentBinding {
+    let binding = live.bindings.get(name);
+    if (!binding) {
+      const environment = environmentOf(live.record, name);
+      const kind = this.#options.kinds[environment.kind];
+      if (!kind) throw serviceError("environment_unsupported", `this server no longer provides ${environment.kind} environments`);
+      binding = kind.bind({ workspace: live.record.workspace, sessionId: live.record.id, environment: name }, environment.options);
+      live.bindings.set(name, binding);
+    }
+    return binding;
+  }
+
+  async #load(workspace: string, id: string): Promise<LiveSession> {
+    const cached = this.#live.get(id);
+    if (cached && cached.record.workspace === workspace) return cached;
+    const record = cached ? undefined : await this.#options.records.get(workspace, id);
+    if (!record || record.lifecycle === "deleting") throw serviceError("session_not_found", `this workspace has no session ${JSON.stringify(id)}`);
+    return this.#live.get(id) ?? this.#attach(record);
+  }
+
+  #attach(record: SessionRecord): LiveSession {
+    const live: LiveSession = { record, bindings: new Map(), inFlight: new Map(), drained: [] };
+    this.#live.set(record.id, live);
+    return live;
+  }
+}
+
+function environmentOf(record: SessionRecord, name: string): EnvironmentRecord {
+  const environment = record.environments.find((known) => known.name === name);
+  if (!environment) throw serviceError("environment_not_found", `session ${record.id} has no environment named ${JSON.stringify(name)}`);
+  return environment;
+}
+
+function encodePageToken(id: string): string {
+  return Buffer.from(id, "utf8").toString("base64url");
+}
+
+function decodePageToken(token: string): string {
+  const id = Buffer.from(token, "base64url").toString("utf8");
+  if (!/^ses_[0-9a-z]{26}$/.test(id)) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
+  return id;
+}

@@ -1,0 +1,55 @@
+import * as fs from "node:fs/promises";
+import * as path from "node:path";
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
+import { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { ConnectError } from "@connectrpc/connect";
+import { COMPONENTS_DIR } from "./pool.ts";
+import { bearer } from "./service.ts";
+
+/** A Connect client of SessionService for one workspace key. */
+export function sessionClient(baseUrl: string, key: string): Client<typeof SessionService> {
+  const transport = createConnectTransport({
+    baseUrl,
+    httpVersion: "2",
+    interceptors: [(next) => (request) => (request.header.set("authorization", `Bearer ${key}`), next(request))],
+  });
+  return createClient(SessionService, transport);
+}
+
+/** Admits build/components/<name>.wasm as a tool of the key's workspace; returns its id. */
+export async function admitTool(baseUrl: string, key: string, name: string): Promise<string> {
+  const bytes = await fs.readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
+  const response = await fetch(`${baseUrl}/v1/tools`, { method: "POST", headers: { ...bearer(key), "content-type": "application/wasm" }, body: bytes });
+  if (response.status !== 200) throw new Error(`admitting ${name}: ${response.status} ${await response.text()}`);
+  return ((await response.json()) as { id: string }).id;
+}
+
+export async function admitProgram(baseUrl: string, key: string, source: string): Promise<string> {
+  const response = await fetch(`${baseUrl}/v1/programs`, { method: "POST", headers: { ...bearer(key), "content-type": "text/plain" }, body: source });
+  if (response.status !== 200) throw new Error(`admitting a program: ${response.status} ${await response.text()}`);
+  return ((await response.json()) as { id: string }).id;
+}
+
+/** The stable code of a refused call (google.rpc.ErrorInfo.reason). */
+export async function refusedWith(call: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await call;
+  } catch (error) {
+    return ConnectError.from(error).findDetails(ErrorInfoSchema)[0]?.reason;
+  }
+  throw new Error("expected the call to be refused");
+}
+
+/** Every file under `dir` whose bytes contain `needle`. */
+export async function filesContaining(dir: string, needle: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const entry of await fs.readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const file = path.join(entry.parentPath, entry.name);
+    const bytes = await fs.readFile(file).catch(() => undefined);
+    if (bytes?.includes(needle)) found.push(file);
+  }
+  return found;
+}

@@ -1,0 +1,99 @@
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SessionEvent } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { buildTestComponents } from "./helpers/pool.ts";
+import { spawnService, type ServiceProcess } from "./helpers/process.ts";
+import { KEY_A, KEY_B } from "./helpers/service.ts";
+import { admitTool, sessionClient } from "./helpers/sessions.ts";
+
+beforeAll(() => buildTestComponents(), 600_000);
+
+async function replay(url: string, sessionId: string): Promise<Array<Pick<SessionEvent, "seq" | "type" | "data">>> {
+  const events = [];
+  const abort = new AbortController();
+  const client = sessionClient(url, KEY_A);
+  const last = new Promise<void>((resolve) => setTimeout(resolve, 300));
+  const reading = (async () => {
+    try {
+      for await (const { event } of client.watchSession({ sessionId }, { signal: abort.signal })) events.push({ seq: event!.seq, type: event!.type, data: event!.data });
+    } catch {
+      // aborted once caught up
+    }
+  })();
+  await last;
+  abort.abort();
+  await reading;
+  return events;
+}
+
+async function waitForLines(file: string, count: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const text = await fs.readFile(file, "utf8").catch(() => "");
+    if (text.split("\n").filter(Boolean).length >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`${file} never reached ${count} lines`);
+}
+
+describe("a server killed with a tool call in flight", () => {
+  let root: string;
+  let env: Record<string, string>;
+  let first: ServiceProcess | undefined;
+  let second: ServiceProcess | undefined;
+
+  beforeAll(async () => {
+    root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-restart-")));
+    env = {
+      SERVICE_DATA_DIR: path.join(root, "data"),
+      SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
+      SERVICE_ENV_FILESYSTEM_ALLOW: root,
+      SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
+    };
+  });
+  afterAll(async () => {
+    for (const service of [first, second]) service?.child.kill("SIGKILL");
+    await fs.rm(root, { recursive: true, force: true });
+  });
+
+  it("records exactly one unknown receipt after the restart, runs nothing twice, and takes new calls", async () => {
+    first = await spawnService(env);
+    const tool = await admitTool(first.url, KEY_A, "append-js");
+    const client = sessionClient(first.url, KEY_A);
+    const { session } = await client.createSession({
+      environments: [{ name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
+      tools: [{ name: "append", environment: "files", implementation: { kind: { case: "tool", value: tool } } }],
+    });
+    const sessionId = session!.id;
+    const log = path.join(root, "workspaces", "a", sessionId, "files", "runs.log");
+    const input = (line: string, holdMs: number) => ({ kind: { case: "structValue" as const, value: { fields: {
+      v: { kind: { case: "numberValue" as const, value: 1 } },
+      file: { kind: { case: "stringValue" as const, value: "runs.log" } },
+      line: { kind: { case: "stringValue" as const, value: line } },
+      holdMs: { kind: { case: "numberValue" as const, value: holdMs } },
+    } } } });
+
+    void client.callTool({ sessionId, tool: "append", input: input("slow", 60_000) }).catch(() => undefined);
+    await waitForLines(log, 1);
+    const before = await replay(first.url, sessionId);
+    expect(before.at(-1)?.type).toBe("operation.sent");
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    second = await spawnService(env);
+    const after = await replay(second.url, sessionId);
+    expect(after.slice(0, before.length)).toEqual(before);
+    const slowOperation = before.at(-1)!.data!.operationId;
+    const receipts = after.filter((event) => event.type === "operation.receipt" && event.data?.operationId === slowOperation);
+    expect(receipts).toHaveLength(1);
+    expect(receipts[0]?.data?.receipt).toMatchObject({ unknown: {} });
+
+    const again = await sessionClient(second.url, KEY_A).callTool({ sessionId, tool: "append", input: input("fast", 0) });
+    expect(again.receipt?.outcome.case).toBe("returned");
+    expect((await fs.readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["slow", "fast"]);
+
+    const replayedAgain = await replay(second.url, sessionId);
+    expect(replayedAgain.slice(0, after.length)).toEqual(after);
+  }, 120_000);
+});

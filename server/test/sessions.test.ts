@@ -1,0 +1,343 @@
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import type { Client } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { buildTestComponents } from "./helpers/pool.ts";
+import { KEY_A, KEY_B, bearer, postJson, startTestService, type TestService } from "./helpers/service.ts";
+import { admitProgram, admitTool, filesContaining, refusedWith, sessionClient } from "./helpers/sessions.ts";
+
+const SECRET_VALUE = "s3cr3t-value-that-must-not-leak-7f1c";
+
+beforeAll(() => buildTestComponents(), 600_000);
+
+/** A service with a workspace root inside the filesystem allow-list, one origin and one secret allowed. */
+async function startAllowingService(extra: Record<string, string> = {}): Promise<TestService & { root: string }> {
+  const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-ws-")));
+  process.env.SKILLENV_TEST_SECRET = SECRET_VALUE;
+  const service = await startTestService({
+    SERVICE_ENV_FILESYSTEM_ALLOW: root,
+    SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
+    SERVICE_ENV_NETWORK_ALLOW: "https://api.example.com",
+    SERVICE_ENV_SECRET_ALLOW: "SKILLENV_TEST_SECRET,SKILLENV_UNSET_SECRET,HOME",
+    ...extra,
+  });
+  return Object.assign(service, { root });
+}
+
+describe("sessions with the service environment", () => {
+  let service: TestService & { root: string };
+  let a: Client<typeof SessionService>;
+  let b: Client<typeof SessionService>;
+  let echo: string;
+  let workspaceTool: string;
+  let secretsTool: string;
+
+  beforeAll(async () => {
+    service = await startAllowingService();
+    a = sessionClient(service.url, KEY_A);
+    b = sessionClient(service.url, KEY_B);
+    [echo, workspaceTool, secretsTool] = await Promise.all([
+      admitTool(service.url, KEY_A, "echo-wat"),
+      admitTool(service.url, KEY_A, "workspace-js"),
+      admitTool(service.url, KEY_A, "secrets-js"),
+    ]);
+  }, 120_000);
+  afterAll(() => service?.close());
+
+  const echoSession = () => ({
+    environments: [{ name: "sandbox", kind: { case: "service" as const, value: {} } }],
+    tools: [{ name: "echo", description: "Echoes its input.", environment: "sandbox", implementation: { kind: { case: "tool" as const, value: echo } } }],
+  });
+
+  it("creates a ready session and runs a placed tool through the journal", async () => {
+    const { session } = await a.createSession(echoSession());
+    expect(session?.state).toBe("ready");
+    expect(session?.id).toMatch(/^ses_[0-9a-z]{26}$/);
+    expect(session?.environments[0]?.state).toBe("ready");
+
+    const called = await a.callTool({ sessionId: session!.id, tool: "echo", input: { kind: { case: "stringValue", value: "hello" } } });
+    expect(called.operationId).toMatch(/^op_/);
+    expect(called.receipt?.outcome.case).toBe("returned");
+    expect(called.receipt?.outcome.value).toMatchObject({ output: { kind: { case: "stringValue", value: "hello" } } });
+  });
+
+  it("serves the same calls as JSON over HTTP, with every field present", async () => {
+    const created = await postJson(service.url, "/v1/sessions", {
+      environments: [{ name: "sandbox", service: {} }],
+      tools: [{ name: "echo", environment: "sandbox", implementation: { tool: echo } }],
+    }, KEY_A);
+    expect(created.status).toBe(200);
+    const id = created.body.session.id as string;
+    const called = await postJson(service.url, `/v1/sessions/${id}/tools/echo:call`, { input: { v: 1, text: "json" } }, KEY_A);
+    expect(called.status).toBe(200);
+    expect(called.body.receipt).toEqual({ returned: { output: { v: 1, text: "json" } } });
+    const got = await fetch(`${service.url}/v1/sessions/${id}`, { headers: bearer(KEY_A) });
+    expect((await got.json()).session.state).toBe("ready");
+  });
+
+  it("journals every operation and replays it as events", async () => {
+    const { session } = await a.createSession(echoSession());
+    const id = session!.id;
+    await a.callTool({ sessionId: id, tool: "echo", input: { kind: { case: "numberValue", value: 7 } } });
+    await a.endSession({ sessionId: id });
+    const events = [];
+    for await (const { event } of a.watchSession({ sessionId: id })) events.push(event!);
+    expect(events.map((event) => event.type)).toEqual([
+      "session.created",
+      "operation.sent",
+      "operation.receipt",
+      "environment.ready",
+      "operation.sent",
+      "operation.receipt",
+      "operation.sent",
+      "operation.receipt",
+      "session.ended",
+    ]);
+    expect(events.map((event) => Number(event.seq))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(events[4]?.data).toMatchObject({ kind: "execute", tool: "echo", environment: "sandbox", input: 7 });
+    expect(events[5]?.data).toMatchObject({ kind: "execute", receipt: { returned: { output: 7 } } });
+    expect(events[6]?.data).toMatchObject({ kind: "detach" });
+    const replayed = [];
+    for await (const { event } of a.watchSession({ sessionId: id, after: 5n })) replayed.push(Number(event!.seq));
+    expect(replayed).toEqual([6, 7, 8, 9]);
+  });
+
+  it("streams events live as they are written", async () => {
+    const { session } = await a.createSession(echoSession());
+    const id = session!.id;
+    const seen: string[] = [];
+    const watching = (async () => {
+      for await (const { event } of a.watchSession({ sessionId: id, after: 4n })) seen.push(event!.type);
+    })();
+    await a.callTool({ sessionId: id, tool: "echo", input: { kind: { case: "boolValue", value: true } } });
+    await a.endSession({ sessionId: id });
+    await watching;
+    expect(seen).toEqual(["operation.sent", "operation.receipt", "operation.sent", "operation.receipt", "session.ended"]);
+  });
+
+  it.each<[string, (ids: { echo: string }) => object, string]>([
+    ["two environments with one name", () => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }, { name: "x", kind: { case: "service", value: {} } }] }), "invalid_argument"],
+    ["an environment name with a slash", () => ({ environments: [{ name: "a/b", kind: { case: "service", value: {} } }] }), "invalid_argument"],
+    ["an environment without a kind", () => ({ environments: [{ name: "x" }] }), "invalid_argument"],
+    ["a host environment", () => ({ environments: [{ name: "x", kind: { case: "host", value: {} } }] }), "environment_unsupported"],
+    ["an unknown setup mode", () => ({ environments: [{ name: "x", setup: "lazy", kind: { case: "service", value: {} } }] }), "invalid_argument"],
+    ["a tool named skills", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "skills", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
+    ["a tool name with __", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "a__b", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
+    ["a tool name with a dot", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "a.b", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
+    ["a tool in an unknown environment", ({ echo }) => ({ environments: [], tools: [{ name: "t", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
+    ["a tool placed twice", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [1, 2].map(() => ({ name: "t", environment: "x", implementation: { kind: { case: "tool", value: echo } } })) }), "invalid_argument"],
+    ["a tool without implementation", () => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "t", environment: "x" }] }), "invalid_argument"],
+    ["a tool that is not admitted", () => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "t", environment: "x", implementation: { kind: { case: "tool", value: "0".repeat(64) } } }] }), "not_found"],
+    ["a network origin outside the allow-list", () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { network: ["https://evil.example.com"] } } } }] }), "grant_not_allowed"],
+    ["a secret outside the allow-list", () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { secrets: ["PATH"] } } } }] }), "grant_not_allowed"],
+    ["a malformed grant", () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { filesystem: { workspace: "admin" } } } } }] }), "invalid_grant"],
+  ])("refuses %s and creates nothing", async (_, request, code) => {
+    const before = (await b.listSessions({})).sessions.length;
+    expect(await refusedWith(b.createSession(request({ echo: "" }) as never))).toBeDefined();
+    expect(await refusedWith(a.createSession(request({ echo }) as never))).toBe(code);
+    expect((await b.listSessions({})).sessions.length).toBe(before);
+  });
+
+  it("refuses a workspace grant when the workspace root is outside the filesystem allow-list", async () => {
+    const strict = await startTestService({ SERVICE_ENV_FILESYSTEM_ALLOW: path.join(service.root, "elsewhere"), SERVICE_ENV_WORKSPACE_ROOT: path.join(service.root, "workspaces") });
+    try {
+      const client = sessionClient(strict.url, KEY_A);
+      const request = { environments: [{ name: "x", kind: { case: "service" as const, value: { grants: { filesystem: { workspace: "write" } } } } }] };
+      expect(await refusedWith(client.createSession(request))).toBe("grant_not_allowed");
+      expect((await client.listSessions({})).sessions).toHaveLength(0);
+    } finally {
+      await strict.close();
+    }
+  });
+
+  it("keeps the workspace across calls of one session and removes it on delete", async () => {
+    const { session } = await a.createSession({
+      environments: [{ name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
+      tools: [{ name: "fs", environment: "files", implementation: { kind: { case: "tool", value: workspaceTool } } }],
+    });
+    const id = session!.id;
+    const call = async (input: object) => (await postJson(service.url, `/v1/sessions/${id}/tools/fs:call`, { input }, KEY_A)).body.receipt;
+    expect(await call({ v: 1, op: "write", path: "/workspace/notes.txt", data: "kept" })).toMatchObject({ returned: {} });
+    expect(await call({ v: 1, op: "read", path: "/workspace/notes.txt" })).toEqual({ returned: { output: { v: 1, ok: true, data: "kept" } } });
+    const dir = path.join(service.root, "workspaces", "a", id, "files");
+    expect(await fs.readFile(path.join(dir, "notes.txt"), "utf8")).toBe("kept");
+
+    await a.deleteSession({ sessionId: id });
+    await expect(fs.stat(dir)).rejects.toThrow(/ENOENT/);
+    expect(await refusedWith(a.getSession({ sessionId: id }))).toBe("session_not_found");
+  });
+
+  it("gives each session its own workspace", async () => {
+    const files = { environments: [{ name: "files", kind: { case: "service" as const, value: { grants: { filesystem: { workspace: "write" } } } } }], tools: [{ name: "fs", environment: "files", implementation: { kind: { case: "tool" as const, value: workspaceTool } } }] };
+    const first = (await a.createSession(files)).session!.id;
+    const second = (await a.createSession(files)).session!.id;
+    await postJson(service.url, `/v1/sessions/${first}/tools/fs:call`, { input: { v: 1, op: "write", path: "/workspace/mine", data: "1" } }, KEY_A);
+    const read = await postJson(service.url, `/v1/sessions/${second}/tools/fs:call`, { input: { v: 1, op: "read", path: "/workspace/mine" } }, KEY_A);
+    expect(read.body.receipt.failure.code).toBe("no-entry");
+  });
+
+  it("mounts granted secrets from the process environment, read at each invocation", async () => {
+    const secretSession = async (name: string) =>
+      (
+        await a.createSession({
+          environments: [{ name: "keys", kind: { case: "service", value: { grants: { secrets: [name] } } } }],
+          tools: [{ name: "secret", environment: "keys", implementation: { kind: { case: "tool", value: secretsTool } } }],
+        })
+      ).session!.id;
+    const call = async (id: string, name: string) => (await postJson(service.url, `/v1/sessions/${id}/tools/secret:call`, { input: { v: 1, name } }, KEY_A)).body.receipt;
+    const granted = await secretSession("SKILLENV_TEST_SECRET");
+    expect((await call(granted, "SKILLENV_TEST_SECRET")).returned.output.value).toBe(SECRET_VALUE);
+    expect((await call(granted, "HOME")).failure.code).toBe("no-entry");
+
+    delete process.env.SKILLENV_UNSET_SECRET;
+    const unset = await secretSession("SKILLENV_UNSET_SECRET");
+    expect((await call(unset, "SKILLENV_UNSET_SECRET")).failure.code).toBe("secret_unavailable");
+    process.env.SKILLENV_UNSET_SECRET = "set later";
+    expect((await call(unset, "SKILLENV_UNSET_SECRET")).returned.output.value).toBe("set later");
+    delete process.env.SKILLENV_UNSET_SECRET;
+  });
+
+  it("never writes a granted secret's value to the data directory, the events or the log", async () => {
+    const own = await startAllowingService();
+    try {
+      const client = sessionClient(own.url, KEY_A);
+      const tool = await admitTool(own.url, KEY_A, "echo-wat");
+      const { session } = await client.createSession({
+        environments: [{ name: "keys", kind: { case: "service", value: { grants: { secrets: ["SKILLENV_TEST_SECRET"] } } } }],
+        tools: [{ name: "echo", environment: "keys", implementation: { kind: { case: "tool", value: tool } } }],
+      });
+      await client.callTool({ sessionId: session!.id, tool: "echo", input: { kind: { case: "stringValue", value: "no secret here" } } });
+      await client.endSession({ sessionId: session!.id });
+      const events = [];
+      for await (const { event } of client.watchSession({ sessionId: session!.id })) events.push(JSON.stringify(event?.data));
+      expect(events.join("\n")).toContain("SKILLENV_TEST_SECRET");
+      expect(events.join("\n")).not.toContain(SECRET_VALUE);
+      expect(await filesContaining(own.dataDir, SECRET_VALUE)).toEqual([]);
+      expect(own.logs.join("\n")).not.toContain(SECRET_VALUE);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it("keeps a session of workspace A out of workspace B's reach", async () => {
+    const { session } = await a.createSession(echoSession());
+    const sessionId = session!.id;
+    expect(await refusedWith(b.getSession({ sessionId }))).toBe("session_not_found");
+    expect(await refusedWith(b.callTool({ sessionId, tool: "echo" }))).toBe("session_not_found");
+    expect(await refusedWith(b.endSession({ sessionId }))).toBe("session_not_found");
+    expect(await refusedWith(b.deleteSession({ sessionId }))).toBe("session_not_found");
+    expect(await refusedWith(b.setupEnvironment({ sessionId, environment: "sandbox" }))).toBe("session_not_found");
+    expect(await refusedWith((async () => { for await (const _ of b.watchSession({ sessionId })) break; })())).toBe("session_not_found");
+    expect((await b.listSessions({})).sessions.map((s) => s.id)).not.toContain(sessionId);
+    expect((await a.getSession({ sessionId })).session?.state).toBe("ready");
+  });
+
+  it("sets up a manual environment only when asked", async () => {
+    const request = echoSession();
+    request.environments[0] = { ...request.environments[0]!, setup: "manual" } as never;
+    const { session } = await a.createSession(request);
+    const sessionId = session!.id;
+    expect(session?.environments[0]?.state).toBe("pending");
+    expect(await refusedWith(a.callTool({ sessionId, tool: "echo" }))).toBe("environment_not_ready");
+    const setup = await a.setupEnvironment({ sessionId, environment: "sandbox" });
+    expect(setup.environment?.state).toBe("ready");
+    expect(setup.receipt?.outcome.case).toBe("returned");
+    expect((await a.callTool({ sessionId, tool: "echo" })).receipt?.outcome.case).toBe("returned");
+    expect(await refusedWith(a.setupEnvironment({ sessionId, environment: "nowhere" }))).toBe("environment_not_found");
+  });
+
+  it("refuses new work once ended, and lists newest first", async () => {
+    const first = (await a.createSession(echoSession())).session!.id;
+    const second = (await a.createSession(echoSession())).session!.id;
+    const ended = await a.endSession({ sessionId: first });
+    expect(ended.session?.state).toBe("ended");
+    expect(ended.session?.environments[0]?.state).toBe("detached");
+    expect(ended.session?.endedAt).toBeDefined();
+    expect(await refusedWith(a.callTool({ sessionId: first, tool: "echo" }))).toBe("session_ended");
+    const ids = (await a.listSessions({ pageSize: 2 })).sessions.map((s) => s.id);
+    expect(ids).toEqual([second, first]);
+    const page = await a.listSessions({ pageSize: 1 });
+    const next = await a.listSessions({ pageSize: 1, pageToken: page.nextPageToken });
+    expect(next.sessions[0]?.id).toBe(first);
+  });
+
+  it("refuses an unknown tool and an input above the journal's payload limit, journaling nothing", async () => {
+    const small = await startTestService({ SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: "64" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      const tool = await admitTool(small.url, KEY_A, "echo-wat");
+      const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "echo", environment: "s", implementation: { kind: { case: "tool", value: tool } } }] });
+      const sessionId = session!.id;
+      expect(await refusedWith(client.callTool({ sessionId, tool: "missing" }))).toBe("tool_not_found");
+      expect(await refusedWith(client.callTool({ sessionId, tool: "echo", input: { kind: { case: "stringValue", value: "x".repeat(100) } } }))).toBe("input_too_large");
+      await client.endSession({ sessionId });
+      const types = [];
+      for await (const { event } of client.watchSession({ sessionId })) types.push(event!.type);
+      expect(types).not.toContain("operation.sent" + "execute");
+      expect(types.filter((type) => type === "operation.sent")).toHaveLength(2); // setup and detach only
+    } finally {
+      await small.close();
+    }
+  });
+
+  it("ends an output above the payload limit as output_too_large, and runs programs", async () => {
+    const small = await startTestService({ SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: "1000" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      const runtime = await admitTool(small.url, KEY_A, "js-program-tool");
+      const program = await admitProgram(small.url, KEY_A, "function run(input) { return 'x'.repeat(input.n); }");
+      const { session } = await client.createSession({
+        environments: [{ name: "s", kind: { case: "service", value: {} } }],
+        tools: [{ name: "repeat", environment: "s", implementation: { kind: { case: "program", value: { id: program, runtime } } } }],
+      });
+      const call = (n: number) => postJson(small.url, `/v1/sessions/${session!.id}/tools/repeat:call`, { input: { n } }, KEY_A);
+      expect((await call(10)).body.receipt).toEqual({ returned: { output: "xxxxxxxxxx" } });
+      const big = (await call(5000)).body.receipt.failure;
+      expect(big.code).toBe("output_too_large");
+      expect(big.details).toMatchObject({ sizeBytes: "5002", maxBytes: "1000" });
+      expect(big.details.sha256).toMatch(/^[0-9a-f]{64}$/);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it("bounds every call by SERVICE_MAX_TURN_SECS, whatever timeout the caller asks", async () => {
+    const bounded = await startTestService({ SERVICE_MAX_TURN_SECS: "1" });
+    try {
+      const client = sessionClient(bounded.url, KEY_A);
+      const loop = await admitTool(bounded.url, KEY_A, "loop-wat");
+      const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
+      const called = await client.callTool({ sessionId: session!.id, tool: "spin", timeout: { seconds: 3600n, nanos: 0 } });
+      expect(called.receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout" } });
+    } finally {
+      await bounded.close();
+    }
+  });
+
+  it("reports a worker that dies mid-call as unknown, once", async () => {
+    const loop = await admitTool(service.url, KEY_A, "loop-wat");
+    const { session } = await a.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
+    const sessionId = session!.id;
+    const calling = a.callTool({ sessionId, tool: "spin", timeout: { seconds: 30n, nanos: 0 } });
+    const pool = service.serviceEnv.pool;
+    await waitUntil(() => pool.stats().inFlight.tools > 0);
+    const busy = pool.stats().workers.find((worker) => worker.tools > 0)!;
+    pool.testing.killWorker(busy.index);
+    const called = await calling;
+    expect(called.receipt?.outcome.case).toBe("unknown");
+    await a.endSession({ sessionId });
+    const receipts = [];
+    for await (const { event } of a.watchSession({ sessionId })) if (event?.type === "operation.receipt" && event.data?.operationId === called.operationId) receipts.push(event);
+    expect(receipts).toHaveLength(1);
+  });
+});
+
+async function waitUntil(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error("condition not reached");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
