@@ -1,6 +1,6 @@
 import { componentWit } from "@bytecodealliance/jco";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readComponentSections } from "../src/artifacts/component-sections.ts";
+import { ENTRYPOINT_TYPE, readComponentSections } from "../src/world/index.ts";
 import { componentizeJsTool } from "./helpers/components.ts";
 import { bearer, KEY_A, postJson, startTestService, type TestService } from "./helpers/service.ts";
 import { sha256 } from "./helpers/skills.ts";
@@ -38,7 +38,8 @@ describe("a componentize-js tool", () => {
     const witImports = [...wit.matchAll(/^\s*import ([a-z0-9-]+:[a-z0-9-/]+@[0-9.]+);$/gm)].map((match) => match[1]);
     const witExports = [...wit.matchAll(/^\s*export ([a-z0-9-]+): func/gm)].map((match) => match[1]);
     expect(sections.imports.filter((item) => item.sort === "instance").map((item) => item.name)).toEqual(witImports);
-    expect(sections.exports).toEqual(witExports.map((name) => ({ name, sort: "func" })));
+    expect(witExports).toEqual(["run"]);
+    expect(sections.exports).toEqual([{ name: "run", sort: "func", type: ENTRYPOINT_TYPE }]);
 
     const readerMs = await fastestMs(() => readComponentSections(tool));
     const witMs = await fastestMs(() => componentWit(tool), 2);

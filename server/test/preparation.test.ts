@@ -123,18 +123,39 @@ describe("preparation", () => {
     expect(warmGlue(foreign)).toEqual({ source: foreign, warmed: false });
   });
 
+  it("checks a component exactly as admission does: one world, grantable imports", async () => {
+    const preparer = await Preparer.create({ dataDir: dataDir.path, memoryMib: 64 });
+    try {
+      const hostTool = refOf("tool-importing-host", () => testComponent("tool-host"));
+      await expectPreparationFailure(preparer.prepare(hostTool), "tool-importing-host", "skillenv:env/host@0.1.0", "only agent loops may import the host interface");
+      await expectPreparationFailure(preparer.prepare(refOf("both", () => testComponent("both"))), "both run and turn");
+      // Refused before jco ever ran.
+      expect(preparer.stats).toMatchObject({ transpiles: 0, failures: 2 });
+      // What it records of a component that passes: its world's entrypoint and what it imports.
+      const loop = await preparer.prepare(refOf("agent-loop", () => testComponent("agent-loop")));
+      expect(loop.manifest.entrypoints).toEqual(["turn"]);
+      expect(loop.manifest.imports).toEqual([
+        { name: "skillenv:env/types@0.1.0", functions: [], resources: [] },
+        { name: "skillenv:env/host@0.1.0", functions: ["call-model", "dispatch-tools", "emit"], resources: [] },
+      ]);
+    } finally {
+      await preparer.close();
+    }
+  });
+
   it("fails with preparation_failed naming the component and the cause", async () => {
     const preparer = await Preparer.create({ dataDir: dataDir.path, memoryMib: 64 });
     try {
-      await expectPreparationFailure(preparer.prepare(refOf("not-a-component", async () => new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]))), "not-a-component", "transpile");
+      await expectPreparationFailure(preparer.prepare(refOf("not-a-component", async () => new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]))), "not-a-component", "not a WebAssembly component");
       await expectPreparationFailure(
         preparer.prepare(refOf("unloadable", async () => Promise.reject(new Error("object storage is down")))),
         "unloadable",
         "object storage is down",
       );
       await expectPreparationFailure(preparer.prepare(refOf("with-sockets", () => testComponent("tool-sockets"))), "with-sockets", "wasi:sockets/tcp");
-      await expectPreparationFailure(preparer.prepare(refOf("no-entrypoint", () => testComponent("neither"))), "no-entrypoint", "neither run nor turn");
+      await expectPreparationFailure(preparer.prepare(refOf("no-entrypoint", () => testComponent("neither"))), "no-entrypoint", "neither run (tool world) nor turn");
       expect(preparer.stats.failures).toBe(4);
+      expect(preparer.stats.transpiles).toBe(0);
       // A failed preparation is not cached: the next attempt tries again.
       const flaky = refOf("flaky", async () => {
         if (flaky.loads === 1) throw new Error("transient");

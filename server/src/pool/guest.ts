@@ -2,8 +2,8 @@
 // counter and imports, keeping a few fresh instances ready ahead of demand, and turning how a
 // call ended into a receipt.
 import { FUEL_IMPORT } from "../fuel/index.ts";
-import type { Entrypoint } from "../preparation/index.ts";
-import type { FailureBody, WorkerReceipt } from "./protocol.ts";
+import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../world/index.ts";
+import type { ComponentFacts, FailureBody, WorkerReceipt } from "./protocol.ts";
 import { GuestExit, wasiImports, type WasiContext } from "./wasi.ts";
 
 type CoreImports = Record<string, Record<string, unknown>>;
@@ -25,6 +25,7 @@ export interface LoadedComponent {
   refillScheduled: boolean;
 }
 
+
 /** What an instance's imports reach while it serves an invocation. */
 export interface Scope extends WasiContext {
   hostCall(op: "callModel" | "dispatchTools", payload: string): Promise<string>;
@@ -45,21 +46,18 @@ export interface GuestInstance {
   binding: Binding;
 }
 
-export function loadComponent(
-  id: string,
-  glue: { instantiate?: unknown },
-  modules: [string, WebAssembly.Module][],
-  entrypoints: Entrypoint[],
-  imports: string[],
-): LoadedComponent {
+const HOST_NAMESPACE = unversioned(HOST_INTERFACE);
+
+/** A prepared component ready to instantiate. */
+export function loadComponent(id: string, glue: { instantiate?: unknown }, modules: [string, WebAssembly.Module][], facts: ComponentFacts): LoadedComponent {
   if (typeof glue.instantiate !== "function") throw new Error("the prepared glue exports no instantiate function");
   return {
     id,
     instantiate: glue.instantiate as Instantiate,
     modules: new Map(modules),
-    entrypoints,
-    usesHost: imports.some((name) => name.startsWith("skillenv:env/host")),
-    usesWasi: imports.some((name) => name.startsWith("wasi:")),
+    entrypoints: facts.entrypoints,
+    usesHost: facts.imports.some((item) => unversioned(item.name) === HOST_NAMESPACE),
+    usesWasi: facts.imports.some((item) => (WASI_INTERFACES as readonly string[]).includes(unversioned(item.name))),
     spares: [],
     lastUsed: 0,
     refillScheduled: false,
@@ -68,12 +66,17 @@ export function loadComponent(
 
 const NO_HOST: FailureBody = { code: "host_unavailable", message: "no host services are bound to this invocation" };
 
-function hostImports(binding: Binding): Record<string, unknown> {
-  return {
-    callModel: (request: string) => (binding.scope ? binding.scope.hostCall("callModel", request) : Promise.reject(NO_HOST)),
-    dispatchTools: (calls: string) => (binding.scope ? binding.scope.hostCall("dispatchTools", calls) : Promise.reject(NO_HOST)),
-    emit: (event: string) => binding.scope?.emit(event),
-  };
+/** The imports of one instance, keyed as jco's glue looks them up; calls reach `binding.scope`. */
+function guestImports(binding: Binding, uses: { wasi: boolean; host: boolean }): Record<string, unknown> {
+  const imports: Record<string, unknown> = uses.wasi ? wasiImports(() => binding.scope) : {};
+  if (uses.host) {
+    imports[HOST_NAMESPACE] = {
+      callModel: (request: string) => (binding.scope ? binding.scope.hostCall("callModel", request) : Promise.reject(NO_HOST)),
+      dispatchTools: (calls: string) => (binding.scope ? binding.scope.hostCall("dispatchTools", calls) : Promise.reject(NO_HOST)),
+      emit: (event: string) => binding.scope?.emit(event),
+    };
+  }
+  return imports;
 }
 
 /**
@@ -89,8 +92,7 @@ export function instantiate(component: LoadedComponent, budget: bigint, binding:
     for (const value of Object.values(instance.exports)) if (value instanceof WebAssembly.Memory) memories.push(value);
     return instance;
   };
-  const imports: Record<string, unknown> = component.usesWasi ? wasiImports(() => binding.scope) : {};
-  if (component.usesHost) imports["skillenv:env/host"] = hostImports(binding);
+  const imports = guestImports(binding, { wasi: component.usesWasi, host: component.usesHost });
   const finish = (exports: unknown): GuestInstance => ({ exports: exports as Exports, fuel, startupFuel: budget - (fuel.value as bigint), memories, binding });
   const result = component.instantiate((name) => moduleNamed(component, name), imports, instantiateCore);
   return result instanceof Promise ? result.then(finish) : finish(result);

@@ -2,7 +2,7 @@ import { rm } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import { ConnectError } from "@connectrpc/connect";
 import { describeError } from "../errors/index.ts";
-import { asPreparationFailure, Preparer, type PreparedComponent } from "../preparation/index.ts";
+import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } from "../preparation/index.ts";
 import type { FailureBody, FromWorker, ToWorker, WireGrants, WorkerBoot, WorkerReceipt } from "./protocol.ts";
 import { createSandbox, needsSandbox, removeSandbox, sandboxRoot, type SandboxDirs } from "./sandbox.ts";
 import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerStats } from "./types.ts";
@@ -287,14 +287,8 @@ export class Pool {
     if (!compiled) return;
     handle.loads.set(id, deferred());
     const { prepared, modules } = compiled;
-    this.#post(handle, {
-      t: "load",
-      id,
-      glueUrl: prepared.glueUrl,
-      modules,
-      entrypoints: prepared.manifest.entrypoints,
-      imports: prepared.manifest.imports,
-    });
+    const { entrypoints, imports } = prepared.manifest;
+    this.#post(handle, { t: "load", id, glueUrl: prepared.glueUrl, modules, facts: { entrypoints, imports } });
   }
 
   #dispatch(invocation: Invocation, compiled: Compiled, started: number): Promise<Receipt> {
@@ -452,7 +446,7 @@ export class Pool {
     const onThread = new SharedArrayBuffer(4);
     const boot: WorkerBoot = {
       onThread,
-      memoryPages: Math.floor((this.#options.memoryMib * MiB) / 65536),
+      memoryPages: memoryPages(this.#options.memoryMib),
       // Bounds how long start-up code of a spare may hold the thread (a spare whose start-up
       // needs more is not kept; the invocation then instantiates with its own budget).
       spareFuel: Math.min(this.#options.fuel, SPARE_FUEL),

@@ -1,6 +1,6 @@
 // Messages between the pool (main thread) and its workers. Everything here crosses a
 // structured-clone boundary: no functions, and WebAssembly.Module objects are shared, not copied.
-import type { Entrypoint } from "../preparation/index.ts";
+import type { Entrypoint, ImportedInterface } from "../world/index.ts";
 
 export interface WorkerBoot {
   /**
@@ -25,6 +25,12 @@ export interface WireGrants {
   network: string[];
 }
 
+/** What a worker needs to know about a prepared component, from its manifest. */
+export interface ComponentFacts {
+  entrypoints: Entrypoint[];
+  imports: ImportedInterface[];
+}
+
 export interface FailureBody {
   code: string;
   message: string;
@@ -40,8 +46,7 @@ export type ToWorker =
       id: string;
       glueUrl: string;
       modules: [string, WebAssembly.Module][];
-      entrypoints: Entrypoint[];
-      imports: string[];
+      facts: ComponentFacts;
     }
   | {
       t: "invoke";

@@ -3,6 +3,7 @@
 // failure instead of process.exit, only the granted preopens, outgoing HTTP checked per request
 // against the network grant, and no sockets at all (preparation refuses components importing them).
 import * as shim from "@bytecodealliance/preview2-shim";
+import type { WasiInterface } from "../world/index.ts";
 import { filesystemTypes, type Descriptor } from "./fs-guard.ts";
 import { requestAllowed, schemeOf } from "./network.ts";
 
@@ -52,7 +53,7 @@ const exit = {
 };
 
 /** Namespaces that hold no per-invocation state: shared by every instance of a worker. */
-const shared: Record<string, unknown> = {
+const shared = {
   "wasi:cli/environment": environment,
   "wasi:cli/exit": exit,
   "wasi:cli/stdin": wasi.cli.stdin,
@@ -73,7 +74,7 @@ const shared: Record<string, unknown> = {
   "wasi:random/insecure": wasi.random.insecure,
   "wasi:random/insecure-seed": wasi.random.insecureSeed,
   "wasi:http/types": wasi.http.types,
-};
+} satisfies Partial<Record<WasiInterface, unknown>>;
 
 interface Pollable {
   ready(): boolean;
@@ -106,10 +107,11 @@ async function pollSuspending(context: () => WasiContext | undefined, list: Poll
 const DENIED = { tag: "HTTP-request-denied" };
 
 /**
- * The WASI import object of one instance. `context()` is read on every call, so one instance can
+ * The WASI import object of one instance: one namespace per interface of WASI_INTERFACES
+ * (server/src/world), no more, no less. `context()` is read on every call, so one instance can
  * be created ahead of demand and bound to its invocation later; before that it sees nothing.
  */
-export function wasiImports(context: () => WasiContext | undefined): Record<string, unknown> {
+export function wasiImports(context: () => WasiContext | undefined): Record<WasiInterface, unknown> {
   return {
     ...shared,
     "wasi:io/poll": {

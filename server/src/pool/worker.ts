@@ -147,7 +147,7 @@ function load(message: Extract<ToWorker, { t: "load" }>): void {
   }
   const promise = (async () => {
     const glue = (await import(message.glueUrl)) as { instantiate?: unknown };
-    const component = loadComponent(message.id, glue, message.modules, message.entrypoints, message.imports);
+    const component = loadComponent(message.id, glue, message.modules, message.facts);
     components.set(message.id, component);
     // Have fresh instances waiting before the first call, too.
     spares.schedule(component);

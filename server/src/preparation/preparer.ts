@@ -3,11 +3,12 @@ import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
+import { ConnectError } from "@connectrpc/connect";
 import { serviceError } from "../errors/index.ts";
-import { unprovidedImports } from "./imports.ts";
+import { checkWorld } from "../world/index.ts";
 import { PREPARED_FORMAT, toolchain, type Toolchain } from "./toolchain.ts";
 import type { TranspileJob, TranspileReply } from "./transpile-worker.ts";
-import type { ComponentRef, Entrypoint, PreparedComponent, PreparedManifest } from "./types.ts";
+import type { ComponentRef, PreparedComponent, PreparedManifest } from "./types.ts";
 
 export interface PreparerOptions {
   dataDir: string;
@@ -27,10 +28,10 @@ export interface PreparerStats {
 
 const GLUE_FILE = "glue.mjs";
 const MANIFEST_FILE = "manifest.json";
-const ENTRYPOINTS: readonly Entrypoint[] = ["run", "turn"];
 
 /**
- * Prepares components: transpile with jco (async instantiation, JSPI), instrument every core
+ * Prepares components: check them against the contract exactly as admission does
+ * (server/src/world), transpile with jco (async instantiation, JSPI), instrument every core
  * module for fuel, cap its memory, and persist the result under
  * `<dataDir>/prepared/<toolchain>/<component>/` so a restart (or a restarted worker) never
  * transpiles again. Concurrent preparations of one id share one promise.
@@ -108,23 +109,17 @@ export class Preparer {
     } catch (error) {
       throw new Error(`cannot load the component bytes: ${messageOf(error)}`);
     }
+    // invalid_component or import_not_grantable, named in the preparation_failed message.
+    const { world, imports } = checkWorld(bytes);
     const reply = await this.#transpile(bytes);
     if (!reply.ok) throw new Error(`${reply.stage} failed: ${reply.message}`);
     this.stats.transpiles++;
-    const entrypoints = ENTRYPOINTS.filter((name) => reply.exports.includes(name));
-    if (entrypoints.length === 0) {
-      throw new Error(`the component exports neither run nor turn of wit/env.wit (it exports: ${reply.exports.join(", ") || "nothing"})`);
-    }
-    const missing = unprovidedImports(reply.imports);
-    if (missing.length > 0) {
-      throw new Error(`the component imports ${missing.join(", ")}, which the service environment does not provide`);
-    }
     const manifest: PreparedManifest = {
       format: PREPARED_FORMAT,
       id: ref.id,
       toolchain: this.toolchain.id,
-      entrypoints,
-      imports: [...reply.imports].sort(),
+      entrypoints: [world.entrypoint],
+      imports,
       glue: GLUE_FILE,
       glueWarmUp: reply.glueWarmUp,
       coreModules: reply.coreModules.map(([name]) => name),
@@ -249,6 +244,7 @@ async function exists(path: string): Promise<boolean> {
 }
 
 function messageOf(error: unknown): string {
+  if (error instanceof ConnectError) return error.rawMessage;
   return error instanceof Error ? error.message : String(error);
 }
 

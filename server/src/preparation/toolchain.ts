@@ -3,16 +3,14 @@ import { readdir, readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { HOST_INTERFACE, SUSPENDING_HOST_FUNCTIONS, WORLDS } from "../world/index.ts";
 
 /**
  * Version of the prepared-directory layout, of the transpile options below and of the glue
  * patch (glue.ts). Bump it whenever one changes: every prepared component is then redone once
  * (a new toolchain directory).
  */
-export const PREPARED_FORMAT = 3;
-
-/** The package the WIT contract (wit/env.wit) names; host imports are async (JSPI). */
-export const HOST_INTERFACE = "skillenv:env/host@0.1.0";
+export const PREPARED_FORMAT = 4;
 
 /**
  * jco options of every preparation. `instantiation: "async"` yields `instantiate(getCoreModule,
@@ -24,8 +22,8 @@ export const TRANSPILE_OPTIONS = {
   instantiation: "async",
   asyncMode: "jspi",
   // Host calls and wasi:io/poll (HTTP responses, timers) suspend the guest instead of blocking.
-  asyncImports: [`${HOST_INTERFACE}#call-model`, `${HOST_INTERFACE}#dispatch-tools`, "wasi:io/poll#poll"],
-  asyncExports: ["run", "turn"],
+  asyncImports: [...SUSPENDING_HOST_FUNCTIONS.map((name) => `${HOST_INTERFACE}#${name}`), "wasi:io/poll#poll"],
+  asyncExports: Object.keys(WORLDS),
   // Every core module as its own file (none inlined as base64 into the JS): each is instrumented.
   base64Cutoff: 0,
   emitTypescriptDeclarations: false,
@@ -49,8 +47,9 @@ export interface Toolchain {
 
 /**
  * Identifies everything that shapes prepared output: the jco and jco-transpile versions (the
- * glue generator), the fuel rewriter's source, the preparation steps' source (transpile worker,
- * glue patch), the memory cap and the transpile options. A change to any of them selects a
+ * glue generator), the fuel rewriter's source, the contract's source (server/src/world: what a
+ * prepared component was checked against, and what its manifest records of it), the preparation
+ * steps' source (transpile worker, glue patch), the memory cap and the transpile options. A change to any of them selects a
  * fresh directory, so stale output is never reused.
  */
 export async function toolchain(memoryMib: number): Promise<Toolchain> {
@@ -59,21 +58,26 @@ export async function toolchain(memoryMib: number): Promise<Toolchain> {
   const jco = await packageVersion(jcoEntry);
   const transpileEntry = createRequire(jcoEntry).resolve("@bytecodealliance/jco-transpile");
   const jcoTranspile = await packageVersion(transpileEntry);
-  const fuelDir = fileURLToPath(new URL("../fuel/", import.meta.url));
-  const fuelHash = createHash("sha256");
-  for (const name of (await readdir(fuelDir)).filter((file) => file.endsWith(".ts")).sort()) {
-    fuelHash.update(`${name}\0`).update(await readFile(join(fuelDir, name))).update("\0");
-  }
-  const fuelSourceHash = fuelHash.digest("hex");
+  const fuelSourceHash = await sourceHash("../fuel/");
   // The steps of preparation itself (instrument + cap order, the glue patch).
   const stepsHash = createHash("sha256");
   for (const name of ["transpile-worker.ts", "glue.ts"]) stepsHash.update(await readFile(fileURLToPath(new URL(`./${name}`, import.meta.url))));
   const pages = memoryPages(memoryMib);
   const id = createHash("sha256")
-    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
+    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../world/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
     .digest("hex")
     .slice(0, 16);
   return { id, jco, jcoTranspile, fuelSourceHash, memoryPages: pages };
+}
+
+/** A hash of the TypeScript sources of a directory of server/src, relative to this one. */
+async function sourceHash(relativeDir: string): Promise<string> {
+  const dir = fileURLToPath(new URL(relativeDir, import.meta.url));
+  const hash = createHash("sha256");
+  for (const name of (await readdir(dir)).filter((file) => file.endsWith(".ts")).sort()) {
+    hash.update(`${name}\0`).update(await readFile(join(dir, name))).update("\0");
+  }
+  return hash.digest("hex");
 }
 
 /** Walks up from a resolved entry file to its package.json. */

@@ -22,8 +22,6 @@ export type TranspileReply =
       glueWarmUp: boolean;
       /** [file name, instrumented + capped bytes] in the glue's names. */
       coreModules: [string, Uint8Array][];
-      imports: string[];
-      exports: string[];
       functionsInstrumented: number;
       ms: number;
     }
@@ -68,8 +66,6 @@ async function run(job: TranspileJob): Promise<void> {
       glue: new TextEncoder().encode(warmed.source),
       glueWarmUp: warmed.warmed,
       coreModules,
-      imports: result.imports,
-      exports: result.exports.map(([name]) => name),
       functionsInstrumented,
       ms: Math.round(performance.now() - started),
     };

@@ -1,21 +1,22 @@
+import type { Entrypoint, ImportedInterface } from "../world/index.ts";
+
+export type { Entrypoint };
+
 /** A component to prepare: its id (content address) and its raw bytes, fetched only when needed. */
 export interface ComponentRef {
   id: string;
   load(): Promise<Uint8Array>;
 }
 
-/** Which contract of wit/env.wit a component implements, read from its exports. */
-export type Entrypoint = "run" | "turn";
-
 /** The on-disk manifest of one prepared component (`manifest.json`, written last). */
 export interface PreparedManifest {
   format: number;
   id: string;
   toolchain: string;
-  /** Exported entrypoints among `run` and `turn`. */
+  /** The entrypoint it exports: `run` (tool world) or `turn` (agent-loop world). */
   entrypoints: Entrypoint[];
-  /** Interfaces the component imports, as jco names them (unversioned, e.g. `wasi:io/streams`). */
-  imports: string[];
+  /** Interfaces it imports, versioned, with the functions and resources it takes from each. */
+  imports: ImportedInterface[];
   /** The JS glue module (jco `--instantiation async` output, JSPI mode). */
   glue: string;
   /** Whether the glue carries the instance warm-up (server/src/preparation/glue.ts). */
@@ -23,6 +24,7 @@ export interface PreparedManifest {
   /** Core modules, instrumented for fuel and with their memories capped, in the glue's names. */
   coreModules: string[];
   functionsInstrumented: number;
+  /** The cap of each guest memory, in 64 KiB pages. */
   memoryPages: number;
   componentBytes: number;
   preparedAt: string;
