@@ -44,6 +44,8 @@ beforeAll(async () => {
     "tool-resource",
     "both",
     "neither",
+    "bad-run",
+    "tool-random-f",
   ];
   for (const world of worlds) components.set(world, await testComponent(world));
 });
@@ -175,6 +177,13 @@ describe("component admission over REST", () => {
     ["an agent loop", "/v1/tools", "invalid_component", "POST /v1/agentloops", () => component("agent-loop", "as-tool")],
     ["a component exporting run and turn", "/v1/tools", "invalid_component", "both run and turn", () => component("both", "both")],
     ["a component exporting neither world", "/v1/tools", "invalid_component", "neither run", () => component("neither", "neither")],
+    [
+      "a tool whose run has another signature",
+      "/v1/tools",
+      "invalid_component",
+      "run is func() -> s32, but skillenv:env/tool@0.1.0 declares func(string, string, u64) -> result<string, record { code: string, message: string }>",
+      () => component("bad-run", "bad-run"),
+    ],
     ["a tool importing wasi:sockets", "/v1/tools", "import_not_grantable", "wasi:sockets/tcp@0.2.3", () => component("tool-sockets", "sockets")],
     ["a tool importing wasi:cli/run", "/v1/tools", "import_not_grantable", "wasi:cli/run@0.2.3", () => component("tool-wasi-unprovided", "cli-run")],
     ["a tool importing WASI 0.3", "/v1/tools", "import_not_grantable", "wasi:io/streams@0.3.0", () => component("tool-wasi-03", "wasi-03")],
@@ -340,6 +349,16 @@ describe("POST /v1/service-env/prepare", () => {
     expect(await refusedPrepare({ agentloops: [tool] })).toEqual(refused(404, "not_found"));
     expect(await refusedPrepare({ programs: ["nope"] })).toEqual(refused(400, "invalid_sha256"));
     expect(await refusedPrepare({ tools: [tool], extra: 1 })).toEqual(refused(400, "malformed_request"));
+  });
+
+  it("fails with preparation_failed naming a function the environment does not provide", async () => {
+    // wasi:random/random is provided, so admission (which reads interface names) accepts it; its
+    // function f is not, which preparation finds by checking the workers' real imports.
+    const { id } = (await admitRaw("/v1/tools", component("tool-random-f", "prepare-random-f"))).body;
+    const reply = await postJson(service.url, "/v1/service-env/prepare", { tools: [id] }, KEY_A);
+    expect(reply).toEqual(refused(422, "preparation_failed"));
+    expect(reply.body.message).toContain(id);
+    expect(reply.body.message).toContain("f of wasi:random/random@0.2.3");
   });
 
   it("fails with preparation_failed naming the artifact when its bytes are gone", async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HostServices, Pool, Receipt } from "../src/pool/index.ts";
+import { testComponent } from "./helpers/components.ts";
 import { buildTestComponents, component, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "./helpers/pool.ts";
 
 const echo = component("echo-wat");
@@ -120,6 +121,23 @@ describe("pool basics", () => {
     expect(receipt).toMatchObject({ outcome: "failure", code: "preparation_failed" });
     expect(receipt.outcome === "failure" && receipt.message).toContain("broken-component");
     await expect(pool.prepare(broken)).rejects.toThrow(/broken-component/);
+  });
+});
+
+describe("what preparation refuses", () => {
+  it("a tool whose run has another signature is not prepared, and no invocation runs it", async () => {
+    const badRun = { id: "bad-run", load: () => testComponent("bad-run") };
+    await expect(pool.prepare(badRun)).rejects.toThrow(/bad-run.*run is func\(\) -> s32/);
+    const receipt = await run(pool, badRun, {});
+    expect(receipt).toMatchObject({ outcome: "failure", code: "preparation_failed" });
+    expect(pool.isPrepared("bad-run")).toBe(false);
+  });
+
+  it("a component taking a function its WASI interface lacks is not prepared", async () => {
+    const randomF = { id: "random-f", load: () => testComponent("tool-random-f") };
+    await expect(pool.prepare(randomF)).rejects.toThrow(/f of wasi:random\/random@0\.2\.3, which the service environment does not provide/);
+    expect(await run(pool, randomF, {})).toMatchObject({ outcome: "failure", code: "preparation_failed" });
+    expect(pool.isPrepared("random-f")).toBe(false);
   });
 });
 

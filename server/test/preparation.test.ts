@@ -123,14 +123,16 @@ describe("preparation", () => {
     expect(warmGlue(foreign)).toEqual({ source: foreign, warmed: false });
   });
 
-  it("checks a component exactly as admission does: one world, grantable imports", async () => {
+  it("checks a component exactly as admission does: world, entrypoint signature, grantable imports", async () => {
     const preparer = await Preparer.create({ dataDir: dataDir.path, memoryMib: 64 });
     try {
       const hostTool = refOf("tool-importing-host", () => testComponent("tool-host"));
       await expectPreparationFailure(preparer.prepare(hostTool), "tool-importing-host", "skillenv:env/host@0.1.0", "only agent loops may import the host interface");
+      const badRun = refOf("bad-run", () => testComponent("bad-run"));
+      await expectPreparationFailure(preparer.prepare(badRun), "bad-run", "run is func() -> s32");
       await expectPreparationFailure(preparer.prepare(refOf("both", () => testComponent("both"))), "both run and turn");
       // Refused before jco ever ran.
-      expect(preparer.stats).toMatchObject({ transpiles: 0, failures: 2 });
+      expect(preparer.stats).toMatchObject({ transpiles: 0, failures: 3 });
       // What it records of a component that passes: its world's entrypoint and what it imports.
       const loop = await preparer.prepare(refOf("agent-loop", () => testComponent("agent-loop")));
       expect(loop.manifest.entrypoints).toEqual(["turn"]);

@@ -3,6 +3,7 @@
 // call ended into a receipt.
 import { FUEL_IMPORT } from "../fuel/index.ts";
 import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../world/index.ts";
+import { missingImports } from "./imports.ts";
 import type { ComponentFacts, FailureBody, WorkerReceipt } from "./protocol.ts";
 import { GuestExit, wasiImports, type WasiContext } from "./wasi.ts";
 
@@ -48,9 +49,14 @@ export interface GuestInstance {
 
 const HOST_NAMESPACE = unversioned(HOST_INTERFACE);
 
-/** A prepared component ready to instantiate. */
+/**
+ * A prepared component ready to instantiate. Fails when the worker's imports lack a function or
+ * resource the component takes from them (every instantiation would fail).
+ */
 export function loadComponent(id: string, glue: { instantiate?: unknown }, modules: [string, WebAssembly.Module][], facts: ComponentFacts): LoadedComponent {
   if (typeof glue.instantiate !== "function") throw new Error("the prepared glue exports no instantiate function");
+  const missing = missingImports(facts.imports, guestImports({}, { wasi: true, host: true }));
+  if (missing.length > 0) throw new Error(`the component imports ${missing.join(", ")}, which the service environment does not provide`);
   return {
     id,
     instantiate: glue.instantiate as Instantiate,

@@ -1,6 +1,6 @@
 import { serviceError } from "../errors/index.ts";
 import { ComponentFormatError, readComponentSections, type ComponentSections, type ExternName } from "./binary.ts";
-import { ENV_FUNCTIONS, HOST_INTERFACE, WASI_INTERFACES, WASI_VERSION, WORLDS, type Entrypoint, type World } from "./contract.ts";
+import { ENTRYPOINT_TYPE, ENV_FUNCTIONS, HOST_INTERFACE, WASI_INTERFACES, WASI_VERSION, WORLDS, type Entrypoint, type World } from "./contract.ts";
 
 /** What a component is, checked against the contract (contract.ts). */
 export interface ComponentWorld {
@@ -20,8 +20,11 @@ export interface ImportedInterface {
 }
 
 /**
- * Checks that the bytes are a component of one world of wit/env.wit importing only interfaces the
- * environment provides: invalid_component or import_not_grantable, each naming the problem.
+ * Checks that the bytes are a component of one world of wit/env.wit, with its entrypoint's exact
+ * signature, importing only interfaces the environment provides: invalid_component or
+ * import_not_grantable, each naming the problem. Whether the environment has every function the
+ * component takes from a WASI interface is checked against the real imports when a worker loads
+ * the component (pool/imports.ts); the bytes cannot tell.
  */
 export function checkWorld(bytes: Uint8Array): ComponentWorld {
   const sections = readComponent(bytes);
@@ -39,7 +42,7 @@ export function readComponent(bytes: Uint8Array): ComponentSections {
   }
 }
 
-/** The world whose entrypoint the component exports: exactly one, as a function. */
+/** The world whose entrypoint the component exports: exactly one, as a function of the right type. */
 export function worldOf({ exports }: ComponentSections): World {
   const entrypoints = exports.filter((item) => Object.hasOwn(WORLDS, item.name));
   const [entry, other] = entrypoints;
@@ -49,6 +52,9 @@ export function worldOf({ exports }: ComponentSections): World {
   if (other !== undefined) throw serviceError("invalid_component", "the component exports both run and turn; a component implements one world");
   const world = WORLDS[entry.name as Entrypoint];
   if (entry.sort !== "func") throw serviceError("invalid_component", `the component's export ${entry.name} is not a function`);
+  if (entry.type !== ENTRYPOINT_TYPE) {
+    throw serviceError("invalid_component", `the component's ${entry.name} is ${entry.type}, but ${world.name} declares ${ENTRYPOINT_TYPE} (wit/env.wit)`);
+  }
   return world;
 }
 
@@ -91,12 +97,13 @@ function interfaceProblem(item: ExternName, world: World): string | undefined {
   return undefined;
 }
 
-/** A skillenv:env interface provides exactly its functions of wit/env.wit, and no resources. (Their types: to come.) */
+/** A skillenv:env interface provides exactly its functions of wit/env.wit, and no resources. */
 function envFunctionProblem(item: ExternName, functions: Readonly<Record<string, string>>): string | undefined {
   for (const used of item.exports ?? []) {
     if (used.sort === "type" && used.bound === "eq") continue;
     const expected = used.sort === "func" && Object.hasOwn(functions, used.name) ? functions[used.name] : undefined;
     if (expected === undefined) return `wit/env.wit's ${item.name} has no ${used.sort === "func" ? "function" : used.sort} ${used.name}`;
+    if (used.type !== expected) return `its ${used.name} is ${used.type}; wit/env.wit declares ${expected}`;
   }
   return undefined;
 }

@@ -56,6 +56,11 @@ world both {
   export turn: func(input: string, configuration: string, deadline-ms: u64) -> result<string, failure>;
 }
 world neither { export hello: func() -> string; }
+world bad-run { export run: func() -> s32; }
+world tool-random-f {
+  include skillenv:env/tool@0.1.0;
+  import wasi:random/random@0.2.3;
+}
 
 package wasi:io@0.2.3 { interface streams { flush: func(); } }
 package wasi:io@0.3.0 { interface streams { flush: func(); } }
@@ -66,6 +71,7 @@ package wasi:cli@0.2.3 {
 package wasi:%constructor@0.2.3 { interface call { call: func(); } }
 package wasi:http@0.2.3 { interface outgoing-handler { handle: func(); } }
 package wasi:sockets@0.2.3 { interface tcp { connect: func(); } }
+package wasi:random@0.2.3 { interface random { f: func(); } }
 package acme:vault@1.0.0 { interface secrets { reveal: func() -> string; } }
 `;
 
@@ -81,7 +87,9 @@ export type TestWorld =
   | "tool-vendor"
   | "tool-resource"
   | "both"
-  | "neither";
+  | "neither"
+  | "bad-run"
+  | "tool-random-f";
 
 /** A component of the world with a dummy core module: valid, but traps if called. */
 export async function testComponent(world: TestWorld): Promise<Uint8Array> {
