@@ -141,6 +141,59 @@ describe("what preparation refuses", () => {
   });
 });
 
+describe("spare instances", () => {
+  const MiB = 1024 * 1024;
+
+  it("hold no more memory than their budget, and refilling stops when the next one would not fit", async () => {
+    // big-memory-wat starts with 162.5 MiB of memory: one spare fits in 256 MiB, two do not.
+    const big = component("big-memory-wat");
+    const spareful = await startPool({ workers: 1, spareInstances: 2, spareMemoryMib: 256 });
+    try {
+      await spareful.prepare(big);
+      expect(output(await run(spareful, big, { v: 1 }))).toEqual({ v: 1 });
+      let spares = await spareful.testing.spares(0);
+      for (let polls = 0; spares.instances !== 1; polls++) {
+        if (polls > 500) throw new Error(`the spares never settled: ${JSON.stringify(spares)}`);
+        spares = await spareful.testing.spares(0);
+      }
+      expect(spares.bytes).toBe(2600 * 65536);
+      // Settled for good: every later look finds the same spare, none instantiated since. (The
+      // old policy instantiated a second one, evicted one, and started over, without end.)
+      for (let look = 0; look < 20; look++) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        expect(await spareful.testing.spares(0)).toEqual(spares);
+      }
+    } finally {
+      await spareful.close();
+    }
+  }, 60_000);
+
+  it("are never instantiated when one would not fit in the budget at all", async () => {
+    const big = component("big-memory-wat");
+    const frugal = await startPool({ workers: 1, spareInstances: 2, spareMemoryMib: 128 });
+    try {
+      await frugal.prepare(big);
+      for (let i = 0; i < 3; i++) expect(output(await run(frugal, big, { v: i }))).toEqual({ v: i });
+      expect(await frugal.testing.spares(0)).toEqual({ instances: 0, bytes: 0, instantiated: 0 });
+      // A small component still gets its spares beside it.
+      await frugal.prepare(echo);
+      await run(frugal, echo, { v: 1 });
+      await waitForSpares(frugal, 2);
+      expect((await frugal.testing.spares(0)).bytes).toBeLessThanOrEqual(128 * MiB);
+    } finally {
+      await frugal.close();
+    }
+  }, 60_000);
+});
+
+/** Polls worker 0 until it holds `count` spares (bounded: a hang fails the test). */
+async function waitForSpares(target: Pool, count: number): Promise<void> {
+  for (let polls = 0; (await target.testing.spares(0)).instances !== count; polls++) {
+    if (polls > 500) throw new Error(`worker 0 never held ${count} spares`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
 describe("crashes and capacity", () => {
   it("a worker killed mid-call gives unknown; its replacement restores preparation without transpiling", async () => {
     const crashy = await startPool({ workers: 2 });

@@ -1,2 +1,2 @@
 export { FUEL_IMPORT, instrumentFuel, type InstrumentResult } from "./instrument.ts";
-export { capMemory } from "./memory.ts";
+export { capMemory, definedMemoryPages } from "./memory.ts";

@@ -53,6 +53,25 @@ function capMemorySection(module: Uint8Array, s: Section, maxPages: number): Wri
   return w;
 }
 
+/**
+ * The sum of the minimum sizes, in 64 KiB pages, of the memories the module defines (imported
+ * memories belong to the module that defines them): the memory an instance starts with.
+ */
+export function definedMemoryPages(input: Uint8Array): number {
+  const module = plainBytes(input);
+  let pages = 0;
+  for (const s of readSections(module)) {
+    if (s.id !== SEC_MEMORY) continue;
+    const r = sectionReader(module, s);
+    for (let n = r.u32(); n > 0; n--) {
+      const flags = r.u8();
+      pages += r.u32();
+      if (flags & 1) r.u32();
+    }
+  }
+  return pages;
+}
+
 /** Limits flags: bit 0 has-max, bit 1 shared (kept); memory64 and custom page sizes are refused. */
 function capLimits(r: Reader, w: Writer, maxPages: number): void {
   const at = r.pos;

@@ -22,6 +22,8 @@ export interface LoadedComponent {
   usesWasi: boolean;
   /** Fresh instances waiting for an invocation; each is used once. */
   spares: GuestInstance[];
+  /** Guest memory of a fresh instance: its declared minimum until one was measured. */
+  spareBytes: number;
   lastUsed: number;
   refillScheduled: boolean;
 }
@@ -65,6 +67,7 @@ export function loadComponent(id: string, glue: { instantiate?: unknown }, modul
     usesHost: facts.imports.some((item) => unversioned(item.name) === HOST_NAMESPACE),
     usesWasi: facts.imports.some((item) => (WASI_INTERFACES as readonly string[]).includes(unversioned(item.name))),
     spares: [],
+    spareBytes: facts.initialMemoryBytes,
     lastUsed: 0,
     refillScheduled: false,
   };
@@ -117,15 +120,20 @@ export function memoryBytes(instance: GuestInstance): number {
 
 /**
  * Keeps up to `depth` fresh instances per recently used component, within a memory budget
- * shared by the worker (least recently used components lose theirs first). A spare is
- * instantiated with `spareFuel`; its start-up consumption is charged to the invocation that
- * takes it, so fuel accounting is the same as instantiating on demand.
+ * shared by the worker. A spare is instantiated only when its memory fits beside the spares
+ * already held, after dropping those of less recently used components if need be; the spares of
+ * the component itself and of more recently used ones are never dropped to make room, so
+ * refilling stops instead of cycling. A spare is instantiated with `spareFuel`; its start-up
+ * consumption is charged to the invocation that takes it, so fuel accounting is the same as
+ * instantiating on demand.
  */
 export class Spares {
   readonly #depth: number;
   readonly #budgetBytes: number;
   readonly #spareFuel: bigint;
   readonly #components: Map<string, LoadedComponent>;
+  /** Spares instantiated over the worker's life (for tests: refilling must converge). */
+  instantiated = 0;
 
   constructor(depth: number, budgetBytes: number, spareFuel: bigint, components: Map<string, LoadedComponent>) {
     this.#depth = depth;
@@ -147,15 +155,28 @@ export class Spares {
   /** Tops the component's spares up when the worker is next idle. */
   schedule(component: LoadedComponent): void {
     component.lastUsed = performance.now();
+    this.#scheduleRefill(component);
+  }
+
+  /** Guest memory the spares of this worker hold. */
+  heldBytes(): number {
+    let total = 0;
+    for (const component of this.#components.values()) for (const spare of component.spares) total += memoryBytes(spare);
+    return total;
+  }
+
+  #scheduleRefill(component: LoadedComponent): void {
     if (this.#depth === 0 || component.refillScheduled || component.spares.length >= this.#depth) return;
     component.refillScheduled = true;
     setImmediate(() => this.#refill(component));
   }
 
-  /** Adds one spare; one per turn of the event loop, so queued invocations go first. */
+  /** Adds one spare if it fits; one per turn of the event loop, so queued invocations go first. */
   #refill(component: LoadedComponent): void {
     component.refillScheduled = false;
     if (this.#components.get(component.id) !== component || component.spares.length >= this.#depth) return;
+    if (!this.#makeRoom(component, component.spareBytes)) return;
+    let spare: GuestInstance;
     try {
       const made = instantiate(component, this.#spareFuel, {});
       if (made instanceof Promise) {
@@ -163,32 +184,33 @@ export class Spares {
         made.catch(() => undefined);
         return;
       }
-      component.spares.push(made);
+      spare = made;
     } catch {
       // Start-up trapped (fuel, memory): on-demand instantiation will report it properly.
       return;
     }
-    this.#evict();
-    if (component.spares.length > 0 && component.spares.length < this.#depth) {
-      component.refillScheduled = true;
-      setImmediate(() => this.#refill(component));
-    }
+    this.instantiated++;
+    // Start-up code may have grown memory beyond the declared minimum: the next estimate is exact.
+    component.spareBytes = memoryBytes(spare);
+    if (this.heldBytes() + component.spareBytes > this.#budgetBytes) return;
+    component.spares.push(spare);
+    this.#scheduleRefill(component);
   }
 
-  /** Drops spares of the least recently used components while over the memory budget. */
-  #evict(): void {
-    let total = 0;
-    const holders: LoadedComponent[] = [];
-    for (const component of this.#components.values()) {
-      if (component.spares.length === 0) continue;
-      holders.push(component);
-      for (const spare of component.spares) total += memoryBytes(spare);
+  /**
+   * Whether `bytes` more fit in the budget, dropping spares of components used less recently than
+   * `component` (least recent first) until they do. Nothing is dropped when they cannot fit.
+   */
+  #makeRoom(component: LoadedComponent, bytes: number): boolean {
+    const older = [...this.#components.values()].filter((other) => other !== component && other.lastUsed < component.lastUsed && other.spares.length > 0);
+    const held = this.heldBytes();
+    const droppable = older.reduce((sum, other) => sum + other.spares.reduce((bytesOf, spare) => bytesOf + memoryBytes(spare), 0), 0);
+    if (held - droppable + bytes > this.#budgetBytes) return false;
+    let total = held;
+    for (const other of older.sort((a, b) => a.lastUsed - b.lastUsed)) {
+      while (other.spares.length > 0 && total + bytes > this.#budgetBytes) total -= memoryBytes(other.spares.shift()!);
     }
-    holders.sort((a, b) => a.lastUsed - b.lastUsed);
-    for (const component of holders) {
-      if (total <= this.#budgetBytes) return;
-      while (component.spares.length > 0 && total > this.#budgetBytes) total -= memoryBytes(component.spares.shift()!);
-    }
+    return true;
   }
 }
 

@@ -3,7 +3,7 @@ import { Worker } from "node:worker_threads";
 import { ConnectError } from "@connectrpc/connect";
 import { describeError } from "../errors/index.ts";
 import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } from "../preparation/index.ts";
-import type { FailureBody, FromWorker, ToWorker, WireGrants, WorkerBoot, WorkerReceipt } from "./protocol.ts";
+import type { FailureBody, FromWorker, SpareStats, ToWorker, WireGrants, WorkerBoot, WorkerReceipt } from "./protocol.ts";
 import { createSandbox, needsSandbox, removeSandbox, sandboxRoot, type SandboxDirs } from "./sandbox.ts";
 import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerStats } from "./types.ts";
 
@@ -16,6 +16,7 @@ export const DEADLINE_GRACE_MS = 100;
 /** Largest fuel budget: the counter is an i64 and must not wrap. */
 const MAX_FUEL = 2 ** 62;
 const MiB = 1024 * 1024;
+const PAGE = 65536;
 const SPARE_FUEL = 100_000_000;
 
 type Kind = "tool" | "loop";
@@ -56,6 +57,8 @@ class WorkerHandle {
   readonly flights = new Set<Flight>();
   readonly loads = new Map<string, Deferred>();
   readonly loaded = new Set<string>();
+  /** Callers of pool.testing.spares waiting for the worker's answer, in order. */
+  readonly spareQueries: Deferred<SpareStats>[] = [];
   readonly ready = deferred();
   /** Settles when a replacement took this worker's place (or the pool closed). */
   readonly replaced = deferred();
@@ -205,6 +208,15 @@ export class Pool {
       const handle = this.#workers[index];
       if (handle && handle.state !== "dead") void handle.worker.terminate();
     },
+    /** The spare instances of worker `index`, as it reports them once it has handled earlier messages. */
+    spares: (index: number): Promise<SpareStats> => {
+      const handle = this.#workers[index];
+      if (!handle || handle.state === "dead") return Promise.reject(new Error(`worker ${index} is not running`));
+      const query = deferred<SpareStats>();
+      handle.spareQueries.push(query);
+      this.#post(handle, { t: "spares" });
+      return query.promise;
+    },
     /** Resolves when worker `index` is ready (after a replacement, once preparation is restored). */
     workerReady: async (index: number): Promise<void> => {
       for (;;) {
@@ -287,8 +299,8 @@ export class Pool {
     if (!compiled) return;
     handle.loads.set(id, deferred());
     const { prepared, modules } = compiled;
-    const { entrypoints, imports } = prepared.manifest;
-    this.#post(handle, { t: "load", id, glueUrl: prepared.glueUrl, modules, facts: { entrypoints, imports } });
+    const { entrypoints, imports, initialMemoryPages } = prepared.manifest;
+    this.#post(handle, { t: "load", id, glueUrl: prepared.glueUrl, modules, facts: { entrypoints, imports, initialMemoryBytes: initialMemoryPages * PAGE } });
   }
 
   #dispatch(invocation: Invocation, compiled: Compiled, started: number): Promise<Receipt> {
@@ -419,6 +431,7 @@ export class Pool {
       this.#settle(flight, flight.posted ? { outcome: "unknown", message: reason } : failure("unavailable", "the worker stopped before the invocation started; it did not run"));
     }
     for (const load of handle.loads.values()) load.reject(new WorkerGone());
+    for (const query of handle.spareQueries.splice(0)) query.reject(new WorkerGone(reason));
     handle.ready.reject(new WorkerGone(reason));
     void handle.worker.terminate().catch(() => undefined);
     if (!replace || this.#closed) {
@@ -500,6 +513,11 @@ export class Pool {
       case "host":
         this.#hostCall(handle, message);
         break;
+      case "spares": {
+        const { instances, bytes, instantiated } = message;
+        handle.spareQueries.shift()?.resolve({ instances, bytes, instantiated });
+        break;
+      }
       case "emit": {
         const flight = this.#flights.get(message.n);
         if (flight?.host && !flight.settled) {

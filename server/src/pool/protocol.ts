@@ -29,6 +29,18 @@ export interface WireGrants {
 export interface ComponentFacts {
   entrypoints: Entrypoint[];
   imports: ImportedInterface[];
+  /** Guest memory a fresh instance starts with: the minimums of the memories its core modules define. */
+  initialMemoryBytes: number;
+}
+
+/** The spare instances of a worker (pool.testing.spares). */
+export interface SpareStats {
+  /** Spares waiting now, over every component. */
+  instances: number;
+  /** Guest memory they hold. */
+  bytes: number;
+  /** Spares instantiated over the worker's life. */
+  instantiated: number;
 }
 
 export interface FailureBody {
@@ -63,11 +75,13 @@ export type ToWorker =
       source?: string;
     }
   | { t: "host-result"; n: number; call: number; ok: true; value: string }
-  | { t: "host-result"; n: number; call: number; ok: false; error: FailureBody };
+  | { t: "host-result"; n: number; call: number; ok: false; error: FailureBody }
+  | { t: "spares" };
 
 export type FromWorker =
   | { t: "ready" }
   | { t: "loaded"; id: string; error?: string }
   | { t: "host"; n: number; call: number; op: "callModel" | "dispatchTools"; payload: string }
   | { t: "emit"; n: number; payload: string }
-  | { t: "done"; n: number; receipt: WorkerReceipt };
+  | { t: "done"; n: number; receipt: WorkerReceipt }
+  | ({ t: "spares" } & SpareStats);

@@ -137,6 +137,9 @@ port.on("message", (message: ToWorker) => {
     case "host-result":
       running.get(message.n)?.hostResult(message);
       break;
+    case "spares":
+      send({ t: "spares", instances: [...components.values()].reduce((sum, component) => sum + component.spares.length, 0), bytes: spares.heldBytes(), instantiated: spares.instantiated });
+      break;
   }
 });
 

@@ -125,6 +125,7 @@ export class Preparer {
       coreModules: reply.coreModules.map(([name]) => name),
       functionsInstrumented: reply.functionsInstrumented,
       memoryPages: this.toolchain.memoryPages,
+      initialMemoryPages: reply.initialMemoryPages,
       componentBytes: bytes.byteLength,
       preparedAt: new Date().toISOString(),
       prepareMs: reply.ms,

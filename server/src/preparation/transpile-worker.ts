@@ -3,7 +3,7 @@
 // cap of every core module. It runs off the main thread so the server keeps serving meanwhile.
 import { parentPort } from "node:worker_threads";
 import { transpile } from "@bytecodealliance/jco";
-import { capMemory, instrumentFuel } from "../fuel/index.ts";
+import { capMemory, definedMemoryPages, instrumentFuel } from "../fuel/index.ts";
 import { warmGlue } from "./glue.ts";
 import { TRANSPILE_OPTIONS } from "./toolchain.ts";
 
@@ -23,6 +23,8 @@ export type TranspileReply =
       /** [file name, instrumented + capped bytes] in the glue's names. */
       coreModules: [string, Uint8Array][];
       functionsInstrumented: number;
+      /** The minimum sizes of the memories the core modules define, in pages. */
+      initialMemoryPages: number;
       ms: number;
     }
   | { job: number; ok: false; stage: string; message: string };
@@ -45,13 +47,16 @@ async function run(job: TranspileJob): Promise<void> {
     let glue: Uint8Array | undefined;
     const coreModules: [string, Uint8Array][] = [];
     let functionsInstrumented = 0;
+    let initialMemoryPages = 0;
     for (const [name, bytes] of Object.entries(result.files)) {
       if (name.endsWith(".wasm")) {
         stage = `instrument ${name}`;
         const instrumented = instrumentFuel(bytes);
         functionsInstrumented += instrumented.functionsInstrumented;
         stage = `cap memory of ${name}`;
-        coreModules.push([name, capMemory(instrumented.bytes, job.memoryPages)]);
+        const capped = capMemory(instrumented.bytes, job.memoryPages);
+        initialMemoryPages += definedMemoryPages(capped);
+        coreModules.push([name, capped]);
       } else if (name.endsWith(".js")) {
         if (glue) throw new Error(`jco produced more than one JS file (${name})`);
         glue = bytes;
@@ -67,6 +72,7 @@ async function run(job: TranspileJob): Promise<void> {
       glueWarmUp: warmed.warmed,
       coreModules,
       functionsInstrumented,
+      initialMemoryPages,
       ms: Math.round(performance.now() - started),
     };
     // Copied, not transferred: jco's buffers may be views into shared pools.

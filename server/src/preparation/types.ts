@@ -26,6 +26,8 @@ export interface PreparedManifest {
   functionsInstrumented: number;
   /** The cap of each guest memory, in 64 KiB pages. */
   memoryPages: number;
+  /** The minimum sizes of the memories the core modules define: what a fresh instance starts with. */
+  initialMemoryPages: number;
   componentBytes: number;
   preparedAt: string;
   /** Milliseconds spent transpiling + instrumenting (for operators). */
