@@ -4,8 +4,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HostServices, Pool, RuntimeGrants } from "../src/pool/index.ts";
-import { GuestExit, wasiImports } from "../src/pool/wasi.ts";
-import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir } from "./helpers/pool.ts";
+import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir, waitFor } from "./helpers/pool.ts";
 
 const workspaceJs = component("workspace-js");
 const secretsJs = component("secrets-js");
@@ -13,6 +12,7 @@ const fetchJs = component("fetch-js");
 const programTool = component("js-program-tool");
 const programLoop = component("js-program-agent-loop");
 const echo = component("echo-wat");
+const environmentJs = component("environment-js");
 
 let pool: Pool;
 let box: { path: string; remove(): Promise<void> };
@@ -20,11 +20,17 @@ let workspace: string;
 let server: Server;
 let origin: string;
 const requests: string[] = [];
+/** Responses to /slow requests, held until the test releases them. */
+const held = new Map<string, () => void>();
+
+/** Set before the workers start, so that it is in their copy of the environment: it must not reach guests. */
+const SENTINEL = ["SKILLENV_SENTINEL", "must-not-leak"] as const;
 
 beforeAll(async () => {
   await buildTestComponents();
+  process.env[SENTINEL[0]] = SENTINEL[1];
   pool = await startPool({ workers: 2 });
-  await Promise.all([workspaceJs, secretsJs, fetchJs, programTool, programLoop, echo].map((ref) => pool.prepare(ref)));
+  await Promise.all([workspaceJs, secretsJs, fetchJs, programTool, programLoop, echo, environmentJs].map((ref) => pool.prepare(ref)));
   box = await tempDir("skillenv-grants-");
   workspace = join(box.path, "workspace");
   await mkdir(join(workspace, "sub"), { recursive: true });
@@ -35,15 +41,18 @@ beforeAll(async () => {
   await symlink("hello.txt", join(workspace, "inside-link"));
   server = createServer((request, response) => {
     requests.push(`${request.method} ${request.url}`);
-    const delay = request.url?.startsWith("/slow") ? 1000 : 0;
-    setTimeout(() => response.end(JSON.stringify({ pong: request.url })), delay);
+    const answer = () => response.end(JSON.stringify({ pong: request.url }));
+    if (request.url?.startsWith("/slow")) held.set(request.url, answer);
+    else answer();
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }, 600_000);
 
 afterAll(async () => {
+  delete process.env[SENTINEL[0]];
   await pool?.close();
+  for (const answer of held.values()) answer();
   await new Promise((resolve) => server?.close(resolve));
   await box?.remove();
 });
@@ -100,12 +109,14 @@ describe("filesystem grants", () => {
     expect(output(await fs({ op: "write", path: "/scratch/note.txt", data: "temporary" }, scratch))).toEqual({ v: 1, ok: true, bytes: 9 });
     expect(await fs({ op: "read", path: "/scratch/note.txt" }, scratch)).toMatchObject({ outcome: "failure", code: "no-entry" });
     expect(output(await fs({ op: "list", path: "/scratch" }, scratch))).toEqual({ v: 1, ok: true, entries: [] });
-    // The invocation directories of this pool are gone once their receipts are in.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    const roots = await readdir(join(SHARED_DATA_DIR, "invocations"));
-    const mine = roots.filter((name) => name.startsWith(`${process.pid}-`));
-    expect(mine.length).toBeGreaterThan(0);
-    for (const root of mine) expect(await readdir(join(SHARED_DATA_DIR, "invocations", root))).toEqual([]);
+    // The invocation directories of this pool are removed once their receipts are in.
+    const roots = (await readdir(join(SHARED_DATA_DIR, "invocations"))).filter((name) => name.startsWith(`${process.pid}-`));
+    expect(roots.length).toBeGreaterThan(0);
+    const leftovers = async () => (await Promise.all(roots.map((root) => readdir(join(SHARED_DATA_DIR, "invocations", root))))).flat();
+    for (let polls = 0; (await leftovers()).length > 0; polls++) {
+      if (polls > 1000) throw new Error(`invocation directories left behind: ${(await leftovers()).join(", ")}`);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
   }, 60_000);
 
   it("mounts granted secrets read-only under /secrets, and nothing else", async () => {
@@ -146,22 +157,30 @@ describe("network grants", () => {
   }, 60_000);
 });
 
+/** Waits until the test server holds the response to `url` (bounded: a hang fails the test). */
+async function heldResponse(url: string): Promise<() => void> {
+  await waitFor(() => held.has(url), 30_000, `the request for ${url}`);
+  return held.get(url)!;
+}
+
 describe("waiting on HTTP", () => {
   it("suspends the guest instead of blocking its worker; a deadline during the wait stops only that call", async () => {
     const single = await startPool({ workers: 1 });
     try {
       await single.prepare(fetchJs);
       await single.prepare(echo);
-      const started = performance.now();
       const slow = run(single, fetchJs, { v: 1, url: `${origin}/slow-1` }, { grants: grants({ network: [origin] }) });
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      // The only worker is waiting on the HTTP response, yet it serves another call meanwhile.
+      const answer = await heldResponse("/slow-1");
+      // The only worker has a guest waiting on an HTTP response that has not come, yet it serves
+      // another call meanwhile.
       expect(output(await run(single, echo, { v: 1 }))).toEqual({ v: 1 });
-      expect(performance.now() - started).toBeLessThan(900);
+      answer();
       expect(output(await slow)).toMatchObject({ status: 200 });
-      // A deadline that passes while the guest waits: timeout, and the worker is not replaced.
+      // A deadline that passes while the guest waits (the response never comes): timeout, and the
+      // worker is not replaced.
       const late = await run(single, fetchJs, { v: 1, url: `${origin}/slow-2` }, { grants: grants({ network: [origin] }), deadlineMs: Date.now() + 300 });
       expect(late).toMatchObject({ outcome: "failure", code: "timeout" });
+      expect(held.has("/slow-2")).toBe(true);
       expect(single.stats().replacements).toBe(0);
       expect(output(await run(single, echo, { v: 2 }))).toEqual({ v: 2 });
     } finally {
@@ -171,22 +190,19 @@ describe("waiting on HTTP", () => {
 });
 
 describe("the guest's WASI world", () => {
-  it("has no host environment, arguments or cwd, and exit does not exit the process", () => {
-    process.env.SKILLENV_SENTINEL = "must-not-leak";
-    try {
-      const imports = wasiImports(() => undefined) as Record<string, Record<string, (...args: unknown[]) => unknown>>;
-      const environment = imports["wasi:cli/environment"]!;
-      expect(environment.getEnvironment!()).toEqual([]);
-      expect(environment.getArguments!()).toEqual([]);
-      expect(environment.initialCwd!()).toBeUndefined();
-      expect(() => imports["wasi:cli/exit"]!.exit!({ tag: "ok" })).toThrow(GuestExit);
-      expect((imports["wasi:filesystem/preopens"]!.getDirectories!() as unknown[]).length).toBe(0);
-      // No sockets at all.
-      expect(Object.keys(imports).filter((name) => name.startsWith("wasi:sockets"))).toEqual([]);
-    } finally {
-      delete process.env.SKILLENV_SENTINEL;
-    }
-  });
+  it("has no host environment variables, arguments or cwd", async () => {
+    const reported = output(await run(pool, environmentJs, { v: 1 })) as { variables: [string, string][] };
+    expect(reported.variables).not.toContainEqual(SENTINEL);
+    expect(reported).toEqual({ v: 1, variables: [], arguments: [], cwd: null });
+  }, 60_000);
+
+  it("turns wasi:cli/exit into a failed invocation; the worker, and the process, carry on", async () => {
+    const before = pool.stats().replacements;
+    const receipt = await run(pool, environmentJs, { v: 1, exit: true });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "guest_trap", message: expect.stringContaining("wasi:cli/exit") });
+    expect(pool.stats().replacements).toBe(before);
+    expect(output(await run(pool, environmentJs, { v: 1 }))).toMatchObject({ v: 1 });
+  }, 60_000);
 });
 
 describe("programs", () => {

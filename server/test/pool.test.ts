@@ -64,10 +64,9 @@ describe("pool basics", () => {
 
   it("stops a runaway loop at its deadline by terminating the worker, and replaces the worker", async () => {
     const before = pool.stats();
-    const started = Date.now();
+    // Without the deadline kill the loop would run until its 10 billion fuel units are spent.
     const receipt = await run(pool, loop, {}, { deadlineMs: Date.now() + 300 });
-    expect(receipt).toMatchObject({ outcome: "failure", code: "timeout" });
-    expect(Date.now() - started).toBeLessThan(3000);
+    expect(receipt).toMatchObject({ outcome: "failure", code: "timeout", message: expect.stringContaining("its worker was stopped") });
     expect(pool.stats().replacements).toBe(before.replacements + 1);
     expect(output(await run(pool, echo, { v: 1 }))).toEqual({ v: 1 });
   });
@@ -228,10 +227,11 @@ describe("crashes and capacity", () => {
       await busy.prepare(echo);
       const loops = Array.from({ length: 4 }, () => run(busy, loop, {}, { deadlineMs: Date.now() + 60_000 }));
       await waitFor(() => busy.stats().inFlight.tools === 4, 5000, "four loops in flight");
-      const started = performance.now();
       const receipt = await run(busy, echo, { v: 1 });
       expect(receipt).toMatchObject({ outcome: "failure", code: "pool_saturated" });
-      expect(performance.now() - started).toBeLessThan(100);
+      // The refusal did not wait for a slot: the loops, which only end when the pool closes, all
+      // still hold theirs.
+      expect(busy.stats().inFlight.tools).toBe(4);
       // Agent loops have their own capacity: a turn is not refused because tools are busy.
       expect(busy.stats().capacity.agentLoops).toBeGreaterThan(0);
       await busy.close();
