@@ -6,8 +6,11 @@
 //     this process with a fresh instance per call, and with one reused instance for scale;
 //   - invocations/s of the pool with 8 callers in flight (its 8 tool slots), beside the in-process
 //     fresh-instance baseline under the same load;
-//   - fuel overhead: instrumented vs plain core modules on compute (fib-wat and a core-wasm loop),
-//     in this process, alternating runs;
+//   - fuel overhead: instrumented vs plain core modules on compute (fib-wat's call-bound naive
+//     recursion, a core-wasm loop, and a JavaScript loop inside StarlingMonkey: sum-js), in this
+//     process, alternating runs; and the time to instrument sum-js's ~12 MB of core modules;
+//   - admission's section reader (server/src/world) on the ~12 MB echo-js beside jco's
+//     componentWit, the full decode it avoids;
 //   - cold preparation of the ~12 MB componentize-js echo and a warm restart, each in a fresh
 //     process (bench/servers/env-prepare.ts).
 import { spawn } from "node:child_process";
@@ -27,11 +30,16 @@ import type { PrepareJob, PrepareReport } from "./servers/env-prepare.ts";
 
 // jco, the pool and the fuel rewriter are loaded when the suite runs, not when run.ts imports
 // this file, so that other suites' processes (whose client heap they measure) never load them.
-let jco: { parse(wat: string): Promise<Uint8Array>; transpile(bytes: Uint8Array, options: unknown): Promise<unknown> };
+let jco: {
+  parse(wat: string): Promise<Uint8Array>;
+  transpile(bytes: Uint8Array, options: unknown): Promise<unknown>;
+  componentWit(bytes: Uint8Array): Promise<string>;
+};
 let fuelLib: typeof import("../server/src/fuel/index.ts");
 let poolLib: typeof import("../server/src/pool/index.ts");
 let preparationLib: typeof import("../server/src/preparation/index.ts");
 let buildLib: typeof import("../scripts/build-components.ts");
+let worldLib: typeof import("../server/src/world/index.ts");
 
 async function loadDependencies(): Promise<void> {
   jco = (await import("@bytecodealliance/jco")) as typeof jco;
@@ -39,6 +47,7 @@ async function loadDependencies(): Promise<void> {
   poolLib = await import("../server/src/pool/index.ts");
   preparationLib = await import("../server/src/preparation/index.ts");
   buildLib = await import("../scripts/build-components.ts");
+  worldLib = await import("../server/src/world/index.ts");
 }
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -59,6 +68,8 @@ const IN_FLIGHT = POOL.workers * POOL.toolSlotsPerWorker;
 const NO_GRANTS = { network: [], secrets: {} };
 const ECHO_INPUT = JSON.stringify({ v: 1, text: "hello from the env bench", n: 42 });
 const FIB_N = 25;
+/** sum-js input: a JS loop of this many iterations (uint32 sum of 0..n-1). */
+const SUM_N = 2_000_000;
 const FIB_OUTPUT = JSON.stringify({ v: 1, fib: 75025 });
 
 interface EchoPlan {
@@ -393,6 +404,49 @@ async function fibWorkload(fib: InProcess): Promise<FuelWorkload> {
   }
 }
 
+/** sum-js's JavaScript loop in StarlingMonkey, plain vs instrumented; also times the instrumentation. */
+async function jsLoopWorkload(sum: InProcess): Promise<FuelWorkload & { instrumentMs: number; coreMiB: number }> {
+  const started = performance.now();
+  const instrumentedBytes = instrumentAll(sum.coreBytes);
+  const instrumentMs = performance.now() - started;
+  const instrumented = await compileAll(instrumentedBytes);
+  const fuel = new WebAssembly.Global({ value: "i64", mutable: true }, BigInt(POOL.fuel));
+  const plainInstance = instantiateHere(sum, sum.plain);
+  const meteredInstance = instantiateHere(sum, instrumented, fuel);
+  const input = JSON.stringify({ v: 1, n: SUM_N });
+  const expected = JSON.stringify({ v: 1, sum: ((SUM_N * (SUM_N - 1)) / 2) >>> 0 });
+  const check = (output: string) => {
+    if (output !== expected) throw new Error(`sum-js: unexpected output ${output}`);
+    return output;
+  };
+  return {
+    workload: `sum-js: JS loop of ${SUM_N} in StarlingMonkey via jco glue`,
+    plain: async () => check(await plainInstance.run(input, "{}", deadline())),
+    instrumented: async () => {
+      fuel.value = BigInt(POOL.fuel);
+      const result = check(await meteredInstance.run(input, "{}", deadline()));
+      return { result, fuelUsed: Number(BigInt(POOL.fuel) - (fuel.value as bigint)) };
+    },
+    instrumentMs,
+    coreMiB: [...sum.coreBytes.values()].reduce((total, bytes) => total + bytes.byteLength, 0) / MiB,
+  };
+}
+
+/** The admission section reader and jco's componentWit on the same component, best of several runs. */
+async function readerVersusWit(name: string): Promise<{ readerMs: number; witMs: number; bytes: number }> {
+  const bytes = await readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
+  const best = async (work: () => unknown, runs: number) => {
+    let fastest = Infinity;
+    for (let i = 0; i < runs; i++) {
+      const t = now();
+      await work();
+      fastest = Math.min(fastest, msSince(t));
+    }
+    return fastest;
+  };
+  return { readerMs: await best(() => worldLib.readComponentSections(bytes), 20), witMs: await best(() => jco.componentWit(bytes), 3), bytes: bytes.byteLength };
+}
+
 async function loopWorkload(): Promise<FuelWorkload> {
   const bytes = await jco.parse(LOOP_WAT);
   const plainModule = await WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>);
@@ -426,7 +480,7 @@ async function run(): Promise<SuiteReport> {
   await loadDependencies();
   let startedAt = performance.now();
   await buildLib.buildComponents({
-    dirs: ["echo-wat", "echo-js", "fib-wat"].map((name) => path.join(COMPONENT_SOURCES, name)),
+    dirs: ["echo-wat", "echo-js", "fib-wat", "sum-js"].map((name) => path.join(COMPONENT_SOURCES, name)),
     log: (line) => process.stderr.write(`  ${line}\n`),
   });
   phase("build components", startedAt);
@@ -449,7 +503,7 @@ async function run(): Promise<SuiteReport> {
     // 2. In-process baselines: the same components through jco, in this process.
     startedAt = performance.now();
     const here = new Map<string, InProcess>();
-    for (const name of ["echo-wat", "echo-js", "fib-wat"]) here.set(name, await transpileHere(name, path.join(tmp, "in-process")));
+    for (const name of ["echo-wat", "echo-js", "fib-wat", "sum-js"]) here.set(name, await transpileHere(name, path.join(tmp, "in-process")));
     phase("in-process transpiles", startedAt);
 
     // 3. The pool (service defaults) and one without spares, both on the prepared data dir.
@@ -532,10 +586,16 @@ async function run(): Promise<SuiteReport> {
 
     // 6. Fuel overhead.
     startedAt = performance.now();
-    const fuelPairs = [await fuelOverhead(await fibWorkload(here.get("fib-wat")!)), await fuelOverhead(await loopWorkload())];
+    const jsLoop = await jsLoopWorkload(here.get("sum-js")!);
+    const fuelPairs = [await fuelOverhead(await fibWorkload(here.get("fib-wat")!)), await fuelOverhead(await loopWorkload()), await fuelOverhead(jsLoop)];
     const poolFib = await invoker(pool, "fib-wat", String(FIB_N), FIB_OUTPUT)();
     const poolFibFuel = poolFib.outcome === "returned" ? poolFib.fuelUsed : Number.NaN;
     phase("fuel overhead", startedAt);
+
+    // 7. Admission's section reader beside a full decode.
+    startedAt = performance.now();
+    const reader = await readerVersusWit("echo-js");
+    phase("section reader", startedAt);
 
     // Tables.
     const throughputColumns: Column<Throughput>[] = [
@@ -594,7 +654,9 @@ async function run(): Promise<SuiteReport> {
         "",
         formatTable(fuelColumns, fuelRows),
         `fuel overhead (target <= ${FUEL_TARGET}x): ${fuelVerdict}. Same process, one instance per variant reused, fuel reset before each call, ${FUEL_ROUNDS} rounds x ${FUEL_PER_ROUND} calls, ABBA order. ` +
-          `fib(${FIB_N}) fuel in a pool receipt ${poolFibFuel} vs ${inProcessFuel} here (${poolFibFuel === inProcessFuel ? "identical" : "DIFFERENT"}).`,
+          `fib(${FIB_N}) fuel in a pool receipt ${poolFibFuel} vs ${inProcessFuel} here (${poolFibFuel === inProcessFuel ? "identical" : "DIFFERENT"}). ` +
+          `Instrumenting sum-js's core modules (${fixed(jsLoop.coreMiB, 1)} MiB) took ${fixed(jsLoop.instrumentMs, 0)} ms (fuel + memory cap, this thread).`,
+        `admission section reader on echo-js (${fixed(reader.bytes / MiB, 1)} MiB): ${fixed(reader.readerMs, 2)} ms (best of 20) vs jco componentWit ${fixed(reader.witMs, 1)} ms (best of 3).`,
         "",
         formatTable(prepColumns, prepRows),
         `component ${fixed(cold.componentBytes / MiB, 1)} MiB -> prepared core modules ${fixed(cold.preparedCoreBytes / MiB, 1)} MiB. Cold prepare ${fixed(cold.prepareMs, 0)} ms ` +

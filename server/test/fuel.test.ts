@@ -110,25 +110,6 @@ describe("fuel metering of compute code (fib.wat, no imports)", () => {
   it("reports how many functions it instrumented", async () => {
     expect(instrumentFuel(await fixture("fib")).functionsInstrumented).toBe(4);
   });
-
-  it("measures the slowdown (logged, no assertion)", async () => {
-    const bytes = await fixture("fib");
-    const m = await metered(bytes);
-    const p = await plain(bytes);
-    const ratio = (name: string, n: number) => {
-      // Best of alternating runs: the machine is shared, so single timings are noise.
-      const best = [Infinity, Infinity];
-      for (let run = 0; run < 9; run++) {
-        [p, m].forEach((instance, i) => {
-          const start = performance.now();
-          instance.fn(name)(n);
-          best[i] = Math.min(best[i]!, performance.now() - start);
-        });
-      }
-      return (best[1]! / best[0]!).toFixed(2);
-    };
-    console.log(`fuel slowdown: fib_rec(27) ${ratio("fib_rec", 27)}x (call-bound), churn loop ${ratio("churn", 20_000_000)}x`);
-  });
 });
 
 describe("fuel exhaustion", () => {
