@@ -3,8 +3,8 @@
  * (component model binary format, design/mvp/Binary.md). The sections that shape the component's
  * surface (types, aliases, canonical definitions, instances, nested components, imports and
  * exports) are decoded; core modules, core instances and custom sections are skipped by their
- * length, so a 12 MB componentize-js component takes about a millisecond and the event loop is
- * never held. Core code is validated when the component is compiled during preparation.
+ * length, so a 12 MB componentize-js component takes well under a millisecond and the event loop
+ * is never held. Core code is validated when the component is compiled during preparation.
  *
  * Types are rendered as text close to WIT, without parameter names (calls are positional):
  * `func(string, u64) -> result<string, record { code: string, message: string }>`. Comparing
