@@ -59,6 +59,10 @@ export interface EnvironmentSettings {
   agentLoopSlotsPerWorker: number;
   /** Concurrent leaf (tool) invocations per worker. */
   toolSlotsPerWorker: number;
+  /** Fresh instances kept ready per recently used component per worker; 0 disables them. */
+  spareInstances: number;
+  /** Guest memory the spare instances of one worker may hold. */
+  spareMemoryMib: number;
 }
 
 export class SettingsError extends Error {
@@ -124,6 +128,9 @@ export function loadSettings(env: Env = process.env): Settings {
       maxSourceBytes: read("SERVICE_ENV_MAX_SOURCE_BYTES", parsePositiveInt, 1 * MiB),
       agentLoopSlotsPerWorker: read("SERVICE_ENV_AGENT_LOOP_SLOTS", parsePositiveInt, 16),
       toolSlotsPerWorker: read("SERVICE_ENV_TOOL_SLOTS", parsePositiveInt, 4),
+      // 0 turns spare instances off.
+      spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 2),
+      spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
     },
   };
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
