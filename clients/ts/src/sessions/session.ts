@@ -1,0 +1,115 @@
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import type { Client } from "@connectrpc/connect";
+import type { Session as SessionMessage, SessionService } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { environmentStatusFrom, eventFrom, jsonValue, receiptFrom, recordFrom, required, type EnvironmentStatus, type Receipt, type SessionEvent, type SessionRecord, type SessionState } from "./wire.ts";
+
+export type SessionRpc = Client<typeof SessionService>;
+
+/** A tool call's terminal receipt and the operation's id in the session's journal. */
+export type ToolCallResult = Receipt & { operationId: string };
+
+export interface CallToolOptions {
+  /** How long the call may take; the server's default and upper bound is SERVICE_MAX_TURN_SECS. */
+  timeoutMs?: number;
+}
+
+export interface EventsOptions {
+  /** Deliver events with seq > after; default 0, which replays the journal from the start. */
+  after?: number;
+  /** Stops the stream; iteration then ends without an error. */
+  signal?: AbortSignal;
+}
+
+export interface SetupResult {
+  environment: EnvironmentStatus;
+  /** The setup operation's receipt; undefined when the environment was ready already. */
+  receipt: Receipt | undefined;
+}
+
+/**
+ * A handle on one session. `record` is what the server last answered (on creation, `refresh`,
+ * `setupEnvironment` or `end`); it does not follow changes made elsewhere until refreshed.
+ * Refusals (an ended session, an unknown tool, another workspace's id) throw ConnectErrors
+ * carrying the service's stable code; a tool's own failure is a receipt, not an exception.
+ */
+export class Session {
+  readonly id: string;
+  readonly #rpc: SessionRpc;
+  #record: SessionRecord;
+
+  constructor(rpc: SessionRpc, record: SessionRecord) {
+    this.id = record.id;
+    this.#rpc = rpc;
+    this.#record = record;
+  }
+
+  get record(): SessionRecord {
+    return this.#record;
+  }
+
+  get state(): SessionState {
+    return this.#record.state;
+  }
+
+  get environments(): readonly EnvironmentStatus[] {
+    return this.#record.environments;
+  }
+
+  /** Runs a placed tool once through the session's journal; the server never retries it. */
+  async callTool(name: string, input?: unknown, options: CallToolOptions = {}): Promise<ToolCallResult> {
+    const response = await this.#rpc.callTool({
+      sessionId: this.id,
+      tool: name,
+      input: jsonValue(input),
+      timeout: options.timeoutMs === undefined ? undefined : durationFromMs(options.timeoutMs),
+    });
+    return { ...receiptFrom(response.receipt), operationId: response.operationId };
+  }
+
+  /**
+   * The journal as events: those after `after`, then live ones as they are written. Ends after
+   * `session.ended`, when the session is deleted, or when `signal` aborts.
+   */
+  async *events(options: EventsOptions = {}): AsyncIterable<SessionEvent> {
+    const stream = this.#rpc.watchSession({ sessionId: this.id, after: BigInt(options.after ?? 0) }, { signal: options.signal });
+    try {
+      for await (const { event } of stream) yield eventFrom(required(event, "the event"));
+    } catch (error) {
+      // The caller stopped watching: that is how a live stream ends, not a failure.
+      if (options.signal?.aborted) return;
+      throw error;
+    }
+  }
+
+  /** Sets up a manual environment, or one whose setup failed; a ready one is left as it is. */
+  async setupEnvironment(name: string): Promise<SetupResult> {
+    const response = await this.#rpc.setupEnvironment({ sessionId: this.id, environment: name });
+    // The session's own state may change with the environment's, so take the whole record again.
+    await this.refresh();
+    return {
+      environment: environmentStatusFrom(required(response.environment, "the environment")),
+      receipt: response.receipt && receiptFrom(response.receipt),
+    };
+  }
+
+  /** Detaches every environment; the session then refuses new work. Its journal is kept. */
+  async end(): Promise<SessionRecord> {
+    const response = await this.#rpc.endSession({ sessionId: this.id });
+    return this.#remember(response.session);
+  }
+
+  /** Tears every environment down and removes the session and its journal; the id is then unknown. */
+  async delete(): Promise<void> {
+    await this.#rpc.deleteSession({ sessionId: this.id });
+  }
+
+  async refresh(): Promise<SessionRecord> {
+    const response = await this.#rpc.getSession({ sessionId: this.id });
+    return this.#remember(response.session);
+  }
+
+  #remember(message: SessionMessage | undefined): SessionRecord {
+    this.#record = recordFrom(required(message, "the session"));
+    return this.#record;
+  }
+}

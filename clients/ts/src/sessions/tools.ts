@@ -1,0 +1,88 @@
+import { Program, type ComponentBytes, type ResolvedProgram } from "../env/index.ts";
+import type { EnvironmentDefinition, ServiceEnvironmentDefinition } from "./environments.ts";
+import { PlacementError } from "./placement-error.ts";
+
+/** What a tool in the service environment runs, in any form the client can resolve. */
+export type ToolImplementation =
+  /** The id (SHA-256, 64 lowercase hex) of a tool component admitted in this workspace. */
+  | string
+  /** A tool component given by its bytes; admitted when the workspace lacks it. */
+  | ComponentBytes
+  /** A program on a tool runtime; its source and runtime are admitted when missing. */
+  | Program
+  | ResolvedProgram;
+
+/** An implementation that needs no more admission: a tool id or a resolved program. */
+export type ResolvedToolImplementation = string | ResolvedProgram;
+
+export interface ToolOptions {
+  /** The model-facing name: ^[a-zA-Z0-9_-]{1,64}$, no "__", not "skills". */
+  name: string;
+  /** What the tool does, for the model. */
+  description?: string;
+  /** JSON Schema of the tool's input; the server's default is `{ "type": "object" }`. */
+  inputSchema?: Record<string, unknown>;
+  /** The environment the tool runs in: its definition, or its name in the session. */
+  environment: EnvironmentDefinition | string;
+  implementation: ToolImplementation;
+  /** Handed to every invocation unread; defaults to the program's own configuration. */
+  configuration?: unknown;
+}
+
+/** A tool placed in an environment (spec §1.3): what a session is created with. */
+export interface ToolPlacement {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: Readonly<Record<string, unknown>> | undefined;
+  readonly environment: EnvironmentDefinition | string;
+  readonly implementation: ToolImplementation;
+  readonly configuration: unknown;
+}
+
+/** What `prepare` returns: the same placement, ready on every worker, nothing left to admit. */
+export interface PreparedToolPlacement extends ToolPlacement {
+  readonly environment: ServiceEnvironmentDefinition;
+  readonly implementation: ResolvedToolImplementation;
+}
+
+const TOOL_ID = /^[0-9a-f]{64}$/;
+
+/**
+ * Places a tool. Performs no I/O (spec §4.3 rule 2): `client.sessions.create` and
+ * `client.prepare` admit what is missing. Refuses an implementation that cannot run as a tool.
+ */
+export function tool(options: ToolOptions): ToolPlacement {
+  checkImplementation(options.name, options.implementation);
+  return Object.freeze({
+    name: options.name,
+    description: options.description ?? "",
+    inputSchema: options.inputSchema,
+    environment: options.environment,
+    implementation: options.implementation,
+    configuration: options.configuration ?? programConfiguration(options.implementation),
+  });
+}
+
+/** The name of the environment a tool is placed in. */
+export function environmentName(placement: ToolPlacement): string {
+  return typeof placement.environment === "string" ? placement.environment : placement.environment.name;
+}
+
+function checkImplementation(name: string, implementation: ToolImplementation): void {
+  const refuse = (why: string): never => {
+    throw new PlacementError(`tool ${name}: ${why}`);
+  };
+  if (typeof implementation === "string") {
+    if (!TOOL_ID.test(implementation)) refuse(`${JSON.stringify(implementation)} is not a tool id (64 lowercase hex)`);
+  } else if (implementation instanceof Program) {
+    if (typeof implementation.runtime !== "string" && implementation.runtime.kind !== "tool") refuse("a program for a tool needs a tool runtime, not an agent-loop runtime");
+  } else if ("type" in implementation) {
+    if (implementation.entrypoint !== "run") refuse(`program ${implementation.id} runs on an agent-loop runtime; a tool needs a tool runtime`);
+  } else if (implementation.kind !== "tool" || !(implementation.bytes instanceof Uint8Array)) {
+    refuse("a component given by bytes must be { kind: \"tool\", bytes }");
+  }
+}
+
+function programConfiguration(implementation: ToolImplementation): unknown {
+  return typeof implementation === "object" && ("type" in implementation || implementation instanceof Program) ? implementation.configuration : undefined;
+}
