@@ -1,9 +1,11 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
 import { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
+import { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
 import { createEnvClient, type EnvClient } from "./env/index.ts";
+import { createImplementationResolver, createPrepare, createSessionsClient, type Prepare, type SessionsClient } from "./sessions/index.ts";
 import { createSkillsClient, type SkillsClient } from "./skills/index.ts";
 
 export interface ServiceClient {
@@ -15,6 +17,10 @@ export interface ServiceClient {
   readonly skills: SkillsClient;
   /** Artifacts of the service environment: programs, components, preparation. */
   readonly env: EnvClient;
+  /** Sessions: environments, the tools placed in them, tool calls and the journal's events. */
+  readonly sessions: SessionsClient;
+  /** Admits a service-environment placement or program and loads it on every worker (spec §4.3). */
+  readonly prepare: Prepare;
 }
 
 export interface ServiceClientOptions {
@@ -26,10 +32,15 @@ export interface ServiceClientOptions {
 export function createServiceClient(transport: Transport, options: ServiceClientOptions = {}): ServiceClient {
   const assets = createClient(AssetService, transport);
   const fetchFn = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  const env = createEnvClient(createClient(ArtifactService, transport), assets, fetchFn);
+  // One resolver for both, so an implementation prepared here is not admitted again by a session.
+  const resolveImplementation = createImplementationResolver(env);
   return {
     assets,
     uploadAsset: (bytes) => uploadAsset(assets, bytes, fetchFn),
     skills: createSkillsClient(createClient(SkillService, transport), assets, fetchFn),
-    env: createEnvClient(createClient(ArtifactService, transport), assets, fetchFn),
+    env,
+    sessions: createSessionsClient(createClient(SessionService, transport), resolveImplementation),
+    prepare: createPrepare(env, resolveImplementation),
   };
 }

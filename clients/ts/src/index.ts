@@ -4,3 +4,36 @@ export { createServiceClient, type ServiceClient, type ServiceClientOptions } fr
 export { Skill, type FileContents, type FromUrlOptions, type SkillBundle, type SkillsClient, type UploadedSkill } from "./skills/index.ts";
 export { BundleFormatError, canonicalZip, validateSkillName } from "./bundle/index.ts";
 export { program, Program, type ComponentBytes, type EnvClient, type ProgramOptions, type ResolvedProgram } from "./env/index.ts";
+export {
+  PlacementError,
+  serviceEnv,
+  tool,
+  type AccessMode,
+  type CallToolOptions,
+  type EnvironmentDefinition,
+  type EnvironmentState,
+  type EnvironmentStatus,
+  type EventsOptions,
+  type ListOptions,
+  type PlacedTool,
+  type Prepare,
+  type PreparedToolPlacement,
+  type Receipt,
+  type ResolvedToolImplementation,
+  type ServiceEnvironmentDefinition,
+  type ServiceEnvOptions,
+  type Session,
+  type SessionDefinition,
+  type SessionEvent,
+  type SessionPage,
+  type SessionRecord,
+  type SessionsClient,
+  type SessionState,
+  type SetupMode,
+  type SetupResult,
+  type ToolCallResult,
+  type ToolImplementation,
+  type ToolOptions,
+  type ToolPlacement,
+} from "./sessions/index.ts";
+export { serviceErrorCode } from "./service-error.ts";
