@@ -22,8 +22,8 @@ export function createImplementationResolver(env: EnvClient): ImplementationReso
   };
 }
 
-/** The definition, among the session's, of the environment a tool is placed in. */
-export function sessionEnvironmentOf(placement: ToolPlacement, environments: readonly EnvironmentDefinition[]): EnvironmentDefinition {
+/** A tool must be placed in one of the session's environments, as the session defines it. */
+export function checkPlacedIn(placement: ToolPlacement, environments: readonly EnvironmentDefinition[]): void {
   const name = environmentName(placement);
   const defined = environments.find((environment) => environment.name === name);
   if (!defined) throw new PlacementError(`tool ${placement.name} is placed in environment ${name}, which the session does not define`);
@@ -31,7 +31,6 @@ export function sessionEnvironmentOf(placement: ToolPlacement, environments: rea
   if (typeof placement.environment !== "string" && JSON.stringify(placement.environment) !== JSON.stringify(defined)) {
     throw new PlacementError(`tool ${placement.name} is placed in a definition of environment ${name} that differs from the session's`);
   }
-  return defined;
 }
 
 /** Only a placement whose definition says "service environment" can be prepared (spec §4.3 rule 3). */

@@ -1,7 +1,7 @@
 import type { Session as SessionMessage } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { mapBounded } from "../map-bounded.ts";
 import type { EnvironmentDefinition } from "./environments.ts";
-import { sessionEnvironmentOf, type ImplementationResolver } from "./resolve.ts";
+import { checkPlacedIn, type ImplementationResolver } from "./resolve.ts";
 import { Session, type SessionRpc } from "./session.ts";
 import type { ToolPlacement } from "./tools.ts";
 import { environmentMessage, recordFrom, required, toolMessage } from "./wire.ts";
@@ -50,7 +50,7 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
     async create(definition) {
       const placements = definition.tools ?? [];
       // Every placement is checked before anything is admitted.
-      for (const placement of placements) sessionEnvironmentOf(placement, definition.environments);
+      for (const placement of placements) checkPlacedIn(placement, definition.environments);
       const tools = await mapBounded(placements, RESOLVE_CONCURRENCY, async (placement) => toolMessage(placement, await resolveImplementation(placement.implementation)));
       const response = await rpc.createSession({ environments: definition.environments.map(environmentMessage), tools });
       return session(response.session);
