@@ -11,7 +11,7 @@ import { admitTool, sessionClient } from "./helpers/sessions.ts";
 beforeAll(() => buildTestComponents(), 600_000);
 
 async function replay(url: string, sessionId: string): Promise<Array<Pick<SessionEvent, "seq" | "type" | "data">>> {
-  const events = [];
+  const events: Array<Pick<SessionEvent, "seq" | "type" | "data">> = [];
   const abort = new AbortController();
   const client = sessionClient(url, KEY_A);
   const last = new Promise<void>((resolve) => setTimeout(resolve, 300));

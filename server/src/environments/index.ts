@@ -11,6 +11,7 @@ export {
   type OperationKind,
   type Returned,
   type ServiceGrants,
+  type StagedFile,
   type TerminalReceipt,
   type Unknown,
 } from "./port.ts";

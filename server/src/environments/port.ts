@@ -8,7 +8,7 @@
  * calling the adapter and records the receipt the adapter returns.
  */
 
-export type OperationKind = "setup" | "execute" | "cancel" | "detach" | "teardown";
+export type OperationKind = "setup" | "stage" | "execute" | "cancel" | "detach" | "teardown";
 
 export type TerminalReceipt = Returned | Failure | Unknown;
 
@@ -65,9 +65,19 @@ export interface ExecuteOperation {
   report(receipt: InterimReceipt): void;
 }
 
+/** A file to place in an environment's workspace; `path` is relative to /workspace and already validated. */
+export interface StagedFile {
+  path: string;
+  bytes: Uint8Array;
+}
+
 /** One (session, environment) binding. */
 export interface EnvironmentBinding {
   setup(deadlineMs: number): Promise<TerminalReceipt>;
+  /** Whether the environment has a workspace that files can be staged into. */
+  readonly stagesFiles: boolean;
+  /** Writes files into the workspace before a run's first turn (skills' supporting files, run files). */
+  stage(files: readonly StagedFile[], deadlineMs: number): Promise<TerminalReceipt>;
   execute(operation: ExecuteOperation): Promise<TerminalReceipt>;
   /** Asks the environment to stop `operationId`; the target still ends in its own receipt. */
   cancel(operationId: string, deadlineMs: number): Promise<TerminalReceipt>;

@@ -1,22 +1,15 @@
-import type { ServiceImpl } from "@connectrpc/connect";
-import type { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { SessionSettings } from "../config/index.ts";
 import type { EnvironmentKinds } from "../environments/index.ts";
 import { Journal } from "../journal/index.ts";
 import type { Store } from "../storage/store.ts";
 import { SessionRecords } from "./records.ts";
-import { createSessionService } from "./session-service.ts";
 import { Sessions } from "./sessions.ts";
 
 export { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
-export type { Sessions, CallToolOptions, ToolCallResult } from "./sessions.ts";
+export type { Sessions, CallToolOptions, ClosingListener, ToolCallResult } from "./sessions.ts";
+export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
-
-export interface SessionsFeature {
-  service: ServiceImpl<typeof SessionService>;
-  /** Server-internal API (the run engine). */
-  sessions: Sessions;
-}
+export { createSessionService, type FirstRun } from "./session-service.ts";
 
 export interface SessionsFeatureOptions {
   store: Store;
@@ -26,7 +19,7 @@ export interface SessionsFeatureOptions {
 }
 
 /** Opens the sessions and their journal, and recovers what a previous process left in flight. */
-export async function createSessions(options: SessionsFeatureOptions): Promise<SessionsFeature> {
+export async function createSessions(options: SessionsFeatureOptions): Promise<Sessions> {
   const sessions = new Sessions({
     records: new SessionRecords(options.store),
     journal: new Journal(options.store),
@@ -35,5 +28,5 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     maxPayloadBytes: options.settings.maxPayloadBytes,
   });
   await sessions.recover();
-  return { service: createSessionService(sessions, options.kinds), sessions };
+  return sessions;
 }

@@ -1,14 +1,12 @@
 import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromMs, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
+import { ImplementationSchema, ReceiptSchema, type Receipt } from "../../../gen/skillenv/sessions/v1/common_pb.js";
 import {
   EnvironmentSchema,
-  ImplementationSchema,
-  ReceiptSchema,
   SessionEventSchema,
   SessionSchema,
   ToolPlacementSchema,
   type Environment,
-  type Receipt,
   type Session,
   type SessionEvent,
   type ToolPlacement,

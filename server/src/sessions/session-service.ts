@@ -1,18 +1,30 @@
 import { toJsonString } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { Run, RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { requireWorkspace } from "../auth/index.ts";
 import type { EnvironmentKinds } from "../environments/index.ts";
 import { environmentMessage, eventMessage, receiptMessage, sessionMessage } from "./messages.ts";
 import type { Sessions } from "./sessions.ts";
 
+/** Submits a session's first run (the run engine, which depends on sessions, not the reverse). */
+export type FirstRun = (workspace: string, sessionId: string, input: RunInput) => Promise<Run>;
+
 /** The SessionService RPCs: thin adapters from messages to Sessions. */
-export function createSessionService(sessions: Sessions, kinds: EnvironmentKinds): ServiceImpl<typeof SessionService> {
+export function createSessionService(sessions: Sessions, kinds: EnvironmentKinds, firstRun: FirstRun): ServiceImpl<typeof SessionService> {
   const session = (record: Parameters<typeof sessionMessage>[0]) => sessionMessage(record, kinds);
   return {
     async createSession(request, context: HandlerContext) {
-      return { session: session(await sessions.create(requireWorkspace(context), request)) };
+      const workspace = requireWorkspace(context);
+      const created = await sessions.create(workspace, request);
+      if (!request.run) return { session: session(created) };
+      // A refused first run leaves nothing behind: the caller never learned the session's id.
+      const run = await firstRun(workspace, created.id, request.run).catch(async (error: unknown) => {
+        await sessions.delete(workspace, created.id);
+        throw error;
+      });
+      return { session: session(await sessions.get(workspace, created.id)), run };
     },
     async getSession(request, context) {
       return { session: session(await sessions.get(requireWorkspace(context), request.sessionId)) };

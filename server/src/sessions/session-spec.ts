@@ -1,9 +1,9 @@
 import { toJson, toJsonString, type DescMessage, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { ImplementationSchema } from "../../../gen/skillenv/sessions/v1/common_pb.js";
 import {
   ExtensionEnvironmentSchema,
   HostEnvironmentSchema,
-  ImplementationSchema,
   ServiceEnvironmentSchema,
   type CreateSessionRequest,
   type Environment,

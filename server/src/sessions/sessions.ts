@@ -1,8 +1,9 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
-import type { EnvironmentBinding, EnvironmentKinds, OperationKind, TerminalReceipt } from "../environments/index.ts";
+import { createHash } from "node:crypto";
+import type { EnvironmentBinding, EnvironmentKinds, OperationKind, StagedFile, TerminalReceipt } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
-import type { Journal, JournalEvent, SentOperation } from "../journal/index.ts";
+import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
 import { KeyedLock } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
 import type { EnvironmentRecord, SessionRecord, SessionRecords, ToolRecord } from "./records.ts";
@@ -32,6 +33,9 @@ export interface ToolCallResult {
   receipt: TerminalReceipt;
 }
 
+/** Told before a session ends or is deleted, so that work on its behalf (runs) can stop first. */
+export type ClosingListener = (workspace: string, sessionId: string, reason: "end" | "delete") => Promise<void>;
+
 /** A session this process is working with: its record, its bindings and what is in flight. */
 interface LiveSession {
   record: SessionRecord;
@@ -53,6 +57,7 @@ export class Sessions {
   readonly #options: SessionsOptions;
   readonly #live = new Map<string, LiveSession>();
   readonly #lock = new KeyedLock();
+  readonly #closing: ClosingListener[] = [];
 
   constructor(options: SessionsOptions) {
     this.#options = options;
@@ -131,6 +136,39 @@ export class Sessions {
     return this.#execute(live, tool, options);
   }
 
+  /** Appends a note (a run's events) to the session's journal. */
+  note(sessionId: string, note: NoteEvent): Promise<JournalEvent> {
+    return this.#options.journal.append(sessionId, note);
+  }
+
+  /**
+   * Stages files into every ready environment of the session that has a workspace, each as a
+   * journaled `stage` operation (the journal records paths and digests, not contents).
+   */
+  async stage(workspace: string, id: string, files: readonly StagedFile[], runId: string): Promise<Array<{ environment: string; receipt: TerminalReceipt }>> {
+    const live = await this.#load(workspace, id);
+    this.#requireActive(live);
+    const manifest = JSON.stringify({ files: files.map((file) => ({ path: file.path, sizeBytes: file.bytes.byteLength, sha256: createHash("sha256").update(file.bytes).digest("hex") })) });
+    const targets = live.record.environments.filter((environment) => environment.state === "ready" && this.#binding(live, environment.name).stagesFiles);
+    return Promise.all(
+      targets.map(async ({ name }) => ({
+        environment: name,
+        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs) => binding.stage(files, deadlineMs), { input: manifest, runId }),
+      })),
+    );
+  }
+
+  /** Sends a cancel for every operation in flight on behalf of `runId`; their receipts are still recorded. */
+  async cancelRunOperations(workspace: string, id: string, runId: string): Promise<void> {
+    const live = await this.#load(workspace, id);
+    const targets = [...live.inFlight.values()].filter((operation) => operation.runId === runId);
+    await Promise.all(targets.map((target) => this.#cancel(live, target)));
+  }
+
+  onClosing(listener: ClosingListener): void {
+    this.#closing.push(listener);
+  }
+
   /**
    * Ends the session: it refuses new work at once, waits for operations in flight (each bounded
    * by its deadline), detaches every environment that was set up, and writes `session.ended`,
@@ -141,6 +179,7 @@ export class Sessions {
     await this.#lock.run(id, async () => {
       if (live.record.lifecycle !== "active") return;
       await this.#putRecord(live, { ...live.record, lifecycle: "ending" });
+      await Promise.all(this.#closing.map((listener) => listener(workspace, id, "end")));
       await this.#drain(live);
       await this.#finishEnding(live);
     });
@@ -157,6 +196,7 @@ export class Sessions {
     await this.#lock.run(id, async () => {
       if (live.record.lifecycle === "deleting") return;
       await this.#putRecord(live, { ...live.record, lifecycle: "deleting" });
+      await Promise.all(this.#closing.map((listener) => listener(workspace, id, "delete")));
       await Promise.all([...live.inFlight.values()].map((target) => this.#cancel(live, target)));
       await this.#drain(live);
       await this.#finishDeletion(live);
@@ -212,19 +252,20 @@ export class Sessions {
   }
 
   #cancel(live: LiveSession, target: SentOperation): Promise<TerminalReceipt> {
-    return this.#operate(live, target.environment, "cancel", (binding, deadlineMs) => binding.cancel(target.operationId, deadlineMs), target.operationId);
+    const fields = { targetOperationId: target.operationId, ...(target.runId ? { runId: target.runId } : {}) };
+    return this.#operate(live, target.environment, "cancel", (binding, deadlineMs) => binding.cancel(target.operationId, deadlineMs), fields);
   }
 
-  /** A journaled setup, cancel, detach or teardown of one environment. */
+  /** A journaled setup, stage, cancel, detach or teardown of one environment. */
   #operate(
     live: LiveSession,
     environment: string,
     kind: Exclude<OperationKind, "execute">,
     call: (binding: EnvironmentBinding, deadlineMs: number) => Promise<TerminalReceipt>,
-    targetOperationId?: string,
+    fields: Pick<SentOperation, "targetOperationId" | "input" | "runId"> = {},
   ): Promise<TerminalReceipt> {
     const deadlineMs = this.#deadline(undefined);
-    const operation: SentOperation = { operationId: newId("op"), environment, kind, deadlineMs, ...(targetOperationId ? { targetOperationId } : {}) };
+    const operation: SentOperation = { operationId: newId("op"), environment, kind, deadlineMs, ...fields };
     const binding = this.#binding(live, environment);
     return runJournaled(this.#journaled(), live.record.id, operation, () => call(binding, deadlineMs));
   }

@@ -3,19 +3,48 @@ import * as path from "node:path";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
-import { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+import { SessionService, type SessionEvent } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { ConnectError } from "@connectrpc/connect";
 import { COMPONENTS_DIR } from "./pool.ts";
 import { bearer } from "./service.ts";
 
-/** A Connect client of SessionService for one workspace key. */
-export function sessionClient(baseUrl: string, key: string): Client<typeof SessionService> {
-  const transport = createConnectTransport({
+function transport(baseUrl: string, key: string) {
+  return createConnectTransport({
     baseUrl,
     httpVersion: "2",
     interceptors: [(next) => (request) => (request.header.set("authorization", `Bearer ${key}`), next(request))],
   });
-  return createClient(SessionService, transport);
+}
+
+/** A Connect client of SessionService for one workspace key. */
+export function sessionClient(baseUrl: string, key: string): Client<typeof SessionService> {
+  return createClient(SessionService, transport(baseUrl, key));
+}
+
+/** A Connect client of RunService for one workspace key. */
+export function runClient(baseUrl: string, key: string): Client<typeof RunService> {
+  return createClient(RunService, transport(baseUrl, key));
+}
+
+/** The session's events from the start until one satisfies `until` (inclusive). */
+export async function eventsUntil(client: Client<typeof SessionService>, sessionId: string, until: (event: SessionEvent) => boolean): Promise<SessionEvent[]> {
+  const events: SessionEvent[] = [];
+  const abort = new AbortController();
+  try {
+    for await (const { event } of client.watchSession({ sessionId }, { signal: abort.signal })) {
+      events.push(event!);
+      if (until(event!)) break;
+    }
+  } finally {
+    abort.abort();
+  }
+  return events;
+}
+
+/** Whether an event ends a run: turn.completed, turn.failed or run.cancelled (of `runId`, when given). */
+export function runEnded(runId?: string): (event: SessionEvent) => boolean {
+  return (event) => ["turn.completed", "turn.failed", "run.cancelled"].includes(event.type) && (runId === undefined || event.data?.runId === runId);
 }
 
 /** Admits build/components/<name>.wasm as a tool of the key's workspace; returns its id. */

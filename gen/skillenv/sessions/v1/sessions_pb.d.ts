@@ -5,6 +5,8 @@
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
 import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import type { Implementation, Receipt } from "./common_pb.js";
+import type { Run, RunInput } from "./runs_pb.js";
 
 /**
  * Describes the file skillenv/sessions/v1/sessions.proto.
@@ -331,209 +333,6 @@ export declare type ToolPlacement = Message<"skillenv.sessions.v1.ToolPlacement"
 export declare const ToolPlacementSchema: GenMessage<ToolPlacement>;
 
 /**
- * Implementation is what a placed tool runs.
- *
- * @generated from message skillenv.sessions.v1.Implementation
- */
-export declare type Implementation = Message<"skillenv.sessions.v1.Implementation"> & {
-  /**
-   * One form per environment kind.
-   *
-   * @generated from oneof skillenv.sessions.v1.Implementation.kind
-   */
-  kind: {
-    /**
-     * Service environment: the id of a tool component admitted in this
-     * workspace.
-     *
-     * @generated from field: string tool = 1;
-     */
-    value: string;
-    case: "tool";
-  } | {
-    /**
-     * Service environment: an admitted program on an admitted runtime.
-     *
-     * @generated from field: skillenv.sessions.v1.ServiceProgram program = 2;
-     */
-    value: ServiceProgram;
-    case: "program";
-  } | {
-    /**
-     * Host or extension environment: opaque to the service, carried to the
-     * environment as is. A host environment may omit the implementation;
-     * its tools are then called by their placement names.
-     *
-     * @generated from field: google.protobuf.Value opaque = 3;
-     */
-    value: Value;
-    case: "opaque";
-  } | { case: undefined; value?: undefined };
-};
-
-/**
- * Describes the message skillenv.sessions.v1.Implementation.
- * Use `create(ImplementationSchema)` to create a new message.
- */
-export declare const ImplementationSchema: GenMessage<Implementation>;
-
-/**
- * ServiceProgram is a program resolved for the service environment (SPEC
- * 2.4): its source runs on a runtime component.
- *
- * @generated from message skillenv.sessions.v1.ServiceProgram
- */
-export declare type ServiceProgram = Message<"skillenv.sessions.v1.ServiceProgram"> & {
-  /**
-   * The program's id (SHA-256 of its source) in this workspace.
-   *
-   * @generated from field: string id = 1;
-   */
-  id: string;
-
-  /**
-   * The id of the runtime: an admitted tool component (for tools) or agent
-   * loop (for agent loops).
-   *
-   * @generated from field: string runtime = 2;
-   */
-  runtime: string;
-};
-
-/**
- * Describes the message skillenv.sessions.v1.ServiceProgram.
- * Use `create(ServiceProgramSchema)` to create a new message.
- */
-export declare const ServiceProgramSchema: GenMessage<ServiceProgram>;
-
-/**
- * Receipt is how an environment operation ended.
- *
- * @generated from message skillenv.sessions.v1.Receipt
- */
-export declare type Receipt = Message<"skillenv.sessions.v1.Receipt"> & {
-  /**
-   * Exactly one outcome.
-   *
-   * @generated from oneof skillenv.sessions.v1.Receipt.outcome
-   */
-  outcome: {
-    /**
-     * The operation completed and returned an output.
-     *
-     * @generated from field: skillenv.sessions.v1.Returned returned = 1;
-     */
-    value: Returned;
-    case: "returned";
-  } | {
-    /**
-     * The operation failed; nothing is retried.
-     *
-     * @generated from field: skillenv.sessions.v1.Failure failure = 2;
-     */
-    value: Failure;
-    case: "failure";
-  } | {
-    /**
-     * The operation may or may not have taken effect (e.g. the worker or the
-     * server stopped while it ran); it is never replayed.
-     *
-     * @generated from field: skillenv.sessions.v1.Unknown unknown = 3;
-     */
-    value: Unknown;
-    case: "unknown";
-  } | { case: undefined; value?: undefined };
-};
-
-/**
- * Describes the message skillenv.sessions.v1.Receipt.
- * Use `create(ReceiptSchema)` to create a new message.
- */
-export declare const ReceiptSchema: GenMessage<Receipt>;
-
-/**
- * Returned carries an operation's output.
- *
- * @generated from message skillenv.sessions.v1.Returned
- */
-export declare type Returned = Message<"skillenv.sessions.v1.Returned"> & {
-  /**
-   * The output; a tool's output text that is not JSON arrives as a string.
-   *
-   * @generated from field: google.protobuf.Value output = 1;
-   */
-  output?: Value | undefined;
-};
-
-/**
- * Describes the message skillenv.sessions.v1.Returned.
- * Use `create(ReturnedSchema)` to create a new message.
- */
-export declare const ReturnedSchema: GenMessage<Returned>;
-
-/**
- * Failure is a failed operation.
- *
- * @generated from message skillenv.sessions.v1.Failure
- */
-export declare type Failure = Message<"skillenv.sessions.v1.Failure"> & {
-  /**
-   * Stable snake_case code: the catalogue's (docs/errors.md), the
-   * environment's, or the tool's own.
-   *
-   * @generated from field: string code = 1;
-   */
-  code: string;
-
-  /**
-   * For people.
-   *
-   * @generated from field: string message = 2;
-   */
-  message: string;
-
-  /**
-   * True only when nothing took effect and a later attempt may succeed.
-   *
-   * @generated from field: bool retryable = 3;
-   */
-  retryable: boolean;
-
-  /**
-   * Machine-readable details, e.g. a limit.
-   *
-   * @generated from field: map<string, string> details = 4;
-   */
-  details: { [key: string]: string };
-};
-
-/**
- * Describes the message skillenv.sessions.v1.Failure.
- * Use `create(FailureSchema)` to create a new message.
- */
-export declare const FailureSchema: GenMessage<Failure>;
-
-/**
- * Unknown is an operation without a reliable result.
- *
- * @generated from message skillenv.sessions.v1.Unknown
- */
-export declare type Unknown = Message<"skillenv.sessions.v1.Unknown"> & {
-  /**
-   * Why the outcome is unknown.
-   *
-   * @generated from field: string message = 1;
-   */
-  message: string;
-};
-
-/**
- * Describes the message skillenv.sessions.v1.Unknown.
- * Use `create(UnknownSchema)` to create a new message.
- */
-export declare const UnknownSchema: GenMessage<Unknown>;
-
-/**
  * CreateSessionRequest describes the session.
  *
  * @generated from message skillenv.sessions.v1.CreateSessionRequest
@@ -552,6 +351,14 @@ export declare type CreateSessionRequest = Message<"skillenv.sessions.v1.CreateS
    * @generated from field: repeated skillenv.sessions.v1.ToolPlacement tools = 2;
    */
   tools: ToolPlacement[];
+
+  /**
+   * A first run, submitted once the session is ready: a session and its
+   * first run in one call.
+   *
+   * @generated from field: skillenv.sessions.v1.RunInput run = 3;
+   */
+  run?: RunInput | undefined;
 };
 
 /**
@@ -572,6 +379,13 @@ export declare type CreateSessionResponse = Message<"skillenv.sessions.v1.Create
    * @generated from field: skillenv.sessions.v1.Session session = 1;
    */
   session?: Session | undefined;
+
+  /**
+   * The first run, when one was given.
+   *
+   * @generated from field: skillenv.sessions.v1.Run run = 2;
+   */
+  run?: Run | undefined;
 };
 
 /**

@@ -6,7 +6,8 @@ import { authorizeGrant, parseGrants, type GrantAllowLists } from "../../grants/
 import type { Pool, Receipt as PoolReceipt, RuntimeGrants } from "../../pool/index.ts";
 import { componentRef } from "../../service-env/index.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
-import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type ServiceGrants, type TerminalReceipt } from "../port.ts";
+import { ConfinementError, writeConfined } from "./confined-write.ts";
+import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type ServiceGrants, type StagedFile, type TerminalReceipt } from "../port.ts";
 
 /** What a tool placed in the service environment runs: an admitted tool, or a program on a tool runtime. */
 export type ServiceImplementation = { tool: string } | { program: { id: string; runtime: string } };
@@ -78,6 +79,10 @@ class ServiceBinding implements EnvironmentBinding {
     this.#workspaceDir = path.join(options.workspaceRoot, context.workspace, context.sessionId, context.environment);
   }
 
+  get stagesFiles(): boolean {
+    return this.#grants.filesystem.workspace !== undefined;
+  }
+
   /** Creates the retained /workspace when one is granted. */
   async setup(): Promise<TerminalReceipt> {
     if (this.#grants.filesystem.workspace === undefined) return returned("{}");
@@ -86,6 +91,21 @@ class ServiceBinding implements EnvironmentBinding {
       return returned("{}");
     } catch (error) {
       return failure("internal", `cannot create the environment's workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    }
+  }
+
+  /**
+   * Writes the files under the retained workspace, host-side (a read-only grant limits the
+   * guest, not the service), never through a symlink a guest may have planted.
+   */
+  async stage(files: readonly StagedFile[]): Promise<TerminalReceipt> {
+    if (!this.stagesFiles) return failure("invalid_argument", "this environment has no workspace to stage files into");
+    try {
+      for (const file of files) await writeConfined(this.#workspaceDir, file.path, file.bytes);
+      return returned(JSON.stringify({ staged: files.length }));
+    } catch (error) {
+      if (error instanceof ConfinementError) return failure("invalid_argument", `cannot stage ${error.message}`);
+      return failure("internal", `cannot stage files into the workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
     }
   }
 

@@ -1,0 +1,38 @@
+import { constants } from "node:fs";
+import * as fs from "node:fs/promises";
+import * as path from "node:path";
+import { validateBundlePath } from "../../../../clients/ts/src/bundle/index.ts";
+
+/**
+ * Writes `bytes` at `relative` under `root`, where guests of the environment may have written
+ * before: no component of the path may be a symlink (each directory is checked with lstat after
+ * it is made, and the file is opened with O_NOFOLLOW), so a link planted by a guest cannot send
+ * the service's write outside the workspace. `relative` must pass the bundle path rules.
+ */
+export async function writeConfined(root: string, relative: string, bytes: Uint8Array): Promise<void> {
+  const problem = validateBundlePath(relative);
+  if (problem !== undefined) throw new ConfinementError(`${JSON.stringify(relative)}: ${problem}`);
+  const segments = relative.split("/");
+  let dir = root;
+  for (const segment of segments.slice(0, -1)) {
+    dir = path.join(dir, segment);
+    await fs.mkdir(dir, { mode: 0o700 }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== "EEXIST") throw error;
+    });
+    if (!(await fs.lstat(dir)).isDirectory()) throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} is not a directory`);
+  }
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+  const file = await fs.open(path.join(dir, segments.at(-1)!), flags, 0o600).catch((error: NodeJS.ErrnoException) => {
+    throw error.code === "ELOOP" ? new ConfinementError(`${JSON.stringify(relative)} is a symlink`) : error;
+  });
+  try {
+    await file.writeFile(bytes);
+  } finally {
+    await file.close();
+  }
+}
+
+/** A path that would leave the workspace. */
+export class ConfinementError extends Error {
+  override name = "ConfinementError";
+}

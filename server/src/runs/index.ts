@@ -1,0 +1,44 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import type { RunInput, Run, RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { Assets } from "../assets/index.ts";
+import type { ModelProvider } from "../models/index.ts";
+import type { Sessions } from "../sessions/index.ts";
+import type { SkillRegistry } from "../skills/index.ts";
+import type { Store } from "../storage/store.ts";
+import { runMessage } from "./messages.ts";
+import { RunRecords } from "./records.ts";
+import { RunAssets } from "./run-assets.ts";
+import { createRunService } from "./run-service.ts";
+import { Runs, type RunSettings } from "./runs.ts";
+
+export { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+export type { Runs, RunSettings } from "./runs.ts";
+
+export interface RunsFeature {
+  service: ServiceImpl<typeof RunService>;
+  runs: Runs;
+  /** Submits a run and answers its message: a session's first run, from CreateSession. */
+  firstRun(workspace: string, sessionId: string, input: RunInput): Promise<Run>;
+}
+
+export interface RunsFeatureOptions {
+  store: Store;
+  dataDir: string;
+  sessions: Sessions;
+  skills: SkillRegistry;
+  assets: Assets;
+  providers: ReadonlyMap<string, ModelProvider>;
+  settings: RunSettings;
+}
+
+/** Opens the runs, fails those a previous process left running, and starts retention cleanup. */
+export async function createRuns(options: RunsFeatureOptions): Promise<RunsFeature> {
+  const runs = new Runs({ ...options, records: new RunRecords(options.store), runAssets: new RunAssets(options.dataDir) });
+  await runs.recover();
+  runs.startRetention();
+  return {
+    service: createRunService(runs),
+    runs,
+    firstRun: async (workspace, sessionId, input) => runMessage((await runs.create(workspace, sessionId, input)).run),
+  };
+}

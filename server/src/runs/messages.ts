@@ -1,0 +1,24 @@
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { RunSchema, type Run } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { RunRecord } from "./records.ts";
+
+export function runMessage(record: RunRecord): Run {
+  return create(RunSchema, {
+    id: record.id,
+    sessionId: record.sessionId,
+    status: record.status,
+    model: { provider: record.model.provider, name: record.model.name, maxTokens: record.model.maxTokens, parameters: record.model.parameters as JsonObject },
+    skills: record.skills,
+    createdAt: timestampFromMs(Date.parse(record.createdAt)),
+    ...(record.finishedAt ? { finishedAt: timestampFromMs(Date.parse(record.finishedAt)) } : {}),
+    usage: { inputTokens: BigInt(record.usage.inputTokens), outputTokens: BigInt(record.usage.outputTokens) },
+    stopReason: record.stopReason ?? "",
+    rounds: record.rounds,
+    toolCalls: record.toolCalls,
+    outputText: record.outputText,
+    ...(record.error ? { error: { code: record.error.code, message: record.error.message } } : {}),
+    idempotencyHash: record.idempotencyHash,
+    idempotencyKey: record.idempotencyKey ?? "",
+  });
+}

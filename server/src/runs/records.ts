@@ -1,0 +1,131 @@
+import type { ConversationMessage } from "../models/index.ts";
+import { prefixEnd, type Store, type Table } from "../storage/store.ts";
+
+export type RunStatus = "running" | "completed" | "failed" | "cancelled";
+
+/** A run as stored. Provider keys are never part of it. */
+export interface RunRecord {
+  id: string;
+  sessionId: string;
+  workspace: string;
+  status: RunStatus;
+  model: { provider: string; name: string; maxTokens: number; parameters: Record<string, unknown> };
+  skills: Array<{ name: string; contentHash: string; description: string }>;
+  createdAt: string;
+  finishedAt?: string;
+  usage: { inputTokens: number; outputTokens: number };
+  stopReason?: string;
+  rounds: number;
+  toolCalls: number;
+  outputText: string;
+  error?: { code: string; message: string };
+  idempotencyHash: string;
+  idempotencyKey?: string;
+}
+
+/** Where a run's record is, for the indexes that know only its id. */
+interface RunLocation {
+  workspace: string;
+  sessionId: string;
+}
+
+/**
+ * Runs keyed `<workspace>/<sessionId>/<runId>` (newest last, as ids sort by time); each session's
+ * idempotency keys; the conversation each run added to its session; and the runs that are
+ * running, so that a restart can mark them failed.
+ */
+export class RunRecords {
+  readonly #store: Store;
+  readonly #runs: Table<RunRecord>;
+  readonly #keys: Table<string>;
+  readonly #conversations: Table<ConversationMessage[]>;
+  readonly #active: Table<RunLocation>;
+  /** Finished runs keyed `<finishedAt>/<runId>`, for retention cleanup in time order. */
+  readonly #finished: Table<RunLocation>;
+
+  constructor(store: Store) {
+    this.#store = store;
+    this.#runs = store.table<RunRecord>("runs");
+    this.#keys = store.table<string>("run-idempotency-keys");
+    this.#conversations = store.table<ConversationMessage[]>("conversations");
+    this.#active = store.table<RunLocation>("active-runs");
+    this.#finished = store.table<RunLocation>("finished-runs");
+  }
+
+  get(workspace: string, sessionId: string, runId: string): Promise<RunRecord | undefined> {
+    return this.#runs.get(runKey(workspace, sessionId, runId));
+  }
+
+  /** The run an idempotency key of the session names, if any. */
+  async byIdempotencyKey(workspace: string, sessionId: string, key: string): Promise<RunRecord | undefined> {
+    const runId = await this.#keys.get(runKey(workspace, sessionId, key));
+    return runId === undefined ? undefined : this.get(workspace, sessionId, runId);
+  }
+
+  /** Stores a new running run, its idempotency key and its place among the active runs, atomically. */
+  start(record: RunRecord): Promise<void> {
+    const ops = [
+      this.#runs.putOp(runKey(record.workspace, record.sessionId, record.id), record),
+      this.#active.putOp(record.id, { workspace: record.workspace, sessionId: record.sessionId }),
+    ];
+    if (record.idempotencyKey) ops.push(this.#keys.putOp(runKey(record.workspace, record.sessionId, record.idempotencyKey), record.id));
+    return this.#store.write(ops);
+  }
+
+  /** Stores a finished run with the conversation it added, and forgets it as active, atomically. */
+  finish(record: RunRecord, conversation: ConversationMessage[]): Promise<void> {
+    const location = { workspace: record.workspace, sessionId: record.sessionId };
+    return this.#store.write([
+      this.#runs.putOp(runKey(record.workspace, record.sessionId, record.id), record),
+      this.#conversations.putOp(`${record.sessionId}/${record.id}`, conversation),
+      this.#active.deleteOp(record.id),
+      this.#finished.putOp(`${record.finishedAt}/${record.id}`, location),
+    ]);
+  }
+
+  delete(record: RunRecord): Promise<void> {
+    const ops = [
+      this.#runs.deleteOp(runKey(record.workspace, record.sessionId, record.id)),
+      this.#conversations.deleteOp(`${record.sessionId}/${record.id}`),
+      this.#finished.deleteOp(`${record.finishedAt}/${record.id}`),
+    ];
+    if (record.idempotencyKey) ops.push(this.#keys.deleteOp(runKey(record.workspace, record.sessionId, record.idempotencyKey)));
+    return this.#store.write(ops);
+  }
+
+  /** Up to `limit` runs of the session, newest first, older than `beforeId` when given. */
+  page(workspace: string, sessionId: string, beforeId: string | undefined, limit: number): Promise<RunRecord[]> {
+    const prefix = `${workspace}/${sessionId}/`;
+    return this.#runs.values({ gt: prefix, lt: beforeId === undefined ? prefixEnd(prefix) : `${prefix}${beforeId}`, reverse: true, limit });
+  }
+
+  /** Every run of the session, oldest first (for deleting a session's runs). */
+  all(workspace: string, sessionId: string): Promise<RunRecord[]> {
+    const prefix = `${workspace}/${sessionId}/`;
+    return this.#runs.values({ gt: prefix, lt: prefixEnd(prefix) });
+  }
+
+  /** The session's conversation so far: every finished run's messages, in run order. */
+  async conversation(sessionId: string): Promise<ConversationMessage[]> {
+    const prefix = `${sessionId}/`;
+    return (await this.#conversations.values({ gt: prefix, lt: prefixEnd(prefix) })).flat();
+  }
+
+  /** Runs that were running when the process stopped. */
+  async interrupted(): Promise<RunRecord[]> {
+    const active = await this.#active.entries({});
+    const records = await Promise.all(active.map(([id, { workspace, sessionId }]) => this.get(workspace, sessionId, id)));
+    return records.filter((record) => record !== undefined);
+  }
+
+  /** Up to `limit` runs that finished before `before` (ISO time), oldest first. */
+  async finishedBefore(before: string, limit: number): Promise<RunRecord[]> {
+    const expired = await this.#finished.entries({ lt: before, limit });
+    const records = await Promise.all(expired.map(([key, { workspace, sessionId }]) => this.get(workspace, sessionId, key.slice(key.lastIndexOf("/") + 1))));
+    return records.filter((record) => record !== undefined);
+  }
+}
+
+function runKey(workspace: string, sessionId: string, id: string): string {
+  return `${workspace}/${sessionId}/${id}`;
+}

@@ -1,0 +1,282 @@
+import type { Assets } from "../assets/index.ts";
+import type { StagedFile } from "../environments/index.ts";
+import { serviceError } from "../errors/index.ts";
+import { newId } from "../ids/index.ts";
+import type { ModelProvider, ToolDefinition } from "../models/index.ts";
+import type { SessionRecord, Sessions } from "../sessions/index.ts";
+import type { SkillRegistry } from "../skills/index.ts";
+import { KeyedLock } from "../storage/index.ts";
+import type { RunRecord, RunRecords } from "./records.ts";
+import type { RunAssets } from "./run-assets.ts";
+import { RunEvents } from "./run-events.ts";
+import type { RunSkill } from "./skills-tool.ts";
+import { checkSubmission, type Submission } from "./submission.ts";
+import { Turn, TurnStopped, type TurnEnd, type TurnSetup } from "./turn.ts";
+import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+
+export interface RunSettings {
+  /** SERVICE_RUN_MAX_ROUNDS: model calls per run, at most. */
+  maxRounds: number;
+  /** SERVICE_MAX_TURN_SECS: a whole turn, at most. */
+  maxTurnSecs: number;
+  /** Largest message (it is journaled). */
+  maxMessageBytes: number;
+  /** SERVICE_RUN_RETENTION_DAYS: finished runs older than this are removed. */
+  retentionDays: number;
+}
+
+export interface RunsOptions {
+  records: RunRecords;
+  sessions: Sessions;
+  skills: SkillRegistry;
+  assets: Assets;
+  runAssets: RunAssets;
+  providers: ReadonlyMap<string, ModelProvider>;
+  settings: RunSettings;
+}
+
+/** A run this process is driving. */
+interface ActiveRun {
+  record: RunRecord;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+const PAGE_SIZE_DEFAULT = 50;
+const PAGE_SIZE_MAX = 1000;
+const RETENTION_SWEEP_MS = 60 * 60 * 1000;
+const RETENTION_BATCH = 100;
+
+/**
+ * Runs (SPEC 4, 4.1, 4.2, 3.7, 3.8): submission with a snapshot of every referenced skill,
+ * idempotency, one running run per session, cancellation, deletion, retention, and recovery
+ * after a restart. The turn itself is Turn's.
+ */
+export class Runs {
+  readonly #options: RunsOptions;
+  readonly #active = new Map<string, ActiveRun>();
+  readonly #lock = new KeyedLock();
+  #sweeper: NodeJS.Timeout | undefined;
+
+  constructor(options: RunsOptions) {
+    this.#options = options;
+    options.sessions.onClosing((workspace, sessionId, reason) => this.#sessionClosing(workspace, sessionId, reason));
+  }
+
+  async create(workspace: string, sessionId: string, input: RunInput | undefined): Promise<{ run: RunRecord; created: boolean }> {
+    const session = await this.#options.sessions.get(workspace, sessionId);
+    if (session.lifecycle !== "active") throw serviceError("session_ended", `session ${sessionId} is ${session.lifecycle}; it takes no new runs`);
+    const submission = checkSubmission(input, this.#rules());
+    return this.#lock.run(sessionId, async () => {
+      const existing = submission.idempotencyKey ? await this.#options.records.byIdempotencyKey(workspace, sessionId, submission.idempotencyKey) : undefined;
+      if (existing) return { run: this.#sameSubmission(existing, submission), created: false };
+      if (this.#runningIn(sessionId)) throw serviceError("run_in_progress", `session ${sessionId} is running run ${this.#runningIn(sessionId)!.record.id}; wait for it or cancel it`);
+      if (submission.agentloop) throw serviceError("invalid_argument", "custom agent loops are not available yet; omit agentloop for the service's default loop");
+      const record = await this.#submit(workspace, session, submission);
+      return { run: record, created: true };
+    });
+  }
+
+  async get(workspace: string, sessionId: string, runId: string): Promise<RunRecord> {
+    await this.#options.sessions.get(workspace, sessionId);
+    const record = this.#active.get(runId)?.record ?? (await this.#options.records.get(workspace, sessionId, runId));
+    if (!record || record.workspace !== workspace || record.sessionId !== sessionId) throw serviceError("run_not_found", `session ${sessionId} has no run ${JSON.stringify(runId)}`);
+    return record;
+  }
+
+  async list(workspace: string, sessionId: string, pageSize: number, pageToken: string): Promise<{ records: RunRecord[]; nextPageToken: string }> {
+    await this.#options.sessions.get(workspace, sessionId);
+    if (pageSize < 0 || pageSize > PAGE_SIZE_MAX) throw serviceError("invalid_argument", `pageSize must be between 0 and ${PAGE_SIZE_MAX}`);
+    const limit = pageSize || PAGE_SIZE_DEFAULT;
+    const before = pageToken === "" ? undefined : decodePageToken(pageToken);
+    const records = await this.#options.records.page(workspace, sessionId, before, limit + 1);
+    const page = records.slice(0, limit).map((record) => this.#active.get(record.id)?.record ?? record);
+    return { records: page, nextPageToken: records.length > limit ? encodePageToken(page.at(-1)!.id) : "" };
+  }
+
+  /** Stops a running run and waits until it has ended; a finished run is returned as it is. */
+  async cancel(workspace: string, sessionId: string, runId: string): Promise<RunRecord> {
+    const record = await this.get(workspace, sessionId, runId);
+    const active = this.#active.get(runId);
+    if (!active) return record;
+    active.controller.abort(new TurnStopped("cancelled", "the run was cancelled"));
+    await active.done;
+    return active.record;
+  }
+
+  /** Removes a finished run: its record, its part of the conversation and its snapshots. */
+  async delete(workspace: string, sessionId: string, runId: string): Promise<void> {
+    const record = await this.get(workspace, sessionId, runId);
+    if (this.#active.has(runId)) throw serviceError("run_in_progress", `run ${runId} is running; cancel it first`);
+    await this.#remove(record);
+  }
+
+  /** Runs that were running when the process stopped end as failed; nothing is resumed. */
+  async recover(): Promise<void> {
+    for (const record of await this.#options.records.interrupted()) {
+      await this.#finish(record, { status: "failed", added: [], outputText: "", error: { code: "interrupted", message: "the server stopped during the run; it was not resumed" } });
+    }
+  }
+
+  /** Removes finished runs older than the retention period now and every hour. */
+  startRetention(): void {
+    const sweep = () => void this.sweep().catch(() => undefined);
+    sweep();
+    this.#sweeper = setInterval(sweep, RETENTION_SWEEP_MS);
+    this.#sweeper.unref();
+  }
+
+  async sweep(now = Date.now()): Promise<number> {
+    const before = new Date(now - this.#options.settings.retentionDays * 24 * 60 * 60 * 1000).toISOString();
+    let removed = 0;
+    for (;;) {
+      const expired = await this.#options.records.finishedBefore(before, RETENTION_BATCH);
+      for (const record of expired) await this.#remove(record);
+      removed += expired.length;
+      if (expired.length < RETENTION_BATCH) return removed;
+    }
+  }
+
+  /** Stops every run this process drives (server shutdown): they end cancelled. */
+  async close(): Promise<void> {
+    clearInterval(this.#sweeper);
+    const active = [...this.#active.values()];
+    for (const run of active) run.controller.abort(new TurnStopped("cancelled", "the server is shutting down"));
+    await Promise.all(active.map((run) => run.done));
+  }
+
+  async #submit(workspace: string, session: SessionRecord, submission: Submission): Promise<RunRecord> {
+    const skills = await this.#resolveSkills(workspace, submission.skills);
+    const files = await this.#resolveFiles(workspace, submission.files);
+    const id = newId("run");
+    await this.#snapshot(id, skills);
+    const record: RunRecord = {
+      id,
+      sessionId: session.id,
+      workspace,
+      status: "running",
+      model: submission.model,
+      skills: skills.map(({ name, contentHash, description }) => ({ name, contentHash, description })),
+      createdAt: new Date().toISOString(),
+      usage: { inputTokens: 0, outputTokens: 0 },
+      rounds: 0,
+      toolCalls: 0,
+      outputText: "",
+      idempotencyHash: submission.idempotencyHash,
+      ...(submission.idempotencyKey ? { idempotencyKey: submission.idempotencyKey } : {}),
+    };
+    await this.#options.records.start(record);
+    await new RunEvents(this.#options.sessions, session.id, id).emit("run.submitted", {
+      model: { provider: submission.model.provider, name: submission.model.name },
+      skills: record.skills.map(({ name, contentHash }) => ({ name, contentHash })),
+      files: submission.files,
+      message: submission.message,
+      idempotencyHash: submission.idempotencyHash,
+    });
+    const tools: ToolDefinition[] = session.tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown> }));
+    const history = await this.#options.records.conversation(session.id);
+    this.#start({ record, submission, tools, skills, files, history });
+    return record;
+  }
+
+  #start(setup: TurnSetup): void {
+    const { record, submission } = setup;
+    const controller = new AbortController();
+    const deadlineMs = Date.parse(record.createdAt) + this.#options.settings.maxTurnSecs * 1000;
+    const timer = setTimeout(() => controller.abort(new TurnStopped("timeout", `the turn passed SERVICE_MAX_TURN_SECS (${this.#options.settings.maxTurnSecs} s)`)), deadlineMs - Date.now());
+    const provider = this.#options.providers.get(submission.model.provider)!;
+    const done = (async () => {
+      const end = await new Turn(setup, { sessions: this.#options.sessions, provider, deadlineMs }, controller.signal).run();
+      clearTimeout(timer);
+      if (controller.signal.aborted) await this.#options.sessions.cancelRunOperations(record.workspace, record.sessionId, record.id).catch(() => undefined);
+      await this.#finish(record, end);
+    })().finally(() => this.#active.delete(record.id));
+    this.#active.set(record.id, { record, controller, done });
+  }
+
+  async #finish(record: RunRecord, end: TurnEnd): Promise<void> {
+    record.status = end.status;
+    record.finishedAt = new Date().toISOString();
+    record.outputText = end.outputText;
+    if (end.stopReason) record.stopReason = end.stopReason;
+    if (end.error) record.error = end.error;
+    await this.#options.records.finish(record, end.added);
+    const events = new RunEvents(this.#options.sessions, record.sessionId, record.id);
+    const counts = { rounds: record.rounds, toolCalls: record.toolCalls, usage: record.usage };
+    if (end.status === "completed") await events.emit("turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts });
+    else if (end.status === "cancelled") await events.emit("run.cancelled", { ...end.error, ...counts });
+    else await events.emit("turn.failed", { ...end.error, ...counts });
+  }
+
+  async #resolveSkills(workspace: string, names: readonly string[]): Promise<Array<RunSkill & { bytes: Uint8Array }>> {
+    const resolved = [];
+    for (const name of names) {
+      const { record, files } = await this.#options.skills.files(workspace, name);
+      const bytes = await this.#options.assets.read(workspace, record.contentHash);
+      if (!bytes) throw serviceError("skill_not_found", `the bundle of skill ${name} is no longer available`);
+      const skillMd = new TextDecoder().decode(files.get("SKILL.md"));
+      resolved.push({ name, description: record.description, contentHash: record.contentHash, skillMd, files, bytes });
+    }
+    return resolved;
+  }
+
+  async #resolveFiles(workspace: string, files: Submission["files"]): Promise<StagedFile[]> {
+    const resolved: StagedFile[] = [];
+    for (const { path, assetSha256 } of files) {
+      const bytes = await this.#options.assets.read(workspace, assetSha256);
+      if (!bytes) throw serviceError("asset_not_found", `files[] ${JSON.stringify(path)}: this workspace has no finalized asset ${assetSha256}`);
+      resolved.push({ path, bytes });
+    }
+    return resolved;
+  }
+
+  /** Copies every skill's bundle into run asset storage; all or nothing. */
+  async #snapshot(runId: string, skills: ReadonlyArray<{ contentHash: string; bytes: Uint8Array }>): Promise<void> {
+    try {
+      for (const skill of skills) await this.#options.runAssets.put(runId, skill.contentHash, skill.bytes);
+    } catch (error) {
+      await this.#options.runAssets.remove(runId);
+      throw error;
+    }
+  }
+
+  #sameSubmission(existing: RunRecord, submission: Submission): RunRecord {
+    if (existing.idempotencyHash === submission.idempotencyHash) return this.#active.get(existing.id)?.record ?? existing;
+    throw serviceError("idempotency_key_reused", `idempotency key ${JSON.stringify(submission.idempotencyKey)} was used for run ${existing.id} with a different submission`);
+  }
+
+  async #remove(record: RunRecord): Promise<void> {
+    await this.#options.records.delete(record);
+    await this.#options.runAssets.remove(record.id);
+  }
+
+  /** A session that ends stops its run; one that is deleted also loses its runs. */
+  async #sessionClosing(workspace: string, sessionId: string, reason: "end" | "delete"): Promise<void> {
+    const active = this.#runningIn(sessionId);
+    if (active) {
+      active.controller.abort(new TurnStopped("cancelled", reason === "end" ? "the session ended" : "the session was deleted"));
+      await active.done;
+    }
+    if (reason === "delete") for (const record of await this.#options.records.all(workspace, sessionId)) await this.#remove(record);
+  }
+
+  #runningIn(sessionId: string): ActiveRun | undefined {
+    for (const run of this.#active.values()) if (run.record.sessionId === sessionId) return run;
+    return undefined;
+  }
+
+  #rules() {
+    const { maxRounds, maxMessageBytes } = this.#options.settings;
+    return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes };
+  }
+}
+
+function encodePageToken(id: string): string {
+  return Buffer.from(id, "utf8").toString("base64url");
+}
+
+function decodePageToken(token: string): string {
+  const id = Buffer.from(token, "base64url").toString("utf8");
+  if (!/^run_[0-9a-z]{26}$/.test(id)) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
+  return id;
+}

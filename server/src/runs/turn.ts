@@ -1,0 +1,223 @@
+import { ConnectError } from "@connectrpc/connect";
+import type { StagedFile } from "../environments/index.ts";
+import { describeError } from "../errors/index.ts";
+import { ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition } from "../models/index.ts";
+import type { Sessions, ToolCallResult } from "../sessions/index.ts";
+import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type ToolCall, type ToolResult } from "./default-loop.ts";
+import type { RunRecord } from "./records.ts";
+import { RunEvents } from "./run-events.ts";
+import { callSkillsTool, SKILLS_TOOL, type RunSkill } from "./skills-tool.ts";
+import type { Submission } from "./submission.ts";
+
+/** Everything a turn needs, resolved at submit. */
+export interface TurnSetup {
+  record: RunRecord;
+  submission: Submission;
+  /** The session's tools, as the model sees them. */
+  tools: ToolDefinition[];
+  skills: RunSkill[];
+  /** Run files to stage, paths relative to /workspace. */
+  files: StagedFile[];
+  history: ConversationMessage[];
+}
+
+export interface TurnDeps {
+  sessions: Sessions;
+  provider: ModelProvider;
+  /** When the whole turn must be over (SERVICE_MAX_TURN_SECS after submit). */
+  deadlineMs: number;
+}
+
+/** How a turn ended, for the run record. */
+export interface TurnEnd {
+  status: "completed" | "failed" | "cancelled";
+  added: ConversationMessage[];
+  stopReason?: string;
+  outputText: string;
+  error?: { code: string; message: string };
+}
+
+/** Why a turn was stopped from outside: the signal's reason. */
+export class TurnStopped extends Error {
+  override name = "TurnStopped";
+  readonly code: "cancelled" | "timeout";
+  constructor(code: "cancelled" | "timeout", message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/**
+ * One turn of a run: stage the skills' and the run's files, then drive the default agent loop,
+ * recording every step as the session's events. It never throws: every way a turn ends is a
+ * TurnEnd. The record's counters (rounds, tool calls, usage) are updated as it goes.
+ */
+export class Turn implements LoopHost {
+  readonly #setup: TurnSetup;
+  readonly #deps: TurnDeps;
+  readonly #signal: AbortSignal;
+  readonly #events: RunEvents;
+  readonly #added: ConversationMessage[] = [];
+
+  constructor(setup: TurnSetup, deps: TurnDeps, signal: AbortSignal) {
+    this.#setup = setup;
+    this.#deps = deps;
+    this.#signal = signal;
+    this.#events = new RunEvents(deps.sessions, setup.record.sessionId, setup.record.id);
+  }
+
+  async run(): Promise<TurnEnd> {
+    try {
+      await this.#events.emit("turn.started", {});
+      await this.#stage();
+      const { submission, history } = this.#setup;
+      const outcome = await defaultAgentLoop(this, { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added });
+      return { status: "completed", added: this.#added, stopReason: outcome.stopReason, outputText: outcome.outputText };
+    } catch (error) {
+      return this.#failed(error);
+    }
+  }
+
+  async callModel(messages: ConversationMessage[], round: number): Promise<ModelResponse> {
+    this.#throwIfStopped();
+    const { record, submission, skills } = this.#setup;
+    record.rounds = round;
+    const tools = skills.length > 0 ? [...this.#setup.tools, SKILLS_TOOL] : this.#setup.tools;
+    await this.#events.emit("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) });
+    const deltas = this.#events.deltas(round);
+    const reply = await this.#deps.provider.complete(
+      { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
+      { apiKey: submission.apiKey, signal: this.#signal, onTextDelta: (text) => deltas.push(text) },
+    );
+    await deltas.flush();
+    record.usage.inputTokens += reply.usage.inputTokens;
+    record.usage.outputTokens += reply.usage.outputTokens;
+    const toolCalls = reply.content.filter((part) => part.type === "tool_call");
+    await this.#events.emit("assistant.message", { round, text: textOf(reply.content), toolCalls, stopReason: reply.stopReason });
+    await this.#events.emit("model.usage", { round, ...reply.usage });
+    return reply;
+  }
+
+  async dispatchTools(calls: ToolCall[], round: number): Promise<ToolResult[]> {
+    this.#throwIfStopped();
+    const dispatches = Promise.all(calls.map((call) => this.#dispatch(call, round)));
+    // A stopped turn does not wait for its tools: their cancels are sent and their receipts
+    // are recorded whenever they come.
+    return raceStop(dispatches, this.#signal);
+  }
+
+  async #dispatch(call: ToolCall, round: number): Promise<ToolResult> {
+    this.#setup.record.toolCalls++;
+    await this.#events.emit("tool.call", { round, callId: call.id, name: call.name, input: call.input ?? null });
+    const result = await this.#callTool(call);
+    await this.#events.emit("tool.result", { round, callId: call.id, name: call.name, ...result.event });
+    return { type: "tool_result", toolCallId: call.id, output: result.output, isError: result.event.outcome !== "returned" };
+  }
+
+  async #callTool(call: ToolCall): Promise<{ output: string; event: Record<string, unknown> }> {
+    if (call.name === SKILLS_TOOL.name && this.#setup.skills.length > 0) {
+      const answer = callSkillsTool(call.input, this.#setup.skills);
+      return answer.ok ? returnedResult(answer.output) : failedResult(answer.code, answer.message);
+    }
+    const { workspace, sessionId, id } = this.#setup.record;
+    let called: ToolCallResult;
+    try {
+      const input = JSON.stringify(call.input ?? {});
+      called = await this.#deps.sessions.callTool(workspace, sessionId, call.name, { input, timeoutMs: this.#remainingMs(), runId: id });
+    } catch (error) {
+      const { body } = describeError(error);
+      return failedResult(body.code, body.message);
+    }
+    const { receipt, operationId } = called;
+    if (receipt.outcome === "returned") return returnedResult(receipt.output, operationId);
+    if (receipt.outcome === "failure") return failedResult(receipt.code, receipt.message, operationId);
+    return {
+      output: JSON.stringify({ error: { code: "unknown_outcome", message: `the tool may or may not have run: ${receipt.message}` } }),
+      event: { outcome: "unknown", message: receipt.message, operationId },
+    };
+  }
+
+  /** Skills' files under skills/<name>/ and the run's files, into every workspace of the session. */
+  async #stage(): Promise<void> {
+    const { skills, files, record } = this.#setup;
+    const staged = [...skills.flatMap((skill) => [...skill.files].map(([path, bytes]) => ({ path: `skills/${skill.name}/${path}`, bytes }))), ...files];
+    if (staged.length === 0) return;
+    const receipts = await this.#deps.sessions.stage(record.workspace, record.sessionId, staged, record.id);
+    const failed = receipts.find(({ receipt }) => receipt.outcome !== "returned");
+    if (failed) throw new StagingFailed(`staging into environment ${failed.environment} failed: ${failed.receipt.outcome === "failure" ? failed.receipt.message : failed.receipt.outcome}`);
+  }
+
+  #system(): string {
+    const parts = [this.#setup.submission.agentsMd];
+    if (this.#setup.skills.length > 0) {
+      parts.push("Skills are available through the `skills` tool: list them, then load one before following it. Its files are under /workspace/skills/<name>/.");
+    }
+    return parts.filter((part) => part !== "").join("\n\n");
+  }
+
+  #failed(error: unknown): TurnEnd {
+    const added = consistentPrefix(this.#added);
+    const outputText = "";
+    const stop = this.#signal.aborted ? (this.#signal.reason as TurnStopped) : undefined;
+    if (stop?.code === "cancelled") return { status: "cancelled", added, outputText, error: { code: "cancelled", message: stop.message } };
+    if (stop) return { status: "failed", added, outputText, error: { code: stop.code, message: stop.message } };
+    return { status: "failed", added, outputText, error: failureOf(error) };
+  }
+
+  #remainingMs(): number {
+    return Math.max(0, this.#deps.deadlineMs - Date.now());
+  }
+
+  #throwIfStopped(): void {
+    if (this.#signal.aborted) throw this.#signal.reason;
+  }
+}
+
+class StagingFailed extends Error {
+  override name = "StagingFailed";
+}
+
+function failureOf(error: unknown): { code: string; message: string } {
+  if (error instanceof ModelError) return { code: error.code, message: error.message };
+  if (error instanceof MaxRoundsExceeded) return { code: "max_rounds_exceeded", message: error.message };
+  if (error instanceof StagingFailed) return { code: "staging_failed", message: error.message };
+  if (error instanceof ConnectError) {
+    const { body } = describeError(error);
+    return { code: body.code, message: body.message };
+  }
+  return { code: "internal", message: "the turn failed unexpectedly" };
+}
+
+function returnedResult(output: string, operationId?: string): { output: string; event: Record<string, unknown> } {
+  return { output, event: { outcome: "returned", output: parseJson(output), ...(operationId ? { operationId } : {}) } };
+}
+
+function failedResult(code: string, message: string, operationId?: string): { output: string; event: Record<string, unknown> } {
+  return { output: JSON.stringify({ error: { code, message } }), event: { outcome: "failure", error: { code, message }, ...(operationId ? { operationId } : {}) } };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function raceStop<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}

@@ -1,0 +1,356 @@
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import type { Client } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunInput, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
+import { buildTestComponents } from "./helpers/pool.ts";
+import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
+import { admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
+import { bundleOf, deleteSkill, publish, skillMd } from "./helpers/skills.ts";
+
+const PROVIDER_KEY = "sk-test-provider-key-9d2e4a";
+
+/** What the service sent to the scripted provider (wire JSON: checked field by field below). */
+type Sent = { headers: Record<string, string>; body: any };
+
+beforeAll(() => buildTestComponents(), 600_000);
+
+function runInput(model: string, fields: Partial<RunInput> = {}): RunInput {
+  return {
+    model: { provider: "anthropic", name: model, maxTokens: 0 },
+    skills: [],
+    message: "hello",
+    agentsMd: "",
+    files: [],
+    providerKeys: { anthropic: PROVIDER_KEY },
+    idempotencyKey: "",
+    maxRounds: 0,
+    ...fields,
+  } as unknown as RunInput;
+}
+
+describe("runs", () => {
+  let provider: ScriptedProvider;
+  let service: TestService;
+  let root: string;
+  let sessions: Client<typeof SessionService>;
+  let runs: Client<typeof RunService>;
+  let workspaceTool: string;
+  let trapTool: string;
+
+  beforeAll(async () => {
+    provider = await startScriptedProvider();
+    root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-runs-")));
+    service = await startTestService({
+      SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+      SERVICE_OPENAI_BASE_URL: provider.openaiBaseUrl,
+      SERVICE_MODEL_MAX_RETRIES: "0",
+      SERVICE_ENV_FILESYSTEM_ALLOW: root,
+      SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
+    });
+    sessions = sessionClient(service.url, KEY_A);
+    runs = runClient(service.url, KEY_A);
+    [workspaceTool, trapTool] = await Promise.all([admitTool(service.url, KEY_A, "workspace-js"), admitTool(service.url, KEY_A, "trap-wat")]);
+  }, 120_000);
+  afterAll(async () => {
+    await service?.close();
+    await provider?.close();
+  });
+
+  /** A session with a workspace and the workspace-js tool placed as "fs" and trap-wat as "trap". */
+  async function workspaceSession(): Promise<string> {
+    const { session } = await sessions.createSession({
+      environments: [{ name: "box", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
+      tools: [
+        { name: "fs", description: "Reads and writes files.", environment: "box", implementation: { kind: { case: "tool", value: workspaceTool } } },
+        { name: "trap", description: "Always fails.", environment: "box", implementation: { kind: { case: "tool", value: trapTool } } },
+      ],
+    });
+    return session!.id;
+  }
+
+  async function finish(sessionId: string, runId: string) {
+    const events = await eventsUntil(sessions, sessionId, runEnded(runId));
+    const { run } = await runs.getRun({ sessionId, runId });
+    return { events: events.filter((event) => event.data?.runId === runId), run: run! };
+  }
+
+  it("completes a text turn and records every step as events", async () => {
+    provider.script("text-model", [{ text: "Hello there, friend.", chunkChars: 5, usage: { inputTokens: 11, outputTokens: 4 } }]);
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("text-model", { agentsMd: "Always be brief." }) });
+    expect(run?.status).toBe("running");
+    const { events, run: done } = await finish(sessionId, run!.id);
+    expect(done.status).toBe("completed");
+    expect(done.outputText).toBe("Hello there, friend.");
+    expect(done.stopReason).toBe("end_turn");
+    expect(done.usage).toMatchObject({ inputTokens: 11n, outputTokens: 4n });
+    const types = events.map((event) => event.type);
+    expect(types[0]).toBe("run.submitted");
+    expect(types).toEqual(expect.arrayContaining(["turn.started", "model.request", "assistant.delta", "assistant.message", "model.usage", "turn.completed"]));
+    expect(events.filter((event) => event.type === "assistant.delta").map((event) => event.data?.text).join("")).toBe("Hello there, friend.");
+    const request = (provider.requests.at(-1) as Sent);
+    expect(request.headers["x-api-key"]).toBe(PROVIDER_KEY);
+    expect(JSON.stringify(request.body.system)).toContain("Always be brief.");
+    expect(request.body.tools.map((tool: { name: string }) => tool.name).sort()).toEqual(["fs", "trap"]);
+  });
+
+  it("lists and loads skills, reads their staged files, and returns tool failures to the model", async () => {
+    await publish(service, "report-writer", bundleOf({
+      "SKILL.md": skillMd({ description: "Writes weekly reports.", body: "# Reports\nRead reference/template.txt first." }),
+      "reference/template.txt": "TEMPLATE v1",
+    }));
+    provider.script("skills-model", [
+      { toolCalls: [{ id: "c1", name: "skills", input: { action: "list" } }] },
+      { toolCalls: [{ id: "c2", name: "skills", input: { action: "load", name: "report-writer" } }] },
+      { toolCalls: [
+        { id: "c3", name: "fs", input: { v: 1, op: "read", path: "/workspace/skills/report-writer/reference/template.txt" } },
+        { id: "c4", name: "trap", input: {} },
+        { id: "c5", name: "skills", input: { action: "delete" } },
+      ] },
+      { text: "Done." },
+    ]);
+    const sessionId = await workspaceSession();
+    const first = provider.requests.length;
+    const { run } = await runs.createRun({ sessionId, run: runInput("skills-model", { skills: [{ kind: "skill", name: "report-writer" }] as never }) });
+    const { run: done, events } = await finish(sessionId, run!.id);
+    expect(done.status).toBe("completed");
+    expect(done.rounds).toBe(4);
+    expect(done.toolCalls).toBe(5);
+    expect(done.skills.map((skill) => skill.name)).toEqual(["report-writer"]);
+
+    const sent = provider.requests.slice(first) as Sent[];
+    expect(sent[0]!.body.tools.map((tool: { name: string }) => tool.name)).toContain("skills");
+    const results = (i: number) => sent[i]!.body.messages.at(-1).content;
+    expect(JSON.parse(results(1)[0].content)).toEqual({ skills: [{ name: "report-writer", description: "Writes weekly reports." }] });
+    expect(results(2)[0].content).toContain("Read reference/template.txt first.");
+    const [read, trap, bad] = results(3);
+    expect(JSON.parse(read.content)).toEqual({ v: 1, ok: true, data: "TEMPLATE v1" });
+    expect(trap.is_error).toBe(true);
+    expect(JSON.parse(trap.content).error.code).toBe("guest_trap");
+    expect(JSON.parse(bad.content).error.code).toBe("invalid_input");
+
+    const toolResults = events.filter((event) => event.type === "tool.result");
+    const outcomes = Object.fromEntries(toolResults.map((event) => [event.data?.callId, event.data?.outcome]));
+    expect(outcomes).toEqual({ c1: "returned", c2: "returned", c3: "returned", c4: "failure", c5: "failure" });
+    const staged = await fs.readdir(path.join(root, "workspaces", "a", sessionId, "box"), { recursive: true });
+    expect(staged.sort()).toEqual(["skills", "skills/report-writer", "skills/report-writer/SKILL.md", "skills/report-writer/reference", "skills/report-writer/reference/template.txt"]);
+  });
+
+  it("offers the skills tool only to runs that reference skills", async () => {
+    provider.script("plain-model", [{ text: "no skills" }]);
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("plain-model") });
+    await finish(sessionId, run!.id);
+    expect((provider.requests.at(-1) as Sent).body.tools.map((tool: { name: string }) => tool.name)).not.toContain("skills");
+  });
+
+  it.each<[string, Partial<RunInput>, string]>([
+    ["an unknown skill", { skills: [{ kind: "skill", name: "no-such-skill" }] as never }, "skill_not_found"],
+    ["a skill reference of another kind", { skills: [{ kind: "tool", name: "x" }] as never }, "invalid_argument"],
+    ["an invalid skill name", { skills: [{ kind: "skill", name: "Bad Name" }] as never }, "invalid_skill_name"],
+    ["a missing provider key", { providerKeys: {} }, "provider_key_missing"],
+    ["an unknown provider", { model: { provider: "acme", name: "m", maxTokens: 0 } as never }, "invalid_argument"],
+    ["a reserved model parameter", { model: { provider: "anthropic", name: "m", maxTokens: 0, parameters: { stream: false } } as never }, "invalid_argument"],
+    ["an empty message", { message: "" }, "invalid_argument"],
+    ["a file path escaping the workspace", { files: [{ path: "../etc/passwd", assetSha256: "0".repeat(64) }] as never }, "invalid_argument"],
+    ["a file that is not an asset", { files: [{ path: "data.csv", assetSha256: "0".repeat(64) }] as never }, "asset_not_found"],
+  ])("refuses %s and creates nothing", async (_, fields, code) => {
+    const sessionId = await workspaceSession();
+    expect(await refusedWith(runs.createRun({ sessionId, run: runInput("unused", fields) }))).toBe(code);
+    expect((await runs.listRuns({ sessionId })).runs).toHaveLength(0);
+    expect(await fs.readdir(path.join(service.dataDir, "runs")).catch(() => [])).not.toContain(sessionId);
+  });
+
+  it("names the unknown skill in the refusal", async () => {
+    const sessionId = await workspaceSession();
+    await expect(runs.createRun({ sessionId, run: runInput("unused", { skills: [{ kind: "skill", name: "missing-one" }] as never }) })).rejects.toThrow(/missing-one/);
+  });
+
+  it("keeps a run's skill snapshot when the skill changes or goes away mid-run; later runs see the new bytes", async () => {
+    const sessionId = await workspaceSession();
+    const v1 = bundleOf({ "SKILL.md": skillMd({ description: "Version one.", body: "BODY ONE" }) });
+    const v2 = bundleOf({ "SKILL.md": skillMd({ description: "Version two.", body: "BODY TWO" }) });
+    await publish(service, "mutable", v1);
+    provider.script("snapshot-model", [{ delayMs: 400, toolCalls: [{ id: "l", name: "skills", input: { action: "load", name: "mutable" } }] }, { text: "ok" }]);
+    const input = runInput("snapshot-model", { skills: [{ kind: "skill", name: "mutable" }] as never });
+    const { run } = await runs.createRun({ sessionId, run: input });
+    await publish(service, "mutable", v2);
+    await deleteSkill(service, "mutable");
+    const first = provider.requests.length;
+    await finish(sessionId, run!.id);
+    expect((provider.requests.slice(first - 1).at(-1) as Sent).body.messages.at(-1).content[0].content).toContain("BODY ONE");
+    expect(await fs.readdir(path.join(service.dataDir, "runs", run!.id, "assets"))).toEqual([v1.hash]);
+
+    expect(await refusedWith(runs.createRun({ sessionId, run: input }))).toBe("skill_not_found");
+    await publish(service, "mutable", v2);
+    provider.script("snapshot-model", [{ toolCalls: [{ id: "l", name: "skills", input: { action: "load", name: "mutable" } }] }, { text: "ok" }]);
+    const { run: later } = await runs.createRun({ sessionId, run: input });
+    await finish(sessionId, later!.id);
+    expect((provider.requests.at(-1) as Sent).body.messages.at(-1).content[0].content).toContain("BODY TWO");
+    expect(later!.idempotencyHash).toBe(run!.idempotencyHash);
+  });
+
+  it("returns the existing run for a retried idempotency key and starts nothing twice", async () => {
+    const sessionId = await workspaceSession();
+    provider.script("idem-model", [{ text: "once" }]);
+    const input = runInput("idem-model", { idempotencyKey: "retry-1" });
+    const first = await runs.createRun({ sessionId, run: input });
+    const second = await runs.createRun({ sessionId, run: input });
+    expect(first.created).toBe(true);
+    expect(second.created).toBe(false);
+    expect(second.run?.id).toBe(first.run?.id);
+    await finish(sessionId, first.run!.id);
+    expect((await runs.listRuns({ sessionId })).runs).toHaveLength(1);
+    expect(await refusedWith(runs.createRun({ sessionId, run: { ...input, message: "something else" } }))).toBe("idempotency_key_reused");
+  });
+
+  it("runs one run at a time per session, and cancels a run waiting on a tool", async () => {
+    const append = await admitTool(service.url, KEY_A, "append-js");
+    const { session } = await sessions.createSession({
+      environments: [{ name: "box", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
+      tools: [{ name: "append", environment: "box", implementation: { kind: { case: "tool", value: append } } }],
+    });
+    const sessionId = session!.id;
+    provider.script("slow-tool-model", [{ toolCalls: [{ id: "a", name: "append", input: { v: 1, file: "log", line: "x", holdMs: 20_000 } }] }, { text: "never" }]);
+    const { run } = await runs.createRun({ sessionId, run: runInput("slow-tool-model") });
+    await eventsUntil(sessions, sessionId, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
+    expect(await refusedWith(runs.createRun({ sessionId, run: runInput("slow-tool-model") }))).toBe("run_in_progress");
+    expect(await refusedWith(runs.deleteRun({ sessionId, runId: run!.id }))).toBe("run_in_progress");
+
+    const cancelled = await runs.cancelRun({ sessionId, runId: run!.id });
+    expect(cancelled.run?.status).toBe("cancelled");
+    const events = await eventsUntil(sessions, sessionId, runEnded(run!.id));
+    const execute = events.find((event) => event.type === "operation.sent" && event.data?.kind === "execute")!;
+    expect(events.some((event) => event.type === "operation.sent" && event.data?.kind === "cancel" && event.data?.targetOperationId === execute.data?.operationId)).toBe(true);
+    expect(events.at(-1)?.type).toBe("run.cancelled");
+    await runs.deleteRun({ sessionId, runId: run!.id });
+    expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
+  });
+
+  it("fails a turn that passes SERVICE_MAX_TURN_SECS", async () => {
+    const bounded = await startTestService({ SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl, SERVICE_MAX_TURN_SECS: "1", SERVICE_MODEL_MAX_RETRIES: "0" });
+    try {
+      provider.script("slow-model", [{ delayMs: 5000, text: "late" }]);
+      const client = sessionClient(bounded.url, KEY_A);
+      const { session } = await client.createSession({ environments: [], tools: [] });
+      const { run } = await runClient(bounded.url, KEY_A).createRun({ sessionId: session!.id, run: runInput("slow-model") });
+      const events = await eventsUntil(client, session!.id, runEnded(run!.id));
+      expect(events.at(-1)).toMatchObject({ type: "turn.failed", data: { code: "timeout" } });
+    } finally {
+      await bounded.close();
+    }
+  });
+
+  it.each([
+    ["a refused key", { status: 401, type: "authentication_error", message: "invalid x-api-key" }, "model_auth_failed"],
+    ["an overloaded provider", { status: 529, type: "overloaded_error", message: "overloaded" }, "model_overloaded"],
+  ])("reports %s as a failed turn", async (_, error, code) => {
+    provider.script("error-model", [{ error }]);
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("error-model") });
+    const { run: done } = await finish(sessionId, run!.id);
+    expect(done.status).toBe("failed");
+    expect(done.error?.code).toBe(code);
+    expect(done.error?.message).not.toContain(PROVIDER_KEY);
+  });
+
+  it("fails a run whose model still wants tools after max_rounds", async () => {
+    provider.script("greedy-model", [{ toolCalls: [{ id: "x", name: "skills-none", input: {} }] }], { loop: true });
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("greedy-model", { maxRounds: 3 }) });
+    const { run: done } = await finish(sessionId, run!.id);
+    expect(done.error?.code).toBe("max_rounds_exceeded");
+    expect(done.rounds).toBe(3);
+  });
+
+  it("carries the conversation into the session's next run", async () => {
+    provider.script("chat-model", [{ text: "first answer" }, { text: "second answer" }]);
+    const sessionId = await workspaceSession();
+    const first = await runs.createRun({ sessionId, run: runInput("chat-model", { message: "first question" }) });
+    await finish(sessionId, first.run!.id);
+    const second = await runs.createRun({ sessionId, run: runInput("chat-model", { message: "second question" }) });
+    await finish(sessionId, second.run!.id);
+    const messages = (provider.requests.at(-1) as Sent).body.messages;
+    expect(JSON.stringify(messages)).toContain("first question");
+    expect(JSON.stringify(messages)).toContain("first answer");
+    expect(messages.at(-1).content[0].text).toBe("second question");
+  });
+
+  it("drives the OpenAI provider the same way", async () => {
+    provider.script("gpt-test", [{ toolCalls: [{ id: "call_1", name: "fs", input: { v: 1, op: "list", path: "/workspace" } }] }, { text: "listed" }]);
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("gpt-test", { model: { provider: "openai", name: "gpt-test", maxTokens: 0 } as never, providerKeys: { openai: PROVIDER_KEY } }) });
+    const { run: done } = await finish(sessionId, run!.id);
+    expect(done.status).toBe("completed");
+    expect(done.outputText).toBe("listed");
+    expect((provider.requests.at(-1) as Sent).headers.authorization).toBe(`Bearer ${PROVIDER_KEY}`);
+  });
+
+  it("creates a session and its first run in one call", async () => {
+    provider.script("first-run-model", [{ text: "started together" }]);
+    const { session, run } = await sessions.createSession({ environments: [], tools: [], run: runInput("first-run-model") });
+    const { run: done } = await finish(session!.id, run!.id);
+    expect(done.outputText).toBe("started together");
+    const before = (await sessions.listSessions({})).sessions.length;
+    expect(await refusedWith(sessions.createSession({ environments: [], tools: [], run: runInput("x", { providerKeys: {} }) }))).toBe("provider_key_missing");
+    expect((await sessions.listSessions({})).sessions.length).toBe(before);
+  });
+
+  it("keeps workspace B out of A's runs", async () => {
+    provider.script("iso-model", [{ text: "mine" }]);
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("iso-model") });
+    await finish(sessionId, run!.id);
+    const other = runClient(service.url, KEY_B);
+    expect(await refusedWith(other.getRun({ sessionId, runId: run!.id }))).toBe("session_not_found");
+    expect(await refusedWith(other.createRun({ sessionId, run: runInput("iso-model") }))).toBe("session_not_found");
+    expect(await refusedWith(other.cancelRun({ sessionId, runId: run!.id }))).toBe("session_not_found");
+  });
+
+  it("tells the model when a tool's outcome is unknown", async () => {
+    const loop = await admitTool(service.url, KEY_A, "loop-wat");
+    const { session } = await sessions.createSession({
+      environments: [{ name: "box", kind: { case: "service", value: {} } }],
+      tools: [{ name: "spin", environment: "box", implementation: { kind: { case: "tool", value: loop } } }],
+    });
+    provider.script("unknown-model", [{ toolCalls: [{ id: "s", name: "spin", input: {} }] }, { text: "noted" }]);
+    const { run } = await runs.createRun({ sessionId: session!.id, run: runInput("unknown-model") });
+    const pool = service.serviceEnv.pool;
+    await eventsUntil(sessions, session!.id, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
+    while (pool.stats().inFlight.tools === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    pool.testing.killWorker(pool.stats().workers.find((worker) => worker.tools > 0)!.index);
+    const { run: done, events } = await finish(session!.id, run!.id);
+    expect(done.status).toBe("completed");
+    expect(events.find((event) => event.type === "tool.result")?.data).toMatchObject({ outcome: "unknown" });
+    const result = (provider.requests.at(-1) as Sent).body.messages.at(-1).content[0];
+    expect(result.is_error).toBe(true);
+    expect(JSON.parse(result.content).error.code).toBe("unknown_outcome");
+  });
+
+  it("removes finished runs and their snapshots after the retention period", async () => {
+    await publish(service, "kept-briefly", bundleOf({ "SKILL.md": skillMd({ description: "Short-lived." }) }));
+    provider.script("retention-model", [{ text: "done" }]);
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("retention-model", { skills: [{ kind: "skill", name: "kept-briefly" }] as never }) });
+    await finish(sessionId, run!.id);
+    expect(await service.runs.sweep()).toBe(0);
+    expect((await runs.listRuns({ sessionId })).runs).toHaveLength(1);
+    expect(await service.runs.sweep(Date.now() + 31 * 24 * 60 * 60 * 1000)).toBeGreaterThanOrEqual(1);
+    expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
+    await expect(fs.stat(path.join(service.dataDir, "runs", run!.id))).rejects.toThrow(/ENOENT/);
+  });
+
+  it("never writes a provider key to the data directory, the events or the log", async () => {
+    const sessionId = await workspaceSession();
+    provider.script("leak-model", [{ text: "fine" }]);
+    const { run } = await runs.createRun({ sessionId, run: runInput("leak-model") });
+    const { events } = await finish(sessionId, run!.id);
+    expect(JSON.stringify(events.map((event) => event.data))).not.toContain(PROVIDER_KEY);
+    expect(await filesContaining(service.dataDir, PROVIDER_KEY)).toEqual([]);
+    expect(service.logs.join("\n")).not.toContain(PROVIDER_KEY);
+  });
+});
