@@ -3,9 +3,15 @@ import { readFileSync } from "node:fs";
 import { crc32 as zlibCrc32 } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import {
+  assertWithinLimits,
   BundleFormatError,
+  canonicalLayout,
   canonicalZip,
   crc32,
+  decodeSkillMd,
+  DEFAULT_BUNDLE_LIMITS,
+  FRONTMATTER_LIMITS,
+  maxCanonicalArchiveBytes,
   tableCrc32,
   parseSkillMd,
   resolveSkillName,
@@ -272,5 +278,132 @@ describe("parseSkillMd", () => {
     ["blank description", skillMd("description: '  '\n"), "description_missing"],
   ] as const)("%s -> %s", (_, text, code) => {
     expect(codeOf(() => parseSkillMd(text))).toBe(code);
+  });
+});
+
+describe("frontmatter bounds", () => {
+  const { maxBytes, maxKeys, maxDepth, maxAliases } = FRONTMATTER_LIMITS;
+  const keys = (count: number, indent = "") => Array.from({ length: count }, (_, i) => `${indent}k${i}: v\n`).join("");
+  /** `depth` collections nested in flow style: description's sibling x holds [[...]]. */
+  const flowNesting = (depth: number) => `description: d\nx: ${"[".repeat(depth - 1)}${"]".repeat(depth - 1)}\n`;
+  /** `depth` collections nested in block style: a mapping of mappings. */
+  const blockNesting = (depth: number) => `description: d\n${Array.from({ length: depth - 1 }, (_, i) => `${" ".repeat(i)}k:\n`).join("")}${" ".repeat(depth - 1)}leaf: 1\n`;
+  /** `count` anchors, each aliased once (so no anchor is expanded often). */
+  const aliases = (count: number) => {
+    const indices = Array.from({ length: count }, (_, i) => i);
+    return `description: d\nx: [${indices.map((i) => `&a${i} ${i}`).join(", ")}]\ny: [${indices.map((i) => `*a${i}`).join(", ")}]\n`;
+  };
+
+  it("takes a frontmatter of exactly the size limit and refuses one byte more with frontmatter_too_large", () => {
+    const description = "description: d\n";
+    const filler = (bytes: number) => `# ${"x".repeat(bytes - 3)}\n`;
+    expect(parseSkillMd(skillMd(description + filler(maxBytes - description.length))).description).toBe("d");
+    expect(codeOf(() => parseSkillMd(skillMd(description + filler(maxBytes - description.length + 1))))).toBe("frontmatter_too_large");
+  });
+
+  it("counts the size in UTF-8 bytes, not characters", () => {
+    const description = `description: ${"é".repeat(maxBytes / 2)}\n`;
+    expect(description.length).toBeLessThan(maxBytes);
+    expect(codeOf(() => parseSkillMd(skillMd(description)))).toBe("frontmatter_too_large");
+  });
+
+  it("stops looking for the closing line once the block is too long, with frontmatter_too_large", () => {
+    expect(codeOf(() => parseSkillMd(`---\ndescription: d\n${"body line\n".repeat(maxBytes / 5)}`))).toBe("frontmatter_too_large");
+  });
+
+  it("refuses the issue's 20 000 keys with frontmatter_too_large", () => {
+    expect(codeOf(() => parseSkillMd(skillMd(`description: d\n${keys(20_000)}`)))).toBe("frontmatter_too_large");
+  });
+
+  it("takes as many keys as allowed, at every level together, and refuses one more", () => {
+    expect(parseSkillMd(skillMd(`description: d\nmeta:\n${keys(maxKeys - 2, "  ")}`)).description).toBe("d");
+    expect(codeOf(() => parseSkillMd(skillMd(`description: d\nmeta:\n${keys(maxKeys - 1, "  ")}`)))).toBe("frontmatter_too_large");
+    expect(codeOf(() => parseSkillMd(skillMd(`description: d\nx: {${Array.from({ length: maxKeys }, (_, i) => `f${i}: 1`).join(", ")}}\n`)))).toBe(
+      "frontmatter_too_large",
+    );
+  });
+
+  it.each([
+    ["flow", flowNesting],
+    ["block", blockNesting],
+  ])("takes %s collections nested as deep as allowed and refuses one level more", (_, nesting) => {
+    expect(parseSkillMd(skillMd(nesting(maxDepth))).description).toBe("d");
+    expect(codeOf(() => parseSkillMd(skillMd(nesting(maxDepth + 1))))).toBe("frontmatter_too_large");
+  });
+
+  it("refuses deep nesting before composing it: 100 000 levels is frontmatter_too_large, not a stack overflow", () => {
+    expect(codeOf(() => parseSkillMd(skillMd(`description: d\nx: ${"[".repeat(100_000)}\n`)))).toBe("frontmatter_too_large");
+    expect(codeOf(() => parseSkillMd(skillMd(`description: d\nx:\n${"- ".repeat(100_000)}1\n`)))).toBe("frontmatter_too_large");
+  });
+
+  it("takes as many aliases as allowed and refuses one more", () => {
+    expect(parseSkillMd(skillMd(aliases(maxAliases))).frontmatter.y).toHaveLength(maxAliases);
+    expect(codeOf(() => parseSkillMd(skillMd(aliases(maxAliases + 1))))).toBe("frontmatter_too_large");
+  });
+
+  it("still refuses duplicate keys, nested ones and ones spelled differently, with frontmatter_invalid", () => {
+    expect(codeOf(() => parseSkillMd(skillMd("description: d\nmeta:\n  a: 1\n  a: 2\n")))).toBe("frontmatter_invalid");
+    expect(codeOf(() => parseSkillMd(skillMd("description: d\nx: [{a: 1, a: 2}]\n")))).toBe("frontmatter_invalid");
+    expect(codeOf(() => parseSkillMd(skillMd("description: d\n'description': e\n")))).toBe("frontmatter_invalid");
+    expect(parseSkillMd(skillMd("description: d\nmeta:\n  a: 1\nother:\n  a: 2\n")).frontmatter).toEqual({ description: "d", meta: { a: 1 }, other: { a: 2 } });
+  });
+
+  it("refuses a second YAML document with frontmatter_invalid", () => {
+    expect(codeOf(() => parseSkillMd(skillMd("description: d\n...\nx: 1\n")))).toBe("frontmatter_invalid");
+  });
+});
+
+describe("decodeSkillMd", () => {
+  it("drops a byte-order mark and refuses bytes that are not UTF-8 with frontmatter_invalid", () => {
+    expect(decodeSkillMd(new Uint8Array([0xef, 0xbb, 0xbf, 0x2d]))).toBe("-");
+    expect(codeOf(() => decodeSkillMd(new Uint8Array([0x2d, 0xe9])))).toBe("frontmatter_invalid");
+  });
+});
+
+describe("assertWithinLimits", () => {
+  const limits = { ...DEFAULT_BUNDLE_LIMITS, maxEntries: 3, maxEntryBytes: 10, maxTotalBytes: 25 };
+  const sizes = (...bytes: number[]) => new Map(bytes.map((size, i) => [`f${i}`, size]));
+
+  it("takes files exactly at every limit", () => {
+    expect(() => assertWithinLimits(sizes(10, 10, 5), limits)).not.toThrow();
+  });
+
+  it.each([
+    ["one file too many", sizes(1, 1, 1, 1), "bundle_too_many_entries"],
+    ["one file a byte too large", sizes(11), "bundle_entry_too_large"],
+    ["the files together a byte too large", sizes(10, 10, 6), "bundle_too_large"],
+  ] as const)("refuses %s with %s, the server's code", (_, files, code) => {
+    expect(codeOf(() => assertWithinLimits(files, limits))).toBe(code);
+  });
+});
+
+describe("canonicalLayout", () => {
+  const files = new Map([
+    ["b.txt", encoder.encode("bee")],
+    ["SKILL.md", encoder.encode("---\ndescription: d\n---\n")],
+    ["a/c", new Uint8Array(0)],
+  ]);
+
+  it("puts each header where canonicalZip writes it, the data right after, and the trailer at the end", () => {
+    const zip = canonicalZip(files);
+    const entries = Array.from(files, ([path, data]) => ({ name: encoder.encode(path), size: data.length, crc: crc32(data), data }));
+    const layout = canonicalLayout(entries);
+    expect(layout.size).toBe(zip.length);
+    expect(layout.localHeaders.map(({ entry }) => new TextDecoder().decode(entry.name))).toEqual(["SKILL.md", "a/c", "b.txt"]);
+    for (const { offset, bytes, entry } of layout.localHeaders) {
+      expect(zip.subarray(offset, offset + bytes.length)).toEqual(bytes);
+      expect(zip.subarray(offset + bytes.length, offset + bytes.length + entry.size)).toEqual(entry.data);
+    }
+    expect(zip.subarray(layout.trailer.offset)).toEqual(layout.trailer.bytes);
+  });
+
+  it("bounds the archive exactly: the limits filled with the longest paths give maxCanonicalArchiveBytes", () => {
+    const limits = { ...DEFAULT_BUNDLE_LIMITS, maxEntries: 2, maxTotalBytes: 100 };
+    const longest = (letter: string) => letter.repeat(0xffff);
+    const full = new Map([
+      [longest("a"), new Uint8Array(60)],
+      [longest("b"), new Uint8Array(40)],
+    ]);
+    expect(canonicalZip(full).length).toBe(maxCanonicalArchiveBytes(limits));
   });
 });

@@ -38,6 +38,7 @@ export const errorCatalogue = {
   bundle_missing_skill_md: { code: Code.InvalidArgument, httpStatus: 400, summary: "SKILL.md is not at the archive root." },
   frontmatter_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "SKILL.md does not start with a YAML frontmatter block." },
   frontmatter_invalid: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter is not valid YAML mapping, or a field has the wrong type." },
+  frontmatter_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter exceeds a bound of the format: its size, its keys, its nesting depth or its aliases (docs/bundle-format.md section 3)." },
   description_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter has no non-empty description." },
   description_too_long: { code: Code.InvalidArgument, httpStatus: 400, summary: "The description exceeds 2048 characters." },
   bundle_path_invalid: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry path is absolute, has an empty, . or .. segment, a backslash, a NUL or other control character, or is not UTF-8." },

@@ -9,6 +9,7 @@ export type BundleErrorCode =
   | "bundle_missing_skill_md"
   | "frontmatter_missing"
   | "frontmatter_invalid"
+  | "frontmatter_too_large"
   | "description_missing"
   | "description_too_long"
   | "bundle_path_invalid"

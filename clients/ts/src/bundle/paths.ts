@@ -1,7 +1,7 @@
 import { BundleFormatError } from "./errors.ts";
 
 /** The zip name-length field is 16 bits wide. */
-const MAX_PATH_BYTES = 0xffff;
+export const MAX_PATH_BYTES = 0xffff;
 
 const encoder = new TextEncoder();
 

@@ -1,5 +1,5 @@
-import { parseDocument } from "yaml";
 import { BundleFormatError } from "./errors.ts";
+import { FRONTMATTER_LIMITS, parseFrontmatter } from "./frontmatter.ts";
 
 export const SKILL_MD_PATH = "SKILL.md";
 export const MAX_DESCRIPTION_LENGTH = 2048;
@@ -20,6 +20,17 @@ export interface SkillMd {
 const OPENING_LINE = /^\uFEFF?---[ \t]*\r?\n/;
 const DELIMITER_LINE = /^---[ \t]*\r?$/;
 
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** SKILL.md's bytes as text, a leading byte-order mark dropped; frontmatter_invalid when they are not UTF-8. */
+export function decodeSkillMd(bytes: Uint8Array): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw new BundleFormatError("frontmatter_invalid", `${SKILL_MD_PATH} is not valid UTF-8`);
+  }
+}
+
 /** Parses SKILL.md; throws BundleFormatError (frontmatter_*, description_*) when it breaks the rules. */
 export function parseSkillMd(text: string): SkillMd {
   const { yamlText, body } = splitFrontmatter(text);
@@ -29,41 +40,26 @@ export function parseSkillMd(text: string): SkillMd {
   return name === undefined ? { description, frontmatter, body } : { name, description, frontmatter, body };
 }
 
+/**
+ * Finds the closing line. The search gives up once the block is longer than the frontmatter may
+ * be (a UTF-16 unit is at least one UTF-8 byte), so a SKILL.md that never closes is not scanned whole.
+ */
 function splitFrontmatter(text: string): { yamlText: string; body: string } {
   const opening = OPENING_LINE.exec(text);
   if (opening === null) {
     throw new BundleFormatError("frontmatter_missing", `${SKILL_MD_PATH} must start with a "---" line opening a YAML frontmatter block`);
   }
-  for (let start = opening[0].length; ; ) {
+  const yamlStart = opening[0].length;
+  for (let start = yamlStart; start - yamlStart <= FRONTMATTER_LIMITS.maxBytes; ) {
     const newline = text.indexOf("\n", start);
     const end = newline === -1 ? text.length : newline;
     if (DELIMITER_LINE.test(text.slice(start, end))) {
-      return { yamlText: text.slice(opening[0].length, start), body: newline === -1 ? "" : text.slice(newline + 1) };
+      return { yamlText: text.slice(yamlStart, start), body: newline === -1 ? "" : text.slice(newline + 1) };
     }
     if (newline === -1) throw new BundleFormatError("frontmatter_invalid", `the ${SKILL_MD_PATH} frontmatter is never closed by a "---" line`);
     start = newline + 1;
   }
-}
-
-function parseFrontmatter(yamlText: string): Record<string, unknown> {
-  // Duplicate keys are errors (uniqueKeys), and alias expansion is capped against "billion laughs".
-  const document = parseDocument(yamlText, { uniqueKeys: true, prettyErrors: false });
-  const error = document.errors[0];
-  if (error !== undefined) throw new BundleFormatError("frontmatter_invalid", `the ${SKILL_MD_PATH} frontmatter is not valid YAML: ${error.message}`);
-  let value: unknown;
-  try {
-    value = document.toJS({ maxAliasCount: 100 });
-  } catch (cause) {
-    throw new BundleFormatError("frontmatter_invalid", `the ${SKILL_MD_PATH} frontmatter cannot be read: ${String(cause)}`);
-  }
-  // An empty block is an empty mapping, so it is reported as the missing description it lacks.
-  if (value === null || value === undefined) return {};
-  if (!isPlainObject(value)) throw new BundleFormatError("frontmatter_invalid", `the ${SKILL_MD_PATH} frontmatter must be a YAML mapping`);
-  return value;
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype;
+  throw new BundleFormatError("frontmatter_too_large", `the ${SKILL_MD_PATH} frontmatter is not closed within ${FRONTMATTER_LIMITS.maxBytes} bytes`);
 }
 
 /** A key whose value is null counts as absent, the way YAML writes "name:" with nothing after it. */
