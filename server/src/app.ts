@@ -39,7 +39,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const { keys, devKeyFile } = await resolveKeys(settings);
     const assets = await createAssets({ db, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
 
-    const skills = createSkills(db, assets, settings.limits);
+    const skills = createSkills(db, assets, blobs, settings.limits);
 
     const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
     const artifacts = createArtifacts({ db, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
@@ -81,6 +81,7 @@ export async function startService(settings: Settings, options: StartOptions = {
         health.setNotServing();
         await listener.close(settings.shutdownGraceSecs * 1000);
         await environment.close();
+        await skills.close();
         await db.close();
       },
     };

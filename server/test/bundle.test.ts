@@ -53,7 +53,6 @@ describe("test vectors", () => {
       expect(bundle.fileCount).toBe(files.size);
       expect(bundle.totalBytes).toBe([...files.values()].reduce((sum, data) => sum + data.length, 0));
       expect(bundle.frontmatterName).toBe(vector.name);
-      expect(bundle.skillMd).toBe(vector.files["SKILL.md"]);
       expect(bundle.description.length).toBeGreaterThan(0);
     });
   }

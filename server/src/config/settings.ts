@@ -1,4 +1,5 @@
 import * as path from "node:path";
+import { DEFAULT_BUNDLE_LIMITS } from "../../../clients/ts/src/bundle/limits.ts";
 import {
   parseAbsolutePaths,
   parseApiKeys,
@@ -37,6 +38,8 @@ export interface Limits {
   skillMaxEntryBytes: number;
   skillMaxTotalBytes: number;
   skillMaxCompressionRatio: number;
+  /** Bundle validations (PutSkill, reading a skill's files) running at once; more wait their turn. */
+  skillMaxConcurrentValidations: number;
 }
 
 /** Spec §8 deployment settings of the environments. */
@@ -109,10 +112,11 @@ export function loadSettings(env: Env = process.env): Settings {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
       maxRequestBytes: read("SERVICE_MAX_REQUEST_BYTES", parsePositiveInt, 32 * MiB),
       uploadUrlTtlSecs: read("SERVICE_UPLOAD_URL_TTL_SECS", parsePositiveInt, 900),
-      skillMaxEntries: read("SERVICE_SKILL_MAX_ENTRIES", parsePositiveInt, 1000),
-      skillMaxEntryBytes: read("SERVICE_SKILL_MAX_ENTRY_BYTES", parsePositiveInt, 10 * MiB),
-      skillMaxTotalBytes: read("SERVICE_SKILL_MAX_TOTAL_BYTES", parsePositiveInt, 50 * MiB),
-      skillMaxCompressionRatio: read("SERVICE_SKILL_MAX_COMPRESSION_RATIO", parsePositiveInt, 100),
+      skillMaxEntries: read("SERVICE_SKILL_MAX_ENTRIES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntries),
+      skillMaxEntryBytes: read("SERVICE_SKILL_MAX_ENTRY_BYTES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntryBytes),
+      skillMaxTotalBytes: read("SERVICE_SKILL_MAX_TOTAL_BYTES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxTotalBytes),
+      skillMaxCompressionRatio: read("SERVICE_SKILL_MAX_COMPRESSION_RATIO", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxCompressionRatio),
+      skillMaxConcurrentValidations: read("SERVICE_SKILL_MAX_CONCURRENT_VALIDATIONS", parsePositiveInt, 2),
     },
     env: {
       filesystemAllow: read("SERVICE_ENV_FILESYSTEM_ALLOW", parseAbsolutePaths, []),

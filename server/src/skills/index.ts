@@ -7,6 +7,7 @@ import { bundleLimitsFrom } from "./bundle/index.ts";
 import { SkillRegistry } from "./registry.ts";
 import { SkillRecords } from "./skill-records.ts";
 import { createSkillService } from "./skill-service.ts";
+import { StoredBundles, type RangedBlobs } from "./stored-bundles.ts";
 
 export { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 export type { SkillRegistry, SkillFiles } from "./registry.ts";
@@ -16,9 +17,12 @@ export interface Skills {
   service: ServiceImpl<typeof SkillService>;
   /** Server-internal API (staging, the skills meta-tool). */
   registry: SkillRegistry;
+  /** Stops the SKILL.md parser threads; reads still running are refused with unavailable. */
+  close(): Promise<void>;
 }
 
-export function createSkills(db: Database, assets: Assets, limits: Limits): Skills {
-  const registry = new SkillRegistry(new SkillRecords(db), assets, bundleLimitsFrom(limits));
-  return { service: createSkillService(registry), registry };
+export function createSkills(db: Database, assets: Assets, blobs: RangedBlobs, limits: Limits): Skills {
+  const bundles = new StoredBundles(blobs, bundleLimitsFrom(limits), limits.skillMaxConcurrentValidations);
+  const registry = new SkillRegistry(new SkillRecords(db), assets, bundles);
+  return { service: createSkillService(registry), registry, close: () => bundles.close() };
 }

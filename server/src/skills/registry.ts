@@ -3,8 +3,8 @@ import type { Assets } from "../assets/index.ts";
 import { checkSha256 } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { KeyedLock } from "../storage/index.ts";
-import { readBundle, type BundleLimits } from "./bundle/index.ts";
 import type { SkillRecord, SkillRecords } from "./skill-records.ts";
+import type { StoredBundles } from "./stored-bundles.ts";
 
 export interface PutResult {
   record: SkillRecord;
@@ -26,13 +26,13 @@ const DEFAULT_PAGE_SIZE = 50;
 export class SkillRegistry {
   readonly #records: SkillRecords;
   readonly #assets: Assets;
-  readonly #limits: BundleLimits;
+  readonly #bundles: StoredBundles;
   readonly #lock = new KeyedLock();
 
-  constructor(records: SkillRecords, assets: Assets, limits: BundleLimits) {
+  constructor(records: SkillRecords, assets: Assets, bundles: StoredBundles) {
     this.#records = records;
     this.#assets = assets;
-    this.#limits = limits;
+    this.#bundles = bundles;
   }
 
   async put(workspace: string, name: string, contentHash: string): Promise<PutResult> {
@@ -77,24 +77,24 @@ export class SkillRegistry {
   /** The bundle's files, for staging and the `skills` meta-tool: server-internal, never on the wire. */
   async files(workspace: string, name: string): Promise<SkillFiles> {
     const record = await this.get(workspace, name);
-    const bytes = await this.#assets.read(workspace, record.contentHash);
-    if (!bytes) throw serviceError("asset_not_found", `the bundle of skill ${name} is no longer available`);
-    const bundle = await readBundle(bytes, this.#limits);
+    const asset = await this.#assets.finalized(workspace, record.contentHash);
+    if (!asset) throw serviceError("asset_not_found", `the bundle of skill ${name} is no longer available`);
+    const bundle = await this.#bundles.files(asset);
     return { record, files: bundle.files };
   }
 
   async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<SkillRecord> {
-    const bytes = await this.#assets.read(workspace, contentHash);
-    if (!bytes) {
+    const asset = await this.#assets.finalized(workspace, contentHash);
+    if (!asset) {
       throw serviceError("asset_not_found", `no finalized asset ${contentHash} in this workspace; upload the bundle first`);
     }
-    const bundle = await readBundle(bytes, this.#limits);
+    const bundle = await this.#bundles.inspect(asset);
     const now = new Date().toISOString();
     return {
       name,
       description: bundle.description,
       contentHash,
-      bundleBytes: bytes.byteLength,
+      bundleBytes: asset.sizeBytes,
       fileCount: bundle.fileCount,
       totalFileBytes: bundle.totalBytes,
       createdAt: existing?.createdAt ?? now,

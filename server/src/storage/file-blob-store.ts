@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
+import { Readable } from "node:stream";
 import { serviceError } from "../errors/index.ts";
 import type { BlobStore, ExpectedContent, Sha256Hex } from "./blob-store.ts";
 
@@ -39,6 +40,28 @@ export class FileBlobStore implements BlobStore {
     return fs.readFile(this.#pathOf(sha256));
   }
 
+  /** Opens a blob for reads of byte ranges, so a large blob is never held whole; close it after use. */
+  async openRanges(sha256: Sha256Hex): Promise<BlobRanges> {
+    const handle = await fs.open(this.#pathOf(sha256), "r");
+    const { size } = await handle.stat();
+    const read = async (start: number, end: number): Promise<Buffer> => {
+      const buffer = Buffer.alloc(Math.max(0, Math.min(end, size) - start));
+      if (buffer.length === 0) return buffer;
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, start);
+      return buffer.subarray(0, bytesRead);
+    };
+    async function* chunks(start: number, end: number): AsyncGenerator<Buffer> {
+      for (let position = start; position < end; ) {
+        const chunk = await read(position, Math.min(end, position + RANGE_CHUNK_BYTES));
+        if (chunk.length === 0) return;
+        yield chunk;
+        position += chunk.length;
+      }
+    }
+    // Not handle.createReadStream: destroying such a stream closes the handle, which later ranges still need.
+    return { size, read, stream: (start, end) => Readable.from(chunks(start, end), { objectMode: false }), close: () => handle.close() };
+  }
+
   async write(expected: ExpectedContent, source: AsyncIterable<Uint8Array>): Promise<void> {
     const tmpPath = path.join(this.#tmp, randomUUID());
     const file = await fs.open(tmpPath, "wx", 0o600);
@@ -60,6 +83,18 @@ export class FileBlobStore implements BlobStore {
   #pathOf(sha256: Sha256Hex): string {
     return path.join(this.#root, sha256.slice(0, 2), sha256);
   }
+}
+
+const RANGE_CHUNK_BYTES = 64 * 1024;
+
+/** A blob opened for ranged reads. */
+export interface BlobRanges {
+  readonly size: number;
+  /** Bytes [start, end); fewer only where the blob ends. */
+  read(start: number, end: number): Promise<Uint8Array>;
+  /** Bytes [start, end) as a stream. */
+  stream(start: number, end: number): Readable;
+  close(): Promise<void>;
 }
 
 async function copyVerified(source: AsyncIterable<Uint8Array>, file: fs.FileHandle, expected: ExpectedContent): Promise<void> {

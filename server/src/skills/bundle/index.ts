@@ -1,2 +1,11 @@
 export { bundleLimitsFrom, defaultBundleLimits, type BundleLimits } from "./limits.ts";
-export { asServiceError, readBundle, type ReadBundle } from "./read.ts";
+export {
+  asServiceError,
+  inspectBundle,
+  readBundle,
+  type BundleSource,
+  type BundleSummary,
+  type ReadBundle,
+  type SkillMdParser,
+} from "./read.ts";
+export { SkillMdParsers } from "./skill-md-parsers.ts";

@@ -1,15 +1,7 @@
-import { loadSettings, type Limits } from "../../config/index.ts";
+import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "../../../../clients/ts/src/bundle/index.ts";
+import type { Limits } from "../../config/index.ts";
 
-/** Bounds on what reading one bundle may cost; all are checked before and while inflating. */
-export interface BundleLimits {
-  readonly maxEntries: number;
-  /** Uncompressed bytes of one entry. */
-  readonly maxEntryBytes: number;
-  /** Uncompressed bytes of all entries together. */
-  readonly maxTotalBytes: number;
-  /** Uncompressed / compressed bytes of one entry (zip bomb guard). */
-  readonly maxCompressionRatio: number;
-}
+export type { BundleLimits };
 
 /** The bundle limits of the SERVICE_SKILL_* settings. */
 export function bundleLimitsFrom(limits: Limits): BundleLimits {
@@ -21,5 +13,5 @@ export function bundleLimitsFrom(limits: Limits): BundleLimits {
   };
 }
 
-/** The defaults come from the settings module, the one place limits are defined. */
-export const defaultBundleLimits: BundleLimits = bundleLimitsFrom(loadSettings({}).limits);
+/** The format's documented defaults, which are also the settings' defaults. */
+export const defaultBundleLimits: BundleLimits = DEFAULT_BUNDLE_LIMITS;

@@ -1,25 +1,50 @@
-import { fromBuffer, type Entry, type ZipFile } from "yauzl";
+import { Readable } from "node:stream";
+import { crc32 } from "node:zlib";
+import { fromRandomAccessReader, RandomAccessReader, type Entry, type ZipFile } from "yauzl";
 import {
   assertUniquePaths,
   BundleFormatError,
-  canonicalZip,
-  crc32,
+  canonicalLayout,
+  decodeSkillMd,
   parseSkillMd,
   SKILL_MD_PATH,
+  type CanonicalEntry,
+  type CanonicalLayout,
 } from "../../../../clients/ts/src/bundle/index.ts";
 import { serviceError } from "../../errors/index.ts";
 import { checkCentralEntry, checkInflatedSoFar, DEFLATED, STORED } from "./entries.ts";
 import { defaultBundleLimits, type BundleLimits } from "./limits.ts";
 
-/** A bundle that passed every check, with its files in canonical (UTF-8 path) order. */
-export interface ReadBundle {
-  files: Map<string, Uint8Array>;
-  skillMd: string;
+/** Random access to a bundle's bytes: the reader asks for ranges and never needs the archive whole. */
+export interface BundleSource {
+  readonly size: number;
+  /** Bytes [start, end); fewer only where the source ends. */
+  read(start: number, end: number): Promise<Uint8Array>;
+  /** Bytes [start, end) as a stream, so an entry is inflated and checked chunk by chunk. */
+  stream(start: number, end: number): Readable;
+}
+
+/** What SKILL.md contributes to a skill's record. */
+export interface SkillMdFields {
   /** `name:` from the frontmatter, unvalidated: an explicit name may still override it. */
+  name?: string;
+  description: string;
+}
+
+/** Parses SKILL.md's bytes; the service passes its worker threads (skill-md-parsers.ts). */
+export type SkillMdParser = (bytes: Uint8Array) => Promise<SkillMdFields>;
+
+/** A bundle that passed every check. */
+export interface BundleSummary {
   frontmatterName?: string;
   description: string;
   fileCount: number;
   totalBytes: number;
+}
+
+/** A bundle that passed every check, with its files in canonical (UTF-8 path) order. */
+export interface ReadBundle extends BundleSummary {
+  files: Map<string, Uint8Array>;
 }
 
 interface CentralEntry {
@@ -27,20 +52,29 @@ interface CentralEntry {
   readonly path: string;
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** An entry read and checked: what the canonical layout needs, and its bytes when kept. */
+interface ReadEntry extends CanonicalEntry {
+  readonly path: string;
+  readonly data?: Uint8Array;
+}
+
+const encoder = new TextEncoder();
 
 /**
- * Reads and validates an uploaded bundle. Safety checks come first, from the central
- * directory before anything is inflated and again while inflating; the SKILL.md rules next;
- * the canonical byte comparison last, so a hostile archive gets the code of what makes it
- * hostile rather than bundle_not_canonical. Every refusal is a service error with a stable code.
+ * Reads and validates a bundle. Safety checks come first, from the central directory before
+ * anything is inflated and again while inflating; the SKILL.md rules next; the canonical
+ * comparison last, so a hostile archive gets the code of what makes it hostile rather than
+ * bundle_not_canonical. Every refusal is a service error with a stable code. Parsing on the
+ * calling thread is the default; the service passes its parser threads.
  */
-export async function readBundle(zip: Uint8Array, limits: BundleLimits = defaultBundleLimits): Promise<ReadBundle> {
-  try {
-    return await readChecked(zip, limits);
-  } catch (error) {
-    throw asServiceError(error);
-  }
+export async function readBundle(zip: BundleSource | Uint8Array, limits: BundleLimits = defaultBundleLimits, parse: SkillMdParser = parseHere): Promise<ReadBundle> {
+  const { summary, entries } = await readChecked(sourceOf(zip), limits, parse, () => true);
+  return { ...summary, files: new Map(entries.map(({ path, data }) => [path, data!])) };
+}
+
+/** readBundle without keeping the files: only SKILL.md is held, while it is parsed. */
+export async function inspectBundle(zip: BundleSource | Uint8Array, limits: BundleLimits, parse: SkillMdParser): Promise<BundleSummary> {
+  return (await readChecked(sourceOf(zip), limits, parse, (path) => path === SKILL_MD_PATH)).summary;
 }
 
 /** Client-side format errors (paths, SKILL.md, names) become service errors with the same stable code. */
@@ -48,18 +82,48 @@ export function asServiceError(error: unknown): unknown {
   return error instanceof BundleFormatError ? serviceError(error.code, error.message) : error;
 }
 
-async function readChecked(zip: Uint8Array, limits: BundleLimits): Promise<ReadBundle> {
-  const files = await readFiles(zip, limits);
-  const skillMd = decodeSkillMd(files.get(SKILL_MD_PATH)!);
-  const { name, description } = parseSkillMd(skillMd);
-  assertCanonical(zip, files);
-  let totalBytes = 0;
-  for (const data of files.values()) totalBytes += data.length;
-  return { files, skillMd, frontmatterName: name, description, fileCount: files.size, totalBytes };
+/** A bundle held in memory, as a source. */
+function bytesSource(zip: Uint8Array): BundleSource {
+  const buffer = Buffer.from(zip.buffer, zip.byteOffset, zip.byteLength);
+  return {
+    size: buffer.length,
+    read: async (start, end) => buffer.subarray(start, end),
+    stream: (start, end) => Readable.from([buffer.subarray(start, end)], { objectMode: false }),
+  };
 }
 
-async function readFiles(zip: Uint8Array, limits: BundleLimits): Promise<Map<string, Uint8Array>> {
-  const zipfile = await yauzlStep(openZip(zip));
+async function parseHere(bytes: Uint8Array): Promise<SkillMdFields> {
+  const { name, description } = parseSkillMd(decodeSkillMd(bytes));
+  return name === undefined ? { description } : { name, description };
+}
+
+function sourceOf(zip: BundleSource | Uint8Array): BundleSource {
+  return zip instanceof Uint8Array ? bytesSource(zip) : zip;
+}
+
+async function readChecked(
+  source: BundleSource,
+  limits: BundleLimits,
+  parse: SkillMdParser,
+  keep: (path: string) => boolean,
+): Promise<{ summary: BundleSummary; entries: ReadEntry[] }> {
+  try {
+    const entries = await readEntries(source, limits, keep);
+    const skillMd = entries.find(({ path }) => path === SKILL_MD_PATH)!;
+    const { name, description } = await parse(skillMd.data!);
+    const layout = canonicalLayout(entries);
+    await assertCanonical(source, layout);
+    let totalBytes = 0;
+    for (const { size } of entries) totalBytes += size;
+    const summary = { ...(name === undefined ? {} : { frontmatterName: name }), description, fileCount: entries.length, totalBytes };
+    return { summary, entries: layout.localHeaders.map(({ entry }) => entry) };
+  } catch (error) {
+    throw asServiceError(error);
+  }
+}
+
+async function readEntries(source: BundleSource, limits: BundleLimits, keep: (path: string) => boolean): Promise<ReadEntry[]> {
+  const zipfile = await yauzlStep(openZip(source));
   try {
     const entries = await readCentralDirectory(zipfile, limits);
     assertUniquePaths(entries.map(({ path }) => path));
@@ -67,17 +131,40 @@ async function readFiles(zip: Uint8Array, limits: BundleLimits): Promise<Map<str
       throw serviceError("bundle_missing_skill_md", `${SKILL_MD_PATH} is not at the archive root`);
     }
     assertDecodableMethods(entries);
-    return await inflateAll(zipfile, entries, limits);
+    return await inflateAll(zipfile, entries, limits, keep);
   } finally {
     zipfile.close();
   }
 }
 
-function openZip(zip: Uint8Array): Promise<ZipFile> {
-  const buffer = Buffer.from(zip.buffer, zip.byteOffset, zip.byteLength);
-  // Sizes and names are checked here, with codes of our own, instead of by yauzl.
-  const options = { lazyEntries: true, decodeStrings: false, validateEntrySizes: false };
-  return new Promise((resolve, reject) => fromBuffer(buffer, options, (error, zipfile) => (error ? reject(error) : resolve(zipfile))));
+/** yauzl reads through this: small reads in one piece, entry data as a stream of ranges. */
+class SourceReader extends RandomAccessReader {
+  readonly #source: BundleSource;
+
+  constructor(source: BundleSource) {
+    super();
+    this.#source = source;
+  }
+
+  override _readStreamForRange(start: number, end: number): Readable {
+    return this.#source.stream(start, end);
+  }
+
+  override read(buffer: Buffer, offset: number, length: number, position: number, callback: (error: Error | null, bytesRead?: number) => void): void {
+    this.#source.read(position, position + length).then((bytes) => {
+      buffer.set(bytes, offset);
+      callback(null, bytes.length);
+    }, callback);
+  }
+}
+
+function openZip(source: BundleSource): Promise<ZipFile> {
+  // Sizes and names are checked here, with codes of our own, instead of by yauzl. The entries
+  // are read after the whole central directory, so yauzl must not close the reader on its own.
+  const options = { lazyEntries: true, autoClose: false, decodeStrings: false, validateEntrySizes: false };
+  return new Promise((resolve, reject) =>
+    fromRandomAccessReader(new SourceReader(source), source.size, options, (error, zipfile) => (error ? reject(error) : resolve(zipfile))),
+  );
 }
 
 async function readCentralDirectory(zipfile: ZipFile, limits: BundleLimits): Promise<CentralEntry[]> {
@@ -118,33 +205,36 @@ function assertDecodableMethods(entries: readonly CentralEntry[]): void {
   }
 }
 
-async function inflateAll(zipfile: ZipFile, entries: readonly CentralEntry[], limits: BundleLimits): Promise<Map<string, Uint8Array>> {
-  const files = new Map<string, Uint8Array>();
+async function inflateAll(zipfile: ZipFile, entries: readonly CentralEntry[], limits: BundleLimits, keep: (path: string) => boolean): Promise<ReadEntry[]> {
+  const read: ReadEntry[] = [];
   let totalBytes = 0;
   for (const { entry, path } of entries) {
-    const data = await inflateEntry(zipfile, entry, path, totalBytes, limits);
-    totalBytes += data.length;
-    files.set(path, data);
+    const inflated = await inflateEntry(zipfile, entry, path, totalBytes, limits, keep(path));
+    totalBytes += inflated.size;
+    read.push(inflated);
   }
-  return files;
+  return read;
 }
 
-async function inflateEntry(zipfile: ZipFile, entry: Entry, path: string, totalBefore: number, limits: BundleLimits): Promise<Uint8Array> {
+/** Streams one entry through the limits and its CRC-32; its bytes are collected only when kept. */
+async function inflateEntry(zipfile: ZipFile, entry: Entry, path: string, totalBefore: number, limits: BundleLimits, keep: boolean): Promise<ReadEntry> {
   const stream = await yauzlStep(zipfile.openReadStreamPromise(entry));
   const chunks: Uint8Array[] = [];
   let size = 0;
+  let crc = 0;
   // Leaving the loop early (a limit tripped) destroys the stream, so inflation stops there.
   for await (const chunk of yauzlStream<Uint8Array>(stream)) {
     size += chunk.length;
     checkInflatedSoFar(entry, path, size, totalBefore + size, limits);
-    chunks.push(chunk);
+    crc = crc32(chunk, crc);
+    if (keep) chunks.push(chunk);
   }
-  const data = concat(chunks, size);
   if (size !== entry.uncompressedSize) {
     throw serviceError("bundle_not_zip", `${JSON.stringify(path)} holds ${size} bytes but declares ${entry.uncompressedSize}`);
   }
-  if (crc32(data) !== entry.crc32) throw serviceError("bundle_not_zip", `${JSON.stringify(path)} fails its CRC-32 check`);
-  return data;
+  if (crc !== entry.crc32) throw serviceError("bundle_not_zip", `${JSON.stringify(path)} fails its CRC-32 check`);
+  const read = { path, name: encoder.encode(path), size, crc };
+  return keep ? { ...read, data: concat(chunks, size) } : read;
 }
 
 async function* yauzlStream<T>(stream: AsyncIterable<unknown>): AsyncGenerator<T> {
@@ -170,20 +260,22 @@ function concat(chunks: readonly Uint8Array[], size: number): Uint8Array {
   return data;
 }
 
-function decodeSkillMd(bytes: Uint8Array): string {
-  try {
-    return utf8.decode(bytes);
-  } catch {
-    throw serviceError("frontmatter_invalid", `${SKILL_MD_PATH} is not valid UTF-8`);
+/**
+ * Compares the archive with the canonical form of the entries read. Only the header runs and
+ * the size need comparing: every entry passed the checks above, so its data was read, stored,
+ * from where its (compared) headers put it.
+ */
+async function assertCanonical(source: BundleSource, layout: CanonicalLayout<ReadEntry>): Promise<void> {
+  for (const run of [...layout.localHeaders, layout.trailer]) {
+    const actual = await source.read(run.offset, run.offset + run.bytes.length);
+    const at = firstDifference(actual, run.bytes);
+    if (at !== undefined) notCanonical(run.offset + at);
   }
+  if (source.size !== layout.size) notCanonical(Math.min(source.size, layout.size));
 }
 
-function assertCanonical(zip: Uint8Array, files: ReadonlyMap<string, Uint8Array>): void {
-  const expected = canonicalZip(files);
-  const at = firstDifference(zip, expected);
-  if (at !== undefined) {
-    throw serviceError("bundle_not_canonical", `the archive differs from the canonical form of its contents at byte ${at}; re-zip it with a conforming client (docs/bundle-format.md)`);
-  }
+function notCanonical(at: number): never {
+  throw serviceError("bundle_not_canonical", `the archive differs from the canonical form of its contents at byte ${at}; re-zip it with a conforming client (docs/bundle-format.md)`);
 }
 
 function firstDifference(a: Uint8Array, b: Uint8Array): number | undefined {
