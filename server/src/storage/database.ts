@@ -8,9 +8,18 @@ export type Database = Level<string, unknown>;
 /** A sublevel whose values are JSON records of type V. */
 export type Table<V> = AbstractSublevel<Database, string | Buffer | Uint8Array, string, V>;
 
+/** Opens the metadata store; a data directory another process holds is refused by name. */
 export async function openDatabase(dataDir: string): Promise<Database> {
   const db = new Level<string, unknown>(path.join(dataDir, "metadata"), { valueEncoding: "json" });
-  await db.open();
+  try {
+    await db.open();
+  } catch (error) {
+    // LevelDB takes an exclusive lock on its directory; level reports it as a bare "failed to open".
+    if ((error as { cause?: { code?: string } }).cause?.code === "LEVEL_LOCKED") {
+      throw new Error(`the data directory ${dataDir} is locked by another process (is another server running on it?)`, { cause: error });
+    }
+    throw error;
+  }
   return db;
 }
 
