@@ -2,7 +2,17 @@ import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BundleFormatError, createNodeTransport, createServiceClient, Skill, type FetchFunction, type ServiceClient } from "../../clients/ts/src/node.ts";
+import { ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import {
+  BundleFormatError,
+  createNodeTransport,
+  createServiceClient,
+  DEFAULT_BUNDLE_LIMITS,
+  Skill,
+  type FetchFunction,
+  type ServiceClient,
+} from "../../clients/ts/src/node.ts";
 import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
 import { expectedMetadata, bundleOf, getSkill, logsSince, skillMd, sleep } from "./helpers/skills.ts";
 
@@ -223,5 +233,31 @@ describe("concurrent uploads of the same content", () => {
       const failures = settled.flatMap((result) => (result.status === "rejected" ? [String(result.reason)] : []));
       expect({ round, failures }).toEqual({ round, failures: [] });
     }
+  });
+});
+
+describe("bundle limits on the client (issue #7, item 11)", () => {
+  const MiB = 1024 * 1024;
+  const withFiles = (name: string, files: Record<string, Uint8Array>) =>
+    Skill.fromFiles({ name, files: { "SKILL.md": skillMd({ description: "Large." }), ...files } });
+
+  it("refuses an 11 MiB file and 54 MiB of files with the server's codes, sending nothing", async () => {
+    const mark = service.logs.length;
+    const client = clientFor();
+    await expect(client.skills.upload(withFiles("one-large-file", { "big.bin": new Uint8Array(11 * MiB) }))).rejects.toEqual(
+      new BundleFormatError("bundle_entry_too_large", `"big.bin" has ${11 * MiB} bytes; the limit is ${10 * MiB}`),
+    );
+    const parts = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`part-${i}.bin`, new Uint8Array(9 * MiB)]));
+    await expect(client.skills.upload(withFiles("many-files", parts))).rejects.toMatchObject({ name: "BundleFormatError", code: "bundle_too_large" });
+    expect(await logsSince(service, mark)).toEqual([]);
+  });
+
+  it("checks the limits it is given: raised ones let the bundle go, and the server answers with its own", async () => {
+    const raised = createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: KEY_A }), {
+      bundleLimits: { ...DEFAULT_BUNDLE_LIMITS, maxEntryBytes: 20 * MiB },
+    });
+    const refusal = await raised.skills.upload(withFiles("raised-limit", { "big.bin": new Uint8Array(11 * MiB) })).catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ConnectError);
+    expect((refusal as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe("bundle_entry_too_large");
   });
 });

@@ -1,9 +1,10 @@
 import { ConnectError } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { parseArgs } from "node:util";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { BundleFormatError } from "./bundle/index.ts";
 import { UploadError } from "./assets.ts";
-import { createNodeTransport, createServiceClient, Skill, type ServiceClient } from "./node.ts";
+import { createNodeTransport, createServiceClient, Skill, SkillSourceError, type ServiceClient } from "./node.ts";
 import { toJson } from "@bufbuild/protobuf";
 import { SkillSchema, type Skill as SkillMetadata } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 
@@ -22,7 +23,7 @@ environment:
 
 class UsageError extends Error {}
 
-/** Runs one command; output is JSON on stdout, errors are one line on stderr with their stable code. */
+/** Runs one command; output is JSON on stdout, errors are one line on stderr: `error <code>: <message>`. */
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   try {
     const { positionals, values } = parseArgs({
@@ -84,11 +85,15 @@ function metadataJson(skill: SkillMetadata): object {
 }
 
 function describe(error: unknown): string {
-  if (error instanceof ConnectError) {
-    const code = error.findDetails(ErrorInfoSchema)[0]?.reason ?? error.code;
-    return `error [${code}]: ${error.rawMessage}`;
-  }
-  if (error instanceof BundleFormatError || error instanceof UploadError) return `error [${error.code}]: ${error.message}`;
   if (error instanceof UsageError) return error.message;
-  return `error: ${error instanceof Error ? error.message : String(error)}`;
+  if (error instanceof ConnectError) return `error ${connectCodeOf(error)}: ${error.rawMessage}`;
+  if (error instanceof BundleFormatError || error instanceof UploadError || error instanceof SkillSourceError) {
+    return `error ${error.code}: ${error.message}`;
+  }
+  return `error unknown: ${error instanceof Error ? error.message : String(error)}`;
+}
+
+/** The service's stable code; without one (the server unreachable, say), the Connect code's name. */
+function connectCodeOf(error: ConnectError): string {
+  return error.findDetails(ErrorInfoSchema)[0]?.reason ?? codeToString(error.code);
 }

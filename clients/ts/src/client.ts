@@ -4,6 +4,7 @@ import { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
 import { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
+import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./bundle/index.ts";
 import { createEnvClient, type EnvClient } from "./env/index.ts";
 import { createImplementationResolver, createPrepare, createSessionsClient, type Prepare, type SessionsClient } from "./sessions/index.ts";
 import { createSkillsClient, type SkillsClient } from "./skills/index.ts";
@@ -26,6 +27,11 @@ export interface ServiceClient {
 export interface ServiceClientOptions {
   /** For the signed PUT; defaults to the global fetch. */
   fetch?: FetchFunction;
+  /**
+   * The server's bundle limits (its SERVICE_SKILL_* settings); default the documented ones. Skill
+   * uploads breaking them are refused before anything is sent.
+   */
+  bundleLimits?: BundleLimits;
 }
 
 /** A typed client over any Connect transport (connect-node, connect-web, gRPC, gRPC-Web). */
@@ -38,7 +44,7 @@ export function createServiceClient(transport: Transport, options: ServiceClient
   return {
     assets,
     uploadAsset: (bytes) => uploadAsset(assets, bytes, fetchFn),
-    skills: createSkillsClient(createClient(SkillService, transport), assets, fetchFn),
+    skills: createSkillsClient(createClient(SkillService, transport), assets, fetchFn, options.bundleLimits ?? DEFAULT_BUNDLE_LIMITS),
     env,
     sessions: createSessionsClient(createClient(SessionService, transport), resolveImplementation),
     prepare: createPrepare(env, resolveImplementation),

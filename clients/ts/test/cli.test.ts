@@ -45,7 +45,7 @@ describe("skillenv CLI", () => {
     expect((await cli(["delete", "my-report-writer"])).code).toBe(0);
     const missing = await cli(["get", "my-report-writer"]);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/^error \[skill_not_found\]: /);
+    expect(missing.stderr).toMatch(/^error skill_not_found: /);
   });
 
   it("honours --name", async () => {
@@ -59,7 +59,7 @@ describe("skillenv CLI", () => {
     const before = service.logs.length;
     const result = await cli(["upload", bad, "--name", "bad"]);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/^error \[frontmatter_missing\]: /);
+    expect(result.stderr).toMatch(/^error frontmatter_missing: /);
     expect(service.logs.length).toBe(before);
   });
 
@@ -69,9 +69,45 @@ describe("skillenv CLI", () => {
     expect(noKey.stderr).toContain("SERVICE_API_KEY");
     const wrongKey = await cli(["list"], { SERVICE_URL: service.url, SERVICE_API_KEY: "wrong-key-000000000" });
     expect(wrongKey.code).toBe(1);
-    expect(wrongKey.stderr).toMatch(/^error \[unauthenticated\]: /);
+    expect(wrongKey.stderr).toMatch(/^error unauthenticated: /);
     const unknown = await cli(["frobnicate"]);
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("unknown command");
+  });
+});
+
+describe("skillenv CLI errors carry a stable code", () => {
+  const MiB = 1024 * 1024;
+
+  /** A fresh skill directory with a valid SKILL.md, changed by `prepare`. */
+  async function skillDirWith(prepare: (dir: string) => Promise<void>): Promise<string> {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-cli-codes-"));
+    await fs.writeFile(path.join(dir, "SKILL.md"), "---\ndescription: A skill.\n---\n");
+    await prepare(dir);
+    return dir;
+  }
+
+  it.each([
+    ["a SKILL.md that is not UTF-8", "frontmatter_invalid", (dir: string) => fs.writeFile(path.join(dir, "SKILL.md"), Buffer.from("---\ndescription: caf\xe9\n---\n", "latin1"))],
+    ["a file name that is not UTF-8", "bundle_path_invalid", (dir: string) => fs.writeFile(Buffer.concat([Buffer.from(`${dir}/caf`), Buffer.from([0xe9])]), "x")],
+    ["a symbolic link", "bundle_special_entry", (dir: string) => fs.symlink("/etc/passwd", path.join(dir, "passwd"))],
+    ["a directory that does not exist", "file_unreadable", (dir: string) => fs.rm(dir, { recursive: true })],
+    ["an 11 MiB file", "bundle_entry_too_large", (dir: string) => fs.writeFile(path.join(dir, "big.bin"), new Uint8Array(11 * MiB))],
+    ["54 MiB of files", "bundle_too_large", async (dir: string) => {
+      for (let i = 0; i < 6; i++) await fs.writeFile(path.join(dir, `part-${i}.bin`), new Uint8Array(9 * MiB));
+    }],
+  ])("refuses %s with %s before sending anything", async (_label, code, prepare) => {
+    const dir = await skillDirWith(prepare);
+    const before = service.logs.length;
+    const result = await cli(["upload", dir, "--name", "refused"]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(new RegExp(`^error ${code}: `));
+    expect(service.logs.length).toBe(before);
+  });
+
+  it("names an unreachable server's failure by its Connect code, unavailable", async () => {
+    const result = await cli(["list"], { SERVICE_URL: "http://127.0.0.1:1", SERVICE_API_KEY: KEY_A });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^error unavailable: .*ECONNREFUSED/);
   });
 });

@@ -82,7 +82,7 @@ async function formatErrorCode(promise: Promise<unknown>): Promise<string> {
 describe("factories perform no I/O", () => {
   it("fromDir on a nonexistent directory does not throw until bundle()", async () => {
     const skill = Skill.fromDir(path.join(tmp, "does-not-exist"));
-    await expect(skill.bundle()).rejects.toMatchObject({ code: "ENOENT" });
+    await expect(skill.bundle()).rejects.toMatchObject({ code: "file_unreadable", cause: { code: "ENOENT" } });
   });
 
   it("fromDir reads the folder when bundled, not when created", async () => {
@@ -308,17 +308,31 @@ describe("Skill.fromDir", () => {
     expect((await Skill.fromDir(dir).bundle()).contentHash).toBe(sha256(canonicalOf({ ...FILES, ".env.example": "KEY=\n" })));
   });
 
-  it("refuses a symbolic link to a file, even one inside the folder", async () => {
+  it("refuses a symbolic link to a file, even one inside the folder, with bundle_special_entry", async () => {
     const dir = await writeDir("symlink-file", FILES);
     await fs.symlink(path.join(dir, "scripts/build.sh"), path.join(dir, "link.sh"));
-    await expect(Skill.fromDir(dir).bundle()).rejects.toThrow(/symbolic link|link\.sh/);
+    await expect(Skill.fromDir(dir).bundle()).rejects.toThrow(/"link\.sh" is a symbolic link/);
+    expect(await formatErrorCode(Skill.fromDir(dir).bundle())).toBe("bundle_special_entry");
   });
 
-  it("refuses a symbolic link to a directory outside the folder", async () => {
+  it("refuses a symbolic link to a directory outside the folder with bundle_special_entry", async () => {
     const outside = await writeDir("outside", { "secret.txt": "secret" });
     const dir = await writeDir("symlink-dir", FILES);
     await fs.symlink(outside, path.join(dir, "escape"));
-    await expect(Skill.fromDir(dir).bundle()).rejects.toThrow(/symbolic link|escape/);
+    expect(await formatErrorCode(Skill.fromDir(dir).bundle())).toBe("bundle_special_entry");
+  });
+
+  it("refuses a file name that is not UTF-8 with bundle_path_invalid, as the server would", async () => {
+    const dir = await writeDir("latin1-name", FILES);
+    await fs.writeFile(Buffer.concat([Buffer.from(`${dir}/scripts/caf`), Buffer.from([0xe9]), Buffer.from(".sh")]), "echo\n");
+    await expect(Skill.fromDir(dir).bundle()).rejects.toThrow(/a name in "scripts" is not UTF-8 \(bytes 636166e92e7368\)/);
+    expect(await formatErrorCode(Skill.fromDir(dir).bundle())).toBe("bundle_path_invalid");
+  });
+
+  it("refuses a SKILL.md that is not UTF-8 with frontmatter_invalid, as the server would", async () => {
+    const dir = await writeDir("latin1-skill-md", FILES);
+    await fs.writeFile(path.join(dir, "SKILL.md"), Buffer.from("---\ndescription: caf\xe9\n---\n", "latin1"));
+    expect(await formatErrorCode(Skill.fromDir(dir).bundle())).toBe("frontmatter_invalid");
   });
 
   it("refuses a folder without SKILL.md at its root", async () => {

@@ -1,2 +1,3 @@
 export { Skill, type FileContents, type FromUrlOptions, type SkillBundle } from "./skill.ts";
 export { createSkillsClient, type SkillsClient, type UploadedSkill } from "./skills-client.ts";
+export { SkillSourceError } from "./skill-source-error.ts";

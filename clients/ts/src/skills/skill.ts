@@ -1,4 +1,4 @@
-import { canonicalZip, parseSkillMd, resolveSkillName, sha256Hex, SKILL_MD_PATH, BundleFormatError } from "../bundle/index.ts";
+import { BundleFormatError, canonicalZip, decodeSkillMd, parseSkillMd, resolveSkillName, sha256Hex, SKILL_MD_PATH } from "../bundle/index.ts";
 import type { FetchFunction } from "../assets.ts";
 import { unzip } from "./unzip.ts";
 
@@ -8,6 +8,8 @@ export interface SkillBundle {
   description: string;
   zip: Uint8Array;
   contentHash: string;
+  /** Path -> bytes of every file: what the bundle limits are checked against before an upload. */
+  fileSizes: ReadonlyMap<string, number>;
 }
 
 interface LoadedFiles {
@@ -84,10 +86,11 @@ export class Skill {
     const { files, directoryBasename } = await this.#load();
     const skillMd = files.get(SKILL_MD_PATH);
     if (!skillMd) throw new BundleFormatError("bundle_missing_skill_md", "the skill has no SKILL.md at its root");
-    const parsed = parseSkillMd(new TextDecoder("utf-8", { fatal: true }).decode(skillMd));
+    const parsed = parseSkillMd(decodeSkillMd(skillMd));
     const name = resolveSkillName({ name: this.#name, frontmatterName: parsed.name, directoryBasename });
     const zip = canonicalZip(files);
-    return { name, description: parsed.description, zip, contentHash: await sha256Hex(zip) };
+    const fileSizes = new Map(Array.from(files, ([path, data]) => [path, data.byteLength]));
+    return { name, description: parsed.description, zip, contentHash: await sha256Hex(zip), fileSizes };
   }
 }
 

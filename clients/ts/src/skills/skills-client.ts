@@ -2,6 +2,7 @@ import type { Client } from "@connectrpc/connect";
 import type { Skill as SkillMetadata, SkillService } from "../../../../gen/skillenv/skills/v1/skills_pb.js";
 import type { AssetService } from "../../../../gen/skillenv/assets/v1/assets_pb.js";
 import { uploadAsset, type FetchFunction } from "../assets.ts";
+import { assertWithinLimits, type BundleLimits } from "../bundle/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";
 import type { Skill } from "./skill.ts";
 
@@ -16,7 +17,10 @@ export interface UploadedSkill {
 }
 
 export interface SkillsClient {
-  /** presign -> PUT (skipped on a dedup hit) -> finalize -> PUT /skills/{name}; once per skill instance. */
+  /**
+   * presign -> PUT (skipped on a dedup hit) -> finalize -> PUT /skills/{name}; once per skill
+   * instance. A bundle breaking the bundle limits is refused before anything is sent.
+   */
   upload(skill: Skill): Promise<UploadedSkill>;
   /** Uploads several skills, at most `concurrency` (default 4) at a time. */
   uploadAll(skills: readonly Skill[], options?: { concurrency?: number }): Promise<UploadedSkill[]>;
@@ -29,9 +33,15 @@ export interface SkillsClient {
  * Upload results are cached per (skill instance, client): repeated or concurrent uploads of one
  * instance cost one set of round trips, and a later use of the instance needs none.
  */
-export function createSkillsClient(skills: Client<typeof SkillService>, assets: Client<typeof AssetService>, fetchFn: FetchFunction): SkillsClient {
+export function createSkillsClient(
+  skills: Client<typeof SkillService>,
+  assets: Client<typeof AssetService>,
+  fetchFn: FetchFunction,
+  limits: BundleLimits,
+): SkillsClient {
   async function uploadOnce(skill: Skill): Promise<UploadedSkill> {
     const bundle = await skill.bundle();
+    assertWithinLimits(bundle.fileSizes, limits);
     const asset = await uploadAsset(assets, bundle.zip, fetchFn, bundle.contentHash);
     const response = await skills.putSkill({ name: bundle.name, contentHash: bundle.contentHash });
     if (!response.skill) throw new Error("PutSkill answered without the skill");
