@@ -1,4 +1,5 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../../../gen/google/rpc/error_details_pb.js";
 import type { ArtifactService } from "../../../../gen/skillenv/env/v1/artifacts_pb.js";
 import type { AssetService } from "../../../../gen/skillenv/assets/v1/assets_pb.js";
 import { uploadAsset, type FetchFunction } from "../assets.ts";
@@ -6,8 +7,12 @@ import { sha256Hex } from "../bundle/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";
 import type { ComponentBytes, Program, ResolvedProgram } from "./program.ts";
 
-/** Components up to this size travel inline in the admission call; larger ones as an asset. */
-const INLINE_COMPONENT_BYTES = 4 * 1024 * 1024;
+/**
+ * Components up to this size are offered inline in the admission call, which saves the upload's
+ * round trips; larger ones go as an asset. The server's inline limit (SERVICE_ENV_MAX_INLINE_BYTES)
+ * may be lower: the client learns it from the refusal and sends the component as an asset.
+ */
+const PREFERRED_INLINE_BYTES = 4 * 1024 * 1024;
 
 export interface PrepareRequest {
   agentloops?: string[];
@@ -31,18 +36,27 @@ export interface EnvClient {
  * checked before uploading (spec §4.4 rule 5), so a fresh client re-sends nothing the server has.
  */
 export function createEnvClient(artifacts: Client<typeof ArtifactService>, assets: Client<typeof AssetService>, fetchFn: FetchFunction): EnvClient {
+  /** The largest component this client still sends inline: lowered by each refusal of an inline admission. */
+  let inlineLimit = PREFERRED_INLINE_BYTES;
+
   async function admitComponent(component: ComponentBytes): Promise<string> {
     const id = await sha256Hex(component.bytes);
     if (await isAdmitted(() => (component.kind === "tool" ? artifacts.getTool({ id }) : artifacts.getAgentLoop({ id })))) return id;
-    const request = await componentRequest(component.bytes, id);
-    const admitted = component.kind === "tool" ? await artifacts.admitTool(request) : await artifacts.admitAgentLoop(request);
-    return admitted.id;
+    if (component.bytes.byteLength <= inlineLimit) {
+      try {
+        return await admit(component.kind, { component: { contentType: "application/wasm", data: component.bytes } });
+      } catch (error) {
+        const serverLimit = inlineRefusalLimit(error, component.bytes.byteLength);
+        if (serverLimit === undefined) throw error;
+        inlineLimit = Math.min(inlineLimit, serverLimit);
+      }
+    }
+    await uploadAsset(assets, component.bytes, fetchFn, id);
+    return admit(component.kind, { assetSha256: id });
   }
 
-  async function componentRequest(bytes: Uint8Array, id: string) {
-    if (bytes.byteLength <= INLINE_COMPONENT_BYTES) return { component: { contentType: "application/wasm", data: bytes } };
-    await uploadAsset(assets, bytes, fetchFn, id);
-    return { assetSha256: id };
+  async function admit(kind: ComponentBytes["kind"], request: AdmitRequest): Promise<string> {
+    return (kind === "tool" ? await artifacts.admitTool(request) : await artifacts.admitAgentLoop(request)).id;
   }
 
   async function runtimeOf(runtime: Program["runtime"]): Promise<{ id: string; entrypoint: "turn" | "run" }> {
@@ -80,6 +94,15 @@ export function createEnvClient(artifacts: Client<typeof ArtifactService>, asset
     admitComponent,
   };
   return client;
+}
+
+type AdmitRequest = { component: { contentType: string; data: Uint8Array } } | { assetSha256: string };
+
+/** When the server refused an inline admission as component_too_large: the most it takes inline (its maxBytes). */
+function inlineRefusalLimit(error: unknown, sizeBytes: number): number | undefined {
+  const info = ConnectError.from(error).findDetails(ErrorInfoSchema)[0];
+  if (info?.reason !== "component_too_large") return undefined;
+  return Number(info.metadata.maxBytes ?? sizeBytes - 1);
 }
 
 async function isAdmitted(lookup: () => Promise<unknown>): Promise<boolean> {
