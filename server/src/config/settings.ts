@@ -26,6 +26,17 @@ export interface Settings {
   shutdownGraceSecs: number;
   limits: Limits;
   env: EnvironmentSettings;
+  models: ModelSettings;
+}
+
+/** The model providers runs call (docs/models.md). */
+export interface ModelSettings {
+  anthropicBaseUrl: string;
+  openaiBaseUrl: string;
+  /** Retries of a retryable failure before a reply starts streaming; 0 disables. */
+  maxRetries: number;
+  /** Bound on one model call, retries included. */
+  timeoutSecs: number;
 }
 
 export interface Limits {
@@ -135,6 +146,13 @@ export function loadSettings(env: Env = process.env): Settings {
       // 0 turns spare instances off.
       spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 2),
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
+    },
+    models: {
+      anthropicBaseUrl: read("SERVICE_ANTHROPIC_BASE_URL", parseUrl, "https://api.anthropic.com"),
+      openaiBaseUrl: read("SERVICE_OPENAI_BASE_URL", parseUrl, "https://api.openai.com/v1"),
+      // 0 turns retries off.
+      maxRetries: read("SERVICE_MODEL_MAX_RETRIES", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 2),
+      timeoutSecs: read("SERVICE_MODEL_TIMEOUT_SECS", parsePositiveInt, 300),
     },
   };
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);

@@ -1,0 +1,157 @@
+import type { EventSourceMessage } from "eventsource-parser/stream";
+import { ModelError, type AssistantContent, type ConversationMessage, type ModelErrorCode, type ModelProvider, type ModelRequest, type ModelResponse, type StopReason, type ToolDefinition, type UserContent } from "./port.ts";
+import { finishContent, type ContentDraft } from "./reply.ts";
+import { cutOff, eventJson, streamEvents, type ProviderOptions } from "./transport.ts";
+
+/**
+ * The Anthropic Messages API (POST {baseUrl}/v1/messages), always streamed:
+ * https://docs.anthropic.com/en/api/messages-streaming
+ */
+const NAME = "anthropic";
+const API_VERSION = "2023-06-01";
+
+export function createAnthropicProvider(options: ProviderOptions): ModelProvider {
+  return {
+    name: NAME,
+    async complete(request, call) {
+      const headers = { "content-type": "application/json", "anthropic-version": API_VERSION, "x-api-key": call.apiKey };
+      const events = streamEvents({ provider: NAME, url: `${options.baseUrl}/v1/messages`, headers, body: messagesBody(request) }, options, call);
+      return readReply(events, call.onTextDelta);
+    },
+  };
+}
+
+/** The caller's parameters come first, so the request's own fields always win. */
+function messagesBody(request: ModelRequest): Record<string, unknown> {
+  return {
+    ...request.parameters,
+    model: request.model,
+    max_tokens: request.maxTokens,
+    ...(request.system === "" ? {} : { system: request.system }),
+    messages: request.messages.map(wireMessage),
+    ...(request.tools.length === 0 ? {} : { tools: request.tools.map(wireTool) }),
+    stream: true,
+  };
+}
+
+function wireMessage(message: ConversationMessage): Record<string, unknown> {
+  const content: Array<UserContent | AssistantContent> = message.content;
+  return { role: message.role, content: content.map(wireBlock) };
+}
+
+function wireBlock(block: UserContent | AssistantContent): Record<string, unknown> {
+  switch (block.type) {
+    case "text":
+      return { type: "text", text: block.text };
+    case "tool_result":
+      return { type: "tool_result", tool_use_id: block.toolCallId, content: block.output, is_error: block.isError };
+    case "tool_call":
+      return { type: "tool_use", id: block.id, name: block.name, input: block.input };
+  }
+}
+
+function wireTool(tool: ToolDefinition): Record<string, unknown> {
+  return { name: tool.name, description: tool.description, input_schema: tool.inputSchema };
+}
+
+/** The fields of the stream's events that the port needs; any of them may be missing from a malformed reply. */
+interface WireEvent {
+  type?: string;
+  index?: number;
+  message?: { usage?: WireUsage };
+  content_block?: { type?: string; text?: string; id?: string; name?: string };
+  delta?: { type?: string; text?: string; partial_json?: string; stop_reason?: string | null };
+  usage?: WireUsage;
+  error?: { type?: string };
+}
+
+interface WireUsage {
+  input_tokens?: number;
+  cache_creation_input_tokens?: number;
+  cache_read_input_tokens?: number;
+  output_tokens?: number;
+}
+
+const STOP_REASONS = new Map<string, StopReason>([
+  ["end_turn", "end_turn"],
+  ["tool_use", "tool_use"],
+  ["max_tokens", "max_tokens"],
+  ["stop_sequence", "stop_sequence"],
+  ["refusal", "refusal"],
+]);
+
+/** Error types of an `error` event, which reports a failure after the stream started. */
+const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
+  ["overloaded_error", "model_overloaded"],
+  ["rate_limit_error", "model_rate_limited"],
+  ["api_error", "model_unavailable"],
+  ["invalid_request_error", "model_rejected"],
+]);
+
+async function readReply(events: AsyncIterable<EventSourceMessage>, onTextDelta: ((text: string) => void) | undefined): Promise<ModelResponse> {
+  /** Keyed by block index; blocks the port does not carry (thinking, server tools) have no draft. */
+  const drafts = new Map<number | undefined, ContentDraft>();
+  const usage = { inputTokens: 0, outputTokens: 0 };
+  let stopReason: StopReason = "other";
+  for await (const message of events) {
+    const event = eventJson(message, NAME) as WireEvent;
+    switch (event.type) {
+      case "message_start":
+        readUsage(usage, event.message?.usage);
+        break;
+      case "content_block_start":
+        startBlock(drafts, event, onTextDelta);
+        break;
+      case "content_block_delta":
+        applyDelta(drafts.get(event.index), event.delta, onTextDelta);
+        break;
+      case "message_delta":
+        stopReason = STOP_REASONS.get(event.delta?.stop_reason ?? "") ?? "other";
+        readUsage(usage, event.usage);
+        break;
+      case "message_stop":
+        return { content: finishContent(drafts.values(), stopReason, NAME), stopReason, usage };
+      case "error":
+        throw streamedError(event.error?.type);
+      // ping, content_block_stop and event types added later carry nothing the port needs.
+    }
+  }
+  throw cutOff(NAME);
+}
+
+function startBlock(drafts: Map<number | undefined, ContentDraft>, event: WireEvent, onTextDelta: ((text: string) => void) | undefined): void {
+  const block = event.content_block;
+  if (block?.type === "text") {
+    const text = typeof block.text === "string" ? block.text : "";
+    drafts.set(event.index, { type: "text", text });
+    if (text !== "") onTextDelta?.(text);
+  } else if (block?.type === "tool_use") {
+    drafts.set(event.index, { type: "tool_call", id: String(block.id ?? ""), name: String(block.name ?? ""), json: "" });
+  }
+}
+
+function applyDelta(draft: ContentDraft | undefined, delta: WireEvent["delta"], onTextDelta: ((text: string) => void) | undefined): void {
+  if (draft?.type === "text" && delta?.type === "text_delta" && typeof delta.text === "string") {
+    draft.text += delta.text;
+    onTextDelta?.(delta.text);
+  } else if (draft?.type === "tool_call" && delta?.type === "input_json_delta" && typeof delta.partial_json === "string") {
+    draft.json += delta.partial_json;
+  }
+  // Deltas the port does not carry (thinking, signatures, citations) are skipped.
+}
+
+/**
+ * Usage counts are cumulative, so each one seen replaces the last. Anthropic counts cached input
+ * apart from input_tokens; the port's inputTokens is all the input the model read, as OpenAI counts it.
+ */
+function readUsage(usage: ModelResponse["usage"], wire: WireUsage | undefined): void {
+  if (typeof wire?.input_tokens === "number") {
+    usage.inputTokens = wire.input_tokens + (wire.cache_creation_input_tokens ?? 0) + (wire.cache_read_input_tokens ?? 0);
+  }
+  if (typeof wire?.output_tokens === "number") usage.outputTokens = wire.output_tokens;
+}
+
+function streamedError(type: string | undefined): ModelError {
+  const code = STREAMED_ERRORS.get(type ?? "");
+  return new ModelError(code ?? "model_unavailable", `${NAME}: the reply broke off with ${code === undefined ? "an error" : type}`);
+}

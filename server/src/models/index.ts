@@ -1,0 +1,17 @@
+export {
+  ModelError,
+  type AssistantContent,
+  type ConversationMessage,
+  type ModelCallOptions,
+  type ModelErrorCode,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type StopReason,
+  type ToolDefinition,
+  type UserContent,
+} from "./port.ts";
+export { createModelProviders, type ModelProviders } from "./registry.ts";
+export { createAnthropicProvider } from "./anthropic.ts";
+export { createOpenAIProvider } from "./openai.ts";
+export type { ProviderOptions } from "./transport.ts";

@@ -1,0 +1,96 @@
+/**
+ * The model port: what the run engine needs from a model provider, in the service's own terms.
+ * An adapter translates one request into its provider's wire format, streams the reply, and
+ * reports every failure as a ModelError with a stable code. It never logs, and no message it
+ * produces carries the API key or the request body.
+ */
+
+export interface ModelRequest {
+  /** The provider's model name. */
+  model: string;
+  /** "" for none. */
+  system: string;
+  messages: ConversationMessage[];
+  tools: ToolDefinition[];
+  maxTokens: number;
+  /**
+   * Provider parameters given by the caller (temperature, top_p, ...), passed through; reserved
+   * keys (model, messages, system, tools, stream, max_tokens) are refused by the caller before
+   * this point.
+   */
+  parameters: Record<string, unknown>;
+}
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  /** A JSON Schema object describing the tool's input. */
+  inputSchema: Record<string, unknown>;
+}
+
+export type ConversationMessage =
+  | { role: "user"; content: UserContent[] }
+  | { role: "assistant"; content: AssistantContent[] };
+
+export type UserContent = { type: "text"; text: string } | { type: "tool_result"; toolCallId: string; output: string; isError: boolean };
+
+export type AssistantContent = { type: "text"; text: string } | { type: "tool_call"; id: string; name: string; input: unknown };
+
+export interface ModelResponse {
+  content: AssistantContent[];
+  stopReason: StopReason;
+  usage: { inputTokens: number; outputTokens: number };
+}
+
+export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "other";
+
+export interface ModelCallOptions {
+  /** Sent in the provider's auth header and nowhere else. */
+  apiKey: string;
+  /** Aborting ends the call (and its HTTP request) with model_cancelled. */
+  signal: AbortSignal;
+  /** Called with each piece of reply text as it streams in, in order. */
+  onTextDelta?: (text: string) => void;
+}
+
+export interface ModelProvider {
+  readonly name: string;
+  complete(request: ModelRequest, options: ModelCallOptions): Promise<ModelResponse>;
+}
+
+/**
+ * Every ModelError code, and whether trying the same call again later may succeed. Adapters
+ * retry the retryable ones themselves (up to their configured count) before a reply starts.
+ */
+const RETRYABLE = {
+  model_auth_failed: false,
+  model_rate_limited: true,
+  model_overloaded: true,
+  /** The provider refused the request itself (HTTP 4xx other than auth and rate limits). */
+  model_rejected: false,
+  /** Network failures and HTTP 5xx, including a stream cut off before its end. */
+  model_unavailable: true,
+  /** The provider answered something that is not its documented wire format. */
+  model_invalid_response: false,
+  /** The call outlived its time bound (SERVICE_MODEL_TIMEOUT_SECS). */
+  model_timeout: true,
+  /** The caller's signal aborted the call. */
+  model_cancelled: false,
+} as const satisfies Record<string, boolean>;
+
+export type ModelErrorCode = keyof typeof RETRYABLE;
+
+export class ModelError extends Error {
+  override name = "ModelError";
+  readonly code: ModelErrorCode;
+  /** The provider's HTTP status, when it answered with one. */
+  readonly status: number | undefined;
+  readonly retryable: boolean;
+
+  constructor(code: ModelErrorCode, message: string, status?: number) {
+    super(message);
+    this.code = code;
+    this.status = status;
+    this.retryable = RETRYABLE[code];
+  }
+}

@@ -1,0 +1,17 @@
+import type { Settings } from "../config/index.ts";
+import { createAnthropicProvider } from "./anthropic.ts";
+import { createOpenAIProvider } from "./openai.ts";
+import type { ModelProvider } from "./port.ts";
+import type { ProviderOptions } from "./transport.ts";
+
+/** The model providers by name ("anthropic", "openai"), the names a run's provider key map uses. */
+export type ModelProviders = ReadonlyMap<string, ModelProvider>;
+
+export function createModelProviders(settings: Settings["models"]): ModelProviders {
+  const common: Omit<ProviderOptions, "baseUrl"> = { maxRetries: settings.maxRetries, timeoutMs: settings.timeoutSecs * 1000 };
+  const providers = [
+    createAnthropicProvider({ ...common, baseUrl: settings.anthropicBaseUrl }),
+    createOpenAIProvider({ ...common, baseUrl: settings.openaiBaseUrl }),
+  ];
+  return new Map(providers.map((provider) => [provider.name, provider]));
+}
