@@ -8,7 +8,7 @@ import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { buildTestComponents } from "./helpers/pool.ts";
 import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
-import { admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
+import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, deleteSkill, publish, skillMd } from "./helpers/skills.ts";
 
 const PROVIDER_KEY = "sk-test-provider-key-9d2e4a";
@@ -342,6 +342,43 @@ describe("runs", () => {
     expect(await service.runs.sweep(Date.now() + 31 * 24 * 60 * 60 * 1000)).toBeGreaterThanOrEqual(1);
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
     await expect(fs.stat(path.join(service.dataDir, "runs", run!.id))).rejects.toThrow(/ENOENT/);
+  });
+
+  it("runs a custom agent loop component whose model and tool calls go through the same path", async () => {
+    const loop = await admitTool(service.url, KEY_A, "agent-loop-js", "agentloops");
+    const sessionId = await workspaceSession();
+    provider.script("loop-model", [{ toolCalls: [{ id: "c1", name: "fs", input: { v: 1, op: "write", path: "/workspace/out.txt", data: "from the loop" } }] }, { text: "written by a custom loop" }]);
+    const agentloop = { environment: "box", implementation: { kind: { case: "agentloop", value: loop } } };
+    const { run } = await runs.createRun({ sessionId, run: runInput("loop-model", { agentloop } as never) });
+    const { run: done, events } = await finish(sessionId, run!.id);
+    expect(done.status).toBe("completed");
+    expect(done.outputText).toBe("written by a custom loop");
+    expect(done.rounds).toBe(2);
+    expect(await fs.readFile(path.join(root, "workspaces", "a", sessionId, "box", "out.txt"), "utf8")).toBe("from the loop");
+    const loopOperation = events.find((event) => event.type === "operation.sent" && event.data?.agentLoop === true);
+    expect(loopOperation?.data).toMatchObject({ kind: "execute", environment: "box" });
+    expect(events.map((event) => event.type)).toEqual(expect.arrayContaining(["tool.call", "tool.result", "turn.progress", "turn.completed"]));
+  });
+
+  it("runs an agent loop written as a program, and refuses a loop that is not admitted as one", async () => {
+    const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
+    const program = await admitProgram(service.url, KEY_A, `
+      function turn(input, configuration, host) {
+        const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.message + configuration.suffix }] });
+        return { v: 1, message: answer.message.content.toUpperCase() };
+      }`);
+    const sessionId = await workspaceSession();
+    provider.script("program-loop-model", [{ text: "quiet answer" }]);
+    const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } }, configuration: { kind: { case: "structValue", value: { fields: { suffix: { kind: { case: "stringValue", value: "!" } } } } } } };
+    const { run } = await runs.createRun({ sessionId, run: runInput("program-loop-model", { agentloop, message: "hi" } as never) });
+    const { run: done } = await finish(sessionId, run!.id);
+    expect(done.outputText).toBe("QUIET ANSWER");
+    expect((provider.requests.at(-1) as Sent).body.messages.at(-1).content[0].text).toBe("hi!");
+
+    const notALoop = { environment: "box", implementation: { kind: { case: "agentloop", value: workspaceTool } } };
+    expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: notALoop } as never) }))).toBe("not_found");
+    const nowhere = { environment: "missing", implementation: { kind: { case: "agentloop", value: runtime } } };
+    expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: nowhere } as never) }))).toBe("environment_not_found");
   });
 
   it("never writes a provider key to the data directory, the events or the log", async () => {

@@ -4,6 +4,7 @@ export {
   returned,
   unknown,
   type AccessMode,
+  type AgentLoopHost,
   type EnvironmentBinding,
   type ExecuteOperation,
   type Failure,

@@ -26,6 +26,8 @@ export interface EnvironmentKind<Options = unknown> {
   describe(options: Options): unknown;
   /** Checks a placed tool's implementation (JSON) in this kind of environment; returns it as stored. */
   checkImplementation(context: BindingContext, implementation: unknown): Promise<unknown>;
+  /** Checks a run's agent-loop implementation (JSON); absent when the kind cannot run agent loops. */
+  checkAgentLoop?(context: BindingContext, implementation: unknown): Promise<unknown>;
   bind(context: BindingContext, options: Options): EnvironmentBinding;
 }
 

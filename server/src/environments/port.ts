@@ -47,9 +47,19 @@ export interface ServiceGrants {
 
 export type AccessMode = "read" | "write";
 
+/**
+ * What an agent loop reaches on the host (wit/env.wit `skillenv:env/host`): JSON text in, JSON
+ * text out; a rejection with `{code, message}` reaches the guest as that failure.
+ */
+export interface AgentLoopHost {
+  callModel(request: string): Promise<string>;
+  dispatchTools(calls: string): Promise<string>;
+  emit(event: string): void;
+}
+
 export interface ExecuteOperation {
   operationId: string;
-  /** The placed tool's name in the session. */
+  /** The placed tool's name in the session ("" for a run's agent loop). */
   tool: string;
   /** Opaque to the session: the placement's implementation, as its environment kind defined it. */
   implementation: unknown;
@@ -63,6 +73,8 @@ export interface ExecuteOperation {
   grants?: ServiceGrants;
   /** Interim receipts, in the order the environment reports them. */
   report(receipt: InterimReceipt): void;
+  /** Present when the implementation is an agent loop: its host services. */
+  loopHost?: AgentLoopHost;
 }
 
 /** A file to place in an environment's workspace; `path` is relative to /workspace and already validated. */

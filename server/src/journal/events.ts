@@ -31,6 +31,8 @@ export interface SentOperation {
   deadlineMs: number;
   /** execute: the placed tool. */
   tool?: string;
+  /** execute: true when it is a run's agent loop rather than a placed tool. */
+  agentLoop?: true;
   /** execute: the input JSON text. */
   input?: string;
   /** cancel: the operation asked to stop. */

@@ -71,7 +71,6 @@ export class Runs {
       const existing = submission.idempotencyKey ? await this.#options.records.byIdempotencyKey(workspace, sessionId, submission.idempotencyKey) : undefined;
       if (existing) return { run: this.#sameSubmission(existing, submission), created: false };
       if (this.#runningIn(sessionId)) throw serviceError("run_in_progress", `session ${sessionId} is running run ${this.#runningIn(sessionId)!.record.id}; wait for it or cancel it`);
-      if (submission.agentloop) throw serviceError("invalid_argument", "custom agent loops are not available yet; omit agentloop for the service's default loop");
       const record = await this.#submit(workspace, session, submission);
       return { run: record, created: true };
     });
@@ -146,6 +145,8 @@ export class Runs {
   }
 
   async #submit(workspace: string, session: SessionRecord, submission: Submission): Promise<RunRecord> {
+    const loop = submission.agentloop;
+    const agentLoop = loop ? await this.#options.sessions.checkAgentLoop(workspace, session.id, loop.environment, loop.implementation, loop.configuration) : undefined;
     const skills = await this.#resolveSkills(workspace, submission.skills);
     const files = await this.#resolveFiles(workspace, submission.files);
     const id = newId("run");
@@ -175,7 +176,7 @@ export class Runs {
     });
     const tools: ToolDefinition[] = session.tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown> }));
     const history = await this.#options.records.conversation(session.id);
-    this.#start({ record, submission, tools, skills, files, history });
+    this.#start({ record, submission, tools, skills, files, history, ...(agentLoop ? { agentLoop } : {}) });
     return record;
   }
 

@@ -2,12 +2,13 @@ import { ConnectError } from "@connectrpc/connect";
 import type { StagedFile } from "../environments/index.ts";
 import { describeError } from "../errors/index.ts";
 import { ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition } from "../models/index.ts";
-import type { Sessions, ToolCallResult } from "../sessions/index.ts";
-import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type ToolCall, type ToolResult } from "./default-loop.ts";
+import type { AgentLoopPlacement, Sessions, ToolCallResult } from "../sessions/index.ts";
+import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type LoopOutcome, type ToolCall, type ToolResult } from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
 import { RunEvents } from "./run-events.ts";
 import { callSkillsTool, SKILLS_TOOL, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
+import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
 
 /** Everything a turn needs, resolved at submit. */
 export interface TurnSetup {
@@ -19,6 +20,8 @@ export interface TurnSetup {
   /** Run files to stage, paths relative to /workspace. */
   files: StagedFile[];
   history: ConversationMessage[];
+  /** A custom agent loop; the default loop when absent. */
+  agentLoop?: AgentLoopPlacement;
 }
 
 export interface TurnDeps {
@@ -70,8 +73,9 @@ export class Turn implements LoopHost {
     try {
       await this.#events.emit("turn.started", {});
       await this.#stage();
-      const { submission, history } = this.#setup;
-      const outcome = await defaultAgentLoop(this, { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added });
+      const { submission, history, agentLoop } = this.#setup;
+      const input = { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added };
+      const outcome = agentLoop ? await this.#customLoop(agentLoop) : await defaultAgentLoop(this, input);
       return { status: "completed", added: this.#added, stopReason: outcome.stopReason, outputText: outcome.outputText };
     } catch (error) {
       return this.#failed(error);
@@ -104,6 +108,39 @@ export class Turn implements LoopHost {
     // A stopped turn does not wait for its tools: their cancels are sent and their receipts
     // are recorded whenever they come.
     return raceStop(dispatches, this.#signal);
+  }
+
+  /**
+   * A custom agent loop: one execute operation in the service environment whose host services
+   * are this turn's own callModel and dispatchTools (the same code path as the default loop),
+   * behind the JSON contract of wit/env.wit.
+   */
+  async #customLoop(loop: AgentLoopPlacement): Promise<LoopOutcome> {
+    const { record, submission, history } = this.#setup;
+    this.#added.push({ role: "user", content: [{ type: "text", text: submission.message }] });
+    let round = 0;
+    const host = {
+      callModel: async (request: string) => {
+        const messages = conversationFromWit(parseHostRequest(request).messages);
+        if (round >= submission.maxRounds) throw { code: "max_rounds_exceeded", message: `the run allows ${submission.maxRounds} model calls` };
+        const reply = await this.callModel([...history, ...messages], ++round).catch(asGuestFailure);
+        this.#added.push({ role: "assistant", content: reply.content });
+        return JSON.stringify(replyToWit(reply));
+      },
+      dispatchTools: async (request: string) => {
+        const results = await this.dispatchTools(callsFromWit(parseHostRequest(request).calls), round).catch(asGuestFailure);
+        this.#added.push({ role: "user", content: results });
+        return JSON.stringify(resultsToWit(results));
+      },
+      emit: (event: string) => void this.#events.emit("turn.progress", { event: parseJson(event) }).catch(() => undefined),
+    };
+    const input = JSON.stringify({ v: 1, message: submission.message });
+    const running = this.#deps.sessions.runAgentLoop(record.workspace, record.sessionId, loop, host, { input, timeoutMs: this.#remainingMs(), runId: record.id });
+    const { receipt } = await raceStop(running, this.#signal);
+    if (receipt.outcome === "failure") throw new LoopFailed(receipt.code, receipt.message);
+    if (receipt.outcome === "unknown") throw new LoopFailed("unknown_outcome", receipt.message);
+    const output = parseJson(receipt.output) as { message?: unknown } | null;
+    return { stopReason: "end_turn", rounds: round, outputText: typeof output?.message === "string" ? output.message : receipt.output };
   }
 
   async #dispatch(call: ToolCall, round: number): Promise<ToolResult> {
@@ -177,10 +214,27 @@ class StagingFailed extends Error {
   override name = "StagingFailed";
 }
 
+/** A custom agent loop ended with a failure of its own (or an unknown outcome). */
+class LoopFailed extends Error {
+  override name = "LoopFailed";
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** What a guest's host call sees of a failure: its stable code, never host internals. */
+function asGuestFailure(error: unknown): never {
+  throw failureOf(error);
+}
+
 function failureOf(error: unknown): { code: string; message: string } {
   if (error instanceof ModelError) return { code: error.code, message: error.message };
   if (error instanceof MaxRoundsExceeded) return { code: "max_rounds_exceeded", message: error.message };
   if (error instanceof StagingFailed) return { code: "staging_failed", message: error.message };
+  if (error instanceof LoopFailed) return { code: error.code, message: error.message };
+  if (error instanceof TurnStopped) return { code: error.code, message: error.message };
   if (error instanceof ConnectError) {
     const { body } = describeError(error);
     return { code: body.code, message: body.message };
@@ -194,14 +248,6 @@ function returnedResult(output: string, operationId?: string): { output: string;
 
 function failedResult(code: string, message: string, operationId?: string): { output: string; event: Record<string, unknown> } {
   return { output: JSON.stringify({ error: { code, message } }), event: { outcome: "failure", error: { code, message }, ...(operationId ? { operationId } : {}) } };
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
 }
 
 function raceStop<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {

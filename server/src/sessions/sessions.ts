@@ -1,12 +1,12 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { createHash } from "node:crypto";
-import type { EnvironmentBinding, EnvironmentKinds, OperationKind, StagedFile, TerminalReceipt } from "../environments/index.ts";
+import type { AgentLoopHost, EnvironmentBinding, EnvironmentKinds, OperationKind, StagedFile, TerminalReceipt } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
 import { KeyedLock } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
-import type { EnvironmentRecord, SessionRecord, SessionRecords, ToolRecord } from "./records.ts";
+import type { EnvironmentRecord, SessionRecord, SessionRecords } from "./records.ts";
 import { checkSessionSpec } from "./session-spec.ts";
 
 export interface SessionsOptions {
@@ -31,6 +31,25 @@ export interface CallToolOptions {
 export interface ToolCallResult {
   operationId: string;
   receipt: TerminalReceipt;
+}
+
+/** What an execute operation runs, in which environment: a placed tool, or (with loopHost) a run's agent loop. */
+interface ExecuteTarget {
+  /** The placed tool's name; absent for an agent loop. */
+  name?: string;
+  environment: string;
+  implementation: unknown;
+  configuration: string;
+  loopHost?: AgentLoopHost;
+}
+
+/** A run's agent loop placed in a service environment of the session. */
+export interface AgentLoopPlacement {
+  environment: string;
+  /** As the environment kind's checkAgentLoop returned it. */
+  implementation: unknown;
+  /** JSON text. */
+  configuration: string;
 }
 
 /** Told before a session ends or is deleted, so that work on its behalf (runs) can stop first. */
@@ -136,6 +155,28 @@ export class Sessions {
     return this.#execute(live, tool, options);
   }
 
+  /**
+   * Checks a run's agent-loop placement at submit: the environment must be bound and able to run
+   * agent loops, and the implementation admitted. Returns the placement as it will run.
+   */
+  async checkAgentLoop(workspace: string, id: string, environment: string, implementation: unknown, configuration: string): Promise<AgentLoopPlacement> {
+    const live = await this.#load(workspace, id);
+    const bound = environmentOf(live.record, environment);
+    const check = this.#options.kinds[bound.kind]?.checkAgentLoop;
+    if (!check) throw serviceError("invalid_argument", `environment ${environment} is a ${bound.kind} environment; agent loops run in the service environment`);
+    const checked = await check.call(this.#options.kinds[bound.kind], { workspace, sessionId: id, environment }, implementation);
+    return { environment, implementation: checked, configuration };
+  }
+
+  /** Runs a run's agent loop as one execute operation, its host services answering its model and tool calls. */
+  async runAgentLoop(workspace: string, id: string, loop: AgentLoopPlacement, host: AgentLoopHost, options: CallToolOptions): Promise<ToolCallResult> {
+    const live = await this.#load(workspace, id);
+    this.#requireActive(live);
+    const environment = environmentOf(live.record, loop.environment);
+    if (environment.state !== "ready") throw serviceError("environment_not_ready", `the agent loop's environment ${environment.name} is ${environment.state}, not ready`);
+    return this.#execute(live, { ...loop, loopHost: host }, options);
+  }
+
   /** Appends a note (a run's events) to the session's journal. */
   note(sessionId: string, note: NoteEvent): Promise<JournalEvent> {
     return this.#options.journal.append(sessionId, note);
@@ -209,29 +250,31 @@ export class Sessions {
     return this.#options.journal.watch(id, after, { signal, until: (event) => event.type === "session.ended" });
   }
 
-  async #execute(live: LiveSession, tool: ToolRecord, options: CallToolOptions): Promise<ToolCallResult> {
+  /** An execute operation: a placed tool, or a run's agent loop (with its host services). */
+  async #execute(live: LiveSession, target: ExecuteTarget, options: CallToolOptions): Promise<ToolCallResult> {
     const deadlineMs = this.#deadline(options.timeoutMs);
     const operation: SentOperation = {
       operationId: newId("op"),
-      environment: tool.environment,
+      environment: target.environment,
       kind: "execute",
       deadlineMs,
-      tool: tool.name,
+      ...(target.name === undefined ? { agentLoop: true } : { tool: target.name }),
       input: options.input,
       ...(options.runId ? { runId: options.runId } : {}),
     };
-    const binding = this.#binding(live, tool.environment);
+    const binding = this.#binding(live, target.environment);
     live.inFlight.set(operation.operationId, operation);
     try {
       const receipt = await runJournaled(this.#journaled(), live.record.id, operation, (report) =>
         binding.execute({
           operationId: operation.operationId,
-          tool: tool.name,
-          implementation: tool.implementation,
-          configuration: tool.configuration,
+          tool: target.name ?? "",
+          implementation: target.implementation,
+          configuration: target.configuration,
           input: options.input,
           deadlineMs,
           report,
+          ...(target.loopHost ? { loopHost: target.loopHost } : {}),
         }),
       );
       return { operationId: operation.operationId, receipt };

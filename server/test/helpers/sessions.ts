@@ -47,10 +47,10 @@ export function runEnded(runId?: string): (event: SessionEvent) => boolean {
   return (event) => ["turn.completed", "turn.failed", "run.cancelled"].includes(event.type) && (runId === undefined || event.data?.runId === runId);
 }
 
-/** Admits build/components/<name>.wasm as a tool of the key's workspace; returns its id. */
-export async function admitTool(baseUrl: string, key: string, name: string): Promise<string> {
+/** Admits build/components/<name>.wasm as a tool (or agent loop) of the key's workspace; returns its id. */
+export async function admitTool(baseUrl: string, key: string, name: string, kind: "tools" | "agentloops" = "tools"): Promise<string> {
   const bytes = await fs.readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
-  const response = await fetch(`${baseUrl}/v1/tools`, { method: "POST", headers: { ...bearer(key), "content-type": "application/wasm" }, body: bytes });
+  const response = await fetch(`${baseUrl}/v1/${kind}`, { method: "POST", headers: { ...bearer(key), "content-type": "application/wasm" }, body: bytes });
   if (response.status !== 200) throw new Error(`admitting ${name}: ${response.status} ${await response.text()}`);
   return ((await response.json()) as { id: string }).id;
 }

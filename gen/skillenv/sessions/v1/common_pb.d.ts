@@ -12,7 +12,7 @@ import type { Value } from "@bufbuild/protobuf/wkt";
 export declare const file_skillenv_sessions_v1_common: GenFile;
 
 /**
- * Implementation is what a placed tool runs.
+ * Implementation is what a placed tool (or a run's agent loop) runs.
  *
  * @generated from message skillenv.sessions.v1.Implementation
  */
@@ -49,6 +49,15 @@ export declare type Implementation = Message<"skillenv.sessions.v1.Implementatio
      */
     value: Value;
     case: "opaque";
+  } | {
+    /**
+     * Service environment, for a run's agent loop: the id of an agent-loop
+     * component admitted in this workspace.
+     *
+     * @generated from field: string agentloop = 4;
+     */
+    value: string;
+    case: "agentloop";
   } | { case: undefined; value?: undefined };
 };
 

@@ -140,8 +140,8 @@ export declare const ModelSchema: GenMessage<Model>;
 
 /**
  * AgentLoop places a custom agent loop in a service environment of the
- * session: an admitted agent-loop runtime (`tool` is then its id) or a
- * program on an agent-loop runtime.
+ * session: an admitted agent-loop component (`agentloop`) or a program on an
+ * agent-loop runtime (`program`).
  *
  * @generated from message skillenv.sessions.v1.AgentLoop
  */

@@ -9,8 +9,11 @@ import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { ConfinementError, writeConfined } from "./confined-write.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type ServiceGrants, type StagedFile, type TerminalReceipt } from "../port.ts";
 
-/** What a tool placed in the service environment runs: an admitted tool, or a program on a tool runtime. */
-export type ServiceImplementation = { tool: string } | { program: { id: string; runtime: string } };
+/**
+ * What runs in the service environment: an admitted tool or agent-loop component, or a program
+ * on a runtime of the same kind.
+ */
+export type ServiceImplementation = { tool: string } | { agentloop: string } | { program: { id: string; runtime: string } };
 
 export interface ServiceKindOptions {
   pool: Pool;
@@ -49,14 +52,22 @@ export class ServiceEnvironmentKind implements EnvironmentKind<ServiceGrants> {
   }
 
   /** Checks that the workspace admitted what the placement names (not_found otherwise). */
-  async checkImplementation(context: BindingContext, implementation: unknown): Promise<ServiceImplementation> {
+  checkImplementation(context: BindingContext, implementation: unknown): Promise<ServiceImplementation> {
+    return this.#check(context, parseImplementation(implementation, "tool"), "tool");
+  }
+
+  /** The same for a run's agent loop: an admitted agent loop, or a program on an agent-loop runtime. */
+  checkAgentLoop(context: BindingContext, implementation: unknown): Promise<ServiceImplementation> {
+    return this.#check(context, parseImplementation(implementation, "agentloop"), "agentloop");
+  }
+
+  async #check(context: BindingContext, checked: ServiceImplementation, kind: "tool" | "agentloop"): Promise<ServiceImplementation> {
     const { artifacts } = this.#options;
-    const checked = parseImplementation(implementation);
-    if ("tool" in checked) {
-      await artifacts.get(context.workspace, "tool", checked.tool);
-    } else {
+    if ("program" in checked) {
       await artifacts.get(context.workspace, "program", checked.program.id);
-      await artifacts.get(context.workspace, "tool", checked.program.runtime);
+      await artifacts.get(context.workspace, kind, checked.program.runtime);
+    } else {
+      await artifacts.get(context.workspace, kind, componentOf(checked));
     }
     return checked;
   }
@@ -119,15 +130,15 @@ class ServiceBinding implements EnvironmentBinding {
     } catch (error) {
       return asFailure(error);
     }
-    const componentId = "tool" in implementation ? implementation.tool : implementation.program.runtime;
     const receipt = await this.#options.pool.invoke({
-      component: componentRef(this.#options.artifacts, componentId),
-      entrypoint: "run",
+      component: componentRef(this.#options.artifacts, componentOf(implementation)),
+      entrypoint: operation.loopHost ? "turn" : "run",
       input: operation.input,
       configuration: operation.configuration,
       deadlineMs: operation.deadlineMs,
       grants,
       ...(program ? { program } : {}),
+      ...(operation.loopHost ? { host: operation.loopHost } : {}),
     });
     return fromPool(receipt);
   }
@@ -184,10 +195,18 @@ function asFailure(error: unknown): TerminalReceipt {
   return failure(body.code, body.message);
 }
 
-function parseImplementation(value: unknown): ServiceImplementation {
-  const implementation = value as Partial<Record<"tool" | "program", unknown>> | undefined;
-  if (typeof implementation?.tool === "string") return { tool: implementation.tool };
+/** The component that runs: the tool or agent loop itself, or the program's runtime. */
+function componentOf(implementation: ServiceImplementation): string {
+  if ("program" in implementation) return implementation.program.runtime;
+  return "tool" in implementation ? implementation.tool : implementation.agentloop;
+}
+
+function parseImplementation(value: unknown, kind: "tool" | "agentloop"): ServiceImplementation {
+  const implementation = value as Partial<Record<"tool" | "agentloop" | "program", unknown>> | undefined;
+  if (kind === "tool" && typeof implementation?.tool === "string") return { tool: implementation.tool };
+  if (kind === "agentloop" && typeof implementation?.agentloop === "string") return { agentloop: implementation.agentloop };
   const program = implementation?.program as { id?: unknown; runtime?: unknown } | undefined;
   if (typeof program?.id === "string" && typeof program.runtime === "string") return { program: { id: program.id, runtime: program.runtime } };
-  throw serviceError("invalid_argument", "a tool in the service environment needs an implementation: an admitted tool id, or a program {id, runtime}");
+  const what = kind === "tool" ? "a tool in the service environment needs an admitted tool id" : "an agent loop needs an admitted agent-loop id";
+  throw serviceError("invalid_argument", `${what}, or a program {id, runtime}`);
 }
