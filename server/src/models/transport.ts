@@ -105,11 +105,12 @@ async function attempt(request: StreamRequest, context: CallContext): Promise<Re
   return response;
 }
 
+/** `response` has a body: attempt() checked. */
 async function* readEvents(response: Response, context: CallContext): AsyncGenerator<EventSourceMessage> {
+  // Node's web streams are async iterable; the DOM lib of the tsconfig (without dom.asynciterable) does not say so.
   const events = response.body!
     .pipeThrough(new TextDecoderStream())
     .pipeThrough(new EventSourceParserStream({ onError: "terminate", maxBufferSize: MAX_EVENT_CHARS })) as unknown as AsyncIterable<EventSourceMessage>;
-  // (Node's web streams are async iterable; the tsconfig's DOM lib, without dom.asynciterable, does not say so.)
   try {
     for await (const event of events) yield event;
   } catch (error) {
