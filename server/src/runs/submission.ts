@@ -12,7 +12,7 @@ export const MAX_RUN_FILES = 256;
 export const MAX_IDEMPOTENCY_KEY_CHARS = 128;
 export const DEFAULT_MAX_TOKENS = 4096;
 /** Request fields the service sets itself; a run's `parameters` may not override them. */
-const RESERVED_PARAMETERS = new Set(["model", "messages", "system", "tools", "tool_choice", "stream", "max_tokens", "stream_options"]);
+const RESERVED_PARAMETERS = new Set(["model", "messages", "system", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"]);
 
 export interface SubmissionRules {
   /** Providers this server can call. */
