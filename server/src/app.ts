@@ -2,10 +2,10 @@ import { createConnectRouter } from "@connectrpc/connect";
 import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
 import { ArtifactService, createArtifacts } from "./artifacts/index.ts";
 import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
-import { ApiKeys, DEV_WORKSPACE, authInterceptor, loadOrCreateDevKey } from "./auth/index.ts";
+import { ApiKeys, DEV_WORKSPACE, authenticationGate, loadOrCreateDevKey } from "./auth/index.ts";
 import type { Settings } from "./config/index.ts";
 import { Health, HealthState } from "./health/index.ts";
-import { createRequestListener, listen, requestLogInterceptor, type LogSink } from "./http/index.ts";
+import { createRequestListener, listen, recordingGate, type LogSink } from "./http/index.ts";
 import { ServiceEnvironmentKind } from "./environments/index.ts";
 import { startServiceEnvironment, type ServiceEnvironment } from "./service-env/index.ts";
 import { createSessions, SessionService } from "./sessions/index.ts";
@@ -54,14 +54,15 @@ export async function startService(settings: Settings, options: StartOptions = {
     const services = [AssetService, SkillService, ArtifactService, SessionService];
     const health = new HealthState(services.map((service) => service.typeName));
     const router = createConnectRouter({
-      interceptors: [requestLogInterceptor(), authInterceptor(keys, new Set([Health.typeName]))],
+      requestGate: recordingGate(authenticationGate(keys, new Set([Health.typeName]))),
       readMaxBytes: settings.limits.maxRequestBytes,
     });
     router.service(AssetService, assets.service);
     router.service(SkillService, skills.service);
     router.service(ArtifactService, artifacts.service(serviceEnv.preparer));
     router.service(SessionService, sessions.service);
-    router.service(Health, health.service());
+    // Anyone may call the health service, so its requests stay tiny.
+    router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
 
     const onRequest = createRequestListener({
       handlers: router.handlers,
@@ -69,9 +70,10 @@ export async function startService(settings: Settings, options: StartOptions = {
       rawEndpoints: [assets.uploads],
       corsOrigins: settings.corsOrigins,
       corsHeaders: [CHECKSUM_HEADER],
+      limits: settings.http,
       log: options.log ?? (settings.logRequests ? (line) => process.stdout.write(`${line}\n`) : undefined),
     });
-    const listener = await listen({ ...settings.listen, tls: settings.tls }, onRequest);
+    const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, onRequest);
     const environment = serviceEnv;
     return {
       url: listener.url,

@@ -2,9 +2,11 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type ContextValues, type Interceptor } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { TranscodingTestService } from "../../gen/skillenv/testing/v1/transcoding_pb.js";
 import { serviceError } from "../src/errors/index.ts";
+import { RequestBody, type NodeRequest, type NodeResponse } from "../src/http/index.ts";
 import { createTranscoder } from "../src/transcoder/index.ts";
 
 const MAX_BODY_BYTES = 1024;
@@ -47,11 +49,22 @@ router.service(TranscodingTestService, {
 
 const transcoder = createTranscoder({ services: [TranscodingTestService], handlers: router.handlers, maxBodyBytes: MAX_BODY_BYTES });
 
-const server = http.createServer((req, res) => {
-  void transcoder.handle(req, res, createContextValues().set(requestTag, "from-server")).then((handled) => {
-    if (!handled) res.writeHead(404, { "content-type": "text/plain" }).end("not transcoded");
-  });
-});
+/** Serves REST as the service's request listener does: the matched call, its body read through a RequestBody. */
+function serveRest(req: NodeRequest, res: NodeResponse, contextValues?: ContextValues): void {
+  const call = transcoder.match(req.method ?? "", req.url ?? "");
+  if (call === undefined) {
+    res.statusCode = 404;
+    return void res.end("not transcoded");
+  }
+  const body = new RequestBody(req, res, 60_000).read({ idleMs: undefined, budget: undefined });
+  void call
+    .serve({ ...universalRequestFromNodeRequest(req, res, undefined, contextValues), body })
+    .then((response) => universalResponseToNodeResponse(response, res))
+    // A client that went away cannot be written to.
+    .catch(() => undefined);
+}
+
+const server = http.createServer((req, res) => serveRest(req, res, createContextValues().set(requestTag, "from-server")));
 let base = "";
 
 beforeAll(async () => {
@@ -243,11 +256,7 @@ describe("HTTP/JSON transcoding (google/api/http.proto semantics)", () => {
 });
 
 describe("HTTP/2 (h2c)", () => {
-  const h2server = http2.createServer((req, res) => {
-    void transcoder.handle(req, res).then((handled) => {
-      if (!handled) res.writeHead(404).end();
-    });
-  });
+  const h2server = http2.createServer((req, res) => serveRest(req, res));
   let session: http2.ClientHttp2Session;
 
   beforeAll(async () => {

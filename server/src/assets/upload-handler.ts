@@ -15,7 +15,8 @@ export interface UploadHandlerOptions {
  * The embedded object store's upload endpoint: `PUT <signed URL>`. It stands where an
  * S3-compatible store would in a larger deployment, which is why it is a plain HTTP endpoint
  * authorised by the URL's signature rather than an API method with a bearer key.
- * Throws a service error, having stored nothing, when anything about the request is off.
+ * Throws a service error, having stored nothing, when anything about the request is off,
+ * including a body that stalls or is cut short.
  */
 export function createUploadHandler(options: UploadHandlerOptions): RawEndpoint {
   return {
@@ -23,11 +24,11 @@ export function createUploadHandler(options: UploadHandlerOptions): RawEndpoint 
       return pathname.startsWith(UPLOAD_PATH_PREFIX);
     },
 
-    async handle(req: NodeRequest, url: URL): Promise<RawEndpointResult> {
+    async handle(req: NodeRequest, url: URL, body: AsyncIterable<Uint8Array>): Promise<RawEndpointResult> {
       if (req.method !== "PUT") throw serviceError("route_not_found", "the object store accepts PUT only");
       const grant = options.signer.verify(url, Date.now() / 1000);
       checkHeaders(req, grant, options.maxUploadBytes);
-      await options.blobs.write(grant, req);
+      await options.blobs.write(grant, body);
       await options.records.recordUpload(grant.workspace, grant.sha256, grant.sizeBytes);
       return { workspace: grant.workspace, body: { sha256: grant.sha256, sizeBytes: String(grant.sizeBytes) } };
     },

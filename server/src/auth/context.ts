@@ -1,7 +1,7 @@
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import { serviceError } from "../errors/index.ts";
 
-/** The authenticated workspace of a call; set by the auth interceptor. */
+/** The authenticated workspace of a call; set by the authentication gate. */
 export const workspaceContextKey = createContextKey<string | undefined>(undefined, { description: "workspace" });
 
 /** The caller's workspace. Handlers of authenticated services call this first. */

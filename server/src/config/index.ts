@@ -1,2 +1,2 @@
-export { loadSettings, SettingsError, type EnvironmentSettings, type Limits, type SessionSettings, type Settings } from "./settings.ts";
+export { loadSettings, SettingsError, type EnvironmentSettings, type HttpLimits, type Limits, type SessionSettings, type Settings } from "./settings.ts";
 export { isEnvVarName, isWorkspaceName, type ListenAddress } from "./parsers.ts";

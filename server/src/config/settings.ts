@@ -25,6 +25,7 @@ export interface Settings {
   logRequests: boolean;
   shutdownGraceSecs: number;
   limits: Limits;
+  http: HttpLimits;
   env: EnvironmentSettings;
   models: ModelSettings;
 }
@@ -44,6 +45,8 @@ export interface Limits {
   maxUploadBytes: number;
   /** Largest body of an API request (JSON or raw). */
   maxRequestBytes: number;
+  /** Largest body of a method that needs no key (the health service): anyone may send it. */
+  maxPublicRequestBytes: number;
   uploadUrlTtlSecs: number;
   skillMaxEntries: number;
   skillMaxEntryBytes: number;
@@ -51,6 +54,23 @@ export interface Limits {
   skillMaxCompressionRatio: number;
   /** Bundle validations (PutSkill, reading a skill's files) running at once; more wait their turn. */
   skillMaxConcurrentValidations: number;
+}
+
+/** What connections and request bodies may hold of the server, so a slow or hostile caller cannot hold it all. */
+export interface HttpLimits {
+  /** Open connections at once; more are closed as they are accepted. */
+  maxConnections: number;
+  /** Streams one HTTP/2 connection may have open at once (advertised in SETTINGS). */
+  maxConcurrentStreams: number;
+  /** Time to say what a connection wants: TLS handshake, the first bytes on plaintext, HTTP/1.1 request headers. */
+  headersTimeoutSecs: number;
+  /** An HTTP/1.1 connection between requests, or an HTTP/2 connection without open streams, closes after this. */
+  idleConnectionSecs: number;
+  /** A request body that sends nothing for this long is abandoned and its connection closed. */
+  bodyIdleSecs: number;
+  /** Request body bytes held in memory at once, by all connections and by any one. */
+  maxBodyBytesInFlight: number;
+  maxConnectionBodyBytesInFlight: number;
 }
 
 /** Spec §8 deployment settings of the environments. */
@@ -122,12 +142,22 @@ export function loadSettings(env: Env = process.env): Settings {
     limits: {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
       maxRequestBytes: read("SERVICE_MAX_REQUEST_BYTES", parsePositiveInt, 32 * MiB),
+      maxPublicRequestBytes: read("SERVICE_MAX_PUBLIC_REQUEST_BYTES", parsePositiveInt, 4096),
       uploadUrlTtlSecs: read("SERVICE_UPLOAD_URL_TTL_SECS", parsePositiveInt, 900),
       skillMaxEntries: read("SERVICE_SKILL_MAX_ENTRIES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntries),
       skillMaxEntryBytes: read("SERVICE_SKILL_MAX_ENTRY_BYTES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntryBytes),
       skillMaxTotalBytes: read("SERVICE_SKILL_MAX_TOTAL_BYTES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxTotalBytes),
       skillMaxCompressionRatio: read("SERVICE_SKILL_MAX_COMPRESSION_RATIO", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxCompressionRatio),
       skillMaxConcurrentValidations: read("SERVICE_SKILL_MAX_CONCURRENT_VALIDATIONS", parsePositiveInt, 2),
+    },
+    http: {
+      maxConnections: read("SERVICE_MAX_CONNECTIONS", parsePositiveInt, 4096),
+      maxConcurrentStreams: read("SERVICE_MAX_CONCURRENT_STREAMS", parsePositiveInt, 100),
+      headersTimeoutSecs: read("SERVICE_HEADERS_TIMEOUT_SECS", parsePositiveInt, 10),
+      idleConnectionSecs: read("SERVICE_IDLE_CONNECTION_SECS", parsePositiveInt, 30),
+      bodyIdleSecs: read("SERVICE_BODY_IDLE_SECS", parsePositiveInt, 30),
+      maxBodyBytesInFlight: read("SERVICE_MAX_BODY_BYTES_IN_FLIGHT", parsePositiveInt, 128 * MiB),
+      maxConnectionBodyBytesInFlight: read("SERVICE_MAX_CONNECTION_BODY_BYTES_IN_FLIGHT", parsePositiveInt, 64 * MiB),
     },
     env: {
       filesystemAllow: read("SERVICE_ENV_FILESYSTEM_ALLOW", parseAbsolutePaths, []),
@@ -155,6 +185,16 @@ export function loadSettings(env: Env = process.env): Settings {
       timeoutSecs: read("SERVICE_MODEL_TIMEOUT_SECS", parsePositiveInt, 300),
     },
   };
+  checkBodyBudgets(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
+}
+
+/** Budgets smaller than the largest request would refuse that request forever. */
+function checkBodyBudgets({ limits, http }: Settings, problems: string[]): void {
+  if (limits.maxRequestBytes > http.maxConnectionBodyBytesInFlight || http.maxConnectionBodyBytesInFlight > http.maxBodyBytesInFlight) {
+    problems.push(
+      "SERVICE_MAX_REQUEST_BYTES, SERVICE_MAX_CONNECTION_BODY_BYTES_IN_FLIGHT, SERVICE_MAX_BODY_BYTES_IN_FLIGHT: each must be at most the next",
+    );
+  }
 }

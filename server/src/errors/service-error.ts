@@ -59,6 +59,10 @@ function fallbackCodeFor(code: Code): ErrorCode {
       return "payload_too_large";
     case Code.Unavailable:
       return "unavailable";
+    case Code.Canceled:
+    // Connect's Node adapter reports a client that hung up mid-call (reset, destroyed stream) as aborted.
+    case Code.Aborted:
+      return "canceled";
     case Code.Unimplemented:
     case Code.NotFound:
       return "route_not_found";

@@ -1,8 +1,9 @@
+export { recordingGate } from "./call-record.ts";
 export { listen, type Listener, type ListenOptions } from "./listener.ts";
 export type { NodeRequest, NodeResponse } from "./node-types.ts";
+export { RequestBody, type ReadLimits } from "./request-body.ts";
 export {
   createRequestListener,
-  requestLogInterceptor,
   type RawEndpoint,
   type RawEndpointResult,
   type RequestHandlerOptions,

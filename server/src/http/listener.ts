@@ -3,14 +3,15 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { Duplex } from "node:stream";
+import type { HttpLimits } from "../config/index.ts";
+import { routeByPreface } from "./preface.ts";
 import type { RequestListener } from "./request-handler.ts";
-
-const HTTP2_PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
 export interface ListenOptions {
   host: string;
   port: number;
   tls: { certFile: string; keyFile: string } | undefined;
+  limits: HttpLimits;
 }
 
 /** A server on one port; close() stops accepting and waits for in-flight requests up to the grace period. */
@@ -19,22 +20,31 @@ export interface Listener {
   close(graceMs: number): Promise<void>;
 }
 
+/** How often Node checks HTTP/1.1 connections against headersTimeout (its default, 30 s, would stretch a 10 s timeout to 40). */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+
 /**
  * One port for every protocol. With TLS, ALPN picks HTTP/2 or HTTP/1.1. Without TLS, Node's
- * http2 server does not fall back to HTTP/1.1, so a net.Server peeks at the first bytes: the
+ * http2 server does not fall back to HTTP/1.1, so a net.Server reads the first bytes: the
  * HTTP/2 client preface goes to the h2c server, anything else to the HTTP/1.1 server.
+ * What a connection may hold is bounded (`limits`): deadlines on the first bytes, the request
+ * headers and idle connections; caps on connections and on HTTP/2 streams per connection.
  */
 export async function listen(options: ListenOptions, onRequest: RequestListener): Promise<Listener> {
+  const { limits } = options;
   const inFlight = new InFlight();
   const tracked: RequestListener = (req, res) => {
     inFlight.start(res);
     onRequest(req, res);
   };
-  const h2 = options.tls
-    ? http2.createSecureServer({ cert: await fs.readFile(options.tls.certFile), key: await fs.readFile(options.tls.keyFile), allowHTTP1: true }, tracked)
-    : http2.createServer({}, tracked);
-  const h1 = http.createServer(tracked);
-  const front: net.Server = options.tls ? h2 : net.createServer((socket) => routeByPreface(socket, h1, h2));
+  const h2 = options.tls ? await createSecureServer(options.tls, limits, tracked) : http2.createServer(h2Settings(limits), tracked);
+  closeIdleSessions(h2, limits.idleConnectionSecs * 1000);
+  const h1 = http.createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, tracked);
+  setHttp1Timeouts(h1, limits);
+  const sniff = (socket: net.Socket) =>
+    routeByPreface(socket, limits.headersTimeoutSecs * 1000, (protocol) => (protocol === "h2c" ? h2 : h1).emit("connection", socket));
+  const front: net.Server = options.tls ? h2 : net.createServer(sniff);
+  front.maxConnections = limits.maxConnections;
   const sessions = trackSessions(h2);
   const sockets = trackSockets(front);
 
@@ -42,6 +52,9 @@ export async function listen(options: ListenOptions, onRequest: RequestListener)
     front.once("error", reject);
     front.listen(options.port, options.host, () => resolve());
   });
+  // Node enforces headersTimeout from the moment a server emits "listening"; the HTTP/1.1 server
+  // is handed its sockets and never listens itself, so start its checks by hand.
+  h1.emit("listening");
   const address = front.address() as net.AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
@@ -51,25 +64,59 @@ export async function listen(options: ListenOptions, onRequest: RequestListener)
       for (const session of sessions) session.close();
       await inFlight.drained(graceMs, () => h1.closeIdleConnections());
       for (const socket of sockets) socket.destroy();
+      h1.close();
       await closed;
     },
   };
 }
 
-function routeByPreface(socket: net.Socket, h1: http.Server, h2: http2.Http2Server): void {
-  socket.once("error", () => socket.destroy());
-  const onReadable = () => {
-    const head: Buffer | null = socket.read();
-    if (head === null) return socket.once("readable", onReadable);
-    socket.unshift(head);
-    const prefix = head.subarray(0, HTTP2_PREFACE.length);
-    if (prefix.length < HTTP2_PREFACE.length && HTTP2_PREFACE.subarray(0, prefix.length).equals(prefix)) {
-      // Too few bytes to tell yet: wait for the rest of the preface.
-      return socket.once("readable", onReadable);
-    }
-    (prefix.equals(HTTP2_PREFACE) ? h2 : h1).emit("connection", socket);
-  };
-  socket.once("readable", onReadable);
+function h2Settings(limits: HttpLimits): http2.ServerOptions {
+  return { settings: { maxConcurrentStreams: limits.maxConcurrentStreams } };
+}
+
+/** With TLS one server speaks HTTP/2 and, by ALPN, HTTP/1.1: it gets the limits of both. */
+async function createSecureServer(tls: { certFile: string; keyFile: string }, limits: HttpLimits, onRequest: RequestListener): Promise<http2.Http2SecureServer> {
+  const server = http2.createSecureServer(
+    {
+      cert: await fs.readFile(tls.certFile),
+      key: await fs.readFile(tls.keyFile),
+      allowHTTP1: true,
+      handshakeTimeout: limits.headersTimeoutSecs * 1000,
+      ...h2Settings(limits),
+    },
+    onRequest,
+  );
+  setHttp1Timeouts(server, limits);
+  return server;
+}
+
+/**
+ * HTTP/1.1 deadlines (the TLS server speaks HTTP/1.1 too). There is no deadline on a whole
+ * request: a large upload over a slow link is legitimate, and a stalled body is caught by the
+ * body idle timeout instead (RequestBody).
+ */
+function setHttp1Timeouts(server: http.Server | http2.Http2SecureServer, limits: HttpLimits): void {
+  Object.assign(server, {
+    headersTimeout: limits.headersTimeoutSecs * 1000,
+    requestTimeout: 0,
+    keepAliveTimeout: limits.idleConnectionSecs * 1000,
+  });
+}
+
+/**
+ * Closes (GOAWAY) HTTP/2 connections that have had no open stream for `idleMs`. Node's own
+ * session timeout would also cut a quiet long-lived stream, so open streams are counted.
+ */
+function closeIdleSessions(server: http2.Http2Server | http2.Http2SecureServer, idleMs: number): void {
+  server.on("session", (session) => {
+    let openStreams = 0;
+    session.on("stream", (stream) => {
+      openStreams++;
+      stream.once("close", () => openStreams--);
+    });
+    session.on("timeout", () => (openStreams === 0 ? session.close() : session.setTimeout(idleMs)));
+    session.setTimeout(idleMs);
+  });
 }
 
 function trackSessions(server: http2.Http2Server | http2.Http2SecureServer): Set<http2.ServerHttp2Session> {

@@ -1,18 +1,21 @@
-import { ConnectError, createContextValues, type ContextValues, type Interceptor } from "@connectrpc/connect";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { createContextValues, type ContextValues } from "@connectrpc/connect";
+import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import { workspaceContextKey } from "../auth/index.ts";
-import { describeError, serviceError, stableCodeOf } from "../errors/index.ts";
+import type { HttpLimits } from "../config/index.ts";
+import { describeError, serviceError } from "../errors/index.ts";
 import type { Transcoder } from "../transcoder/index.ts";
+import { BodyBudget } from "./body-budget.ts";
 import { applyCors } from "./cors.ts";
 import type { NodeRequest, NodeResponse } from "./node-types.ts";
+import { RequestBody, type ReadLimits } from "./request-body.ts";
 import { logRequest, protocolOf, requestRecordKey, type LogSink, type RequestRecord } from "./request-log.ts";
 
 /** A plain HTTP endpoint outside the API (the embedded object store). */
 export interface RawEndpoint {
   matches(pathname: string): boolean;
-  /** Serves the request and returns the JSON body of the 200 answer; throws service errors. */
-  handle(req: NodeRequest, url: URL): Promise<RawEndpointResult>;
+  /** Serves the request, reading its body from `body`, and returns the JSON body of the 200 answer; throws service errors. */
+  handle(req: NodeRequest, url: URL, body: AsyncIterable<Uint8Array>): Promise<RawEndpointResult>;
 }
 
 export interface RawEndpointResult {
@@ -26,35 +29,60 @@ export interface RequestHandlerOptions {
   rawEndpoints: readonly RawEndpoint[];
   corsOrigins: readonly string[];
   corsHeaders: readonly string[];
+  /** The body idle timeout and in-memory budgets. */
+  limits: HttpLimits;
   log: LogSink | undefined;
 }
 
 export type RequestListener = (req: NodeRequest, res: NodeResponse) => void;
 
+/** One request on its way through the listener. */
+interface Exchange {
+  req: NodeRequest;
+  res: NodeResponse;
+  url: URL;
+  record: RequestRecord;
+  contextValues: ContextValues;
+  /** Every request has one, read or not, so an unread body is drained under the idle timeout too. */
+  body: RequestBody;
+}
+
 /**
  * The one listener behind every protocol: CORS, then the object store, then Connect routes
- * (gRPC, gRPC-Web, Connect), then the REST transcoder, else a JSON 404.
+ * (gRPC, gRPC-Web, Connect), then the REST transcoder, else a JSON 404. Every request body is read
+ * through a RequestBody (idle timeout, memory budget, drained when left unread). Authentication is
+ * the Connect request gate's: it runs before the body is read, for REST too.
  */
 export function createRequestListener(options: RequestHandlerOptions): RequestListener {
   const routes = new Map(options.handlers.map((handler) => [handler.requestPath, handler]));
+  const idleMs = options.limits.bodyIdleSecs * 1000;
+  const budget = new BodyBudget({ total: options.limits.maxBodyBytesInFlight, perConnection: options.limits.maxConnectionBodyBytesInFlight });
+  const heldInMemory: ReadLimits = { idleMs, budget };
+
   return (req, res) => {
     const startedAt = process.hrtime.bigint();
     const url = new URL(req.url ?? "/", "http://localhost");
     const record: RequestRecord = { protocol: protocolOf(req), method: req.method ?? "", path: url.pathname, code: "ok" };
-    res.once("close", () => {
+    const closed = new Promise<void>((resolve) => res.once("close", resolve));
+    const contextValues = createContextValues().set(requestRecordKey, record);
+    const body = new RequestBody(req, res, idleMs);
+    const handled = dispatch({ req, res, url, record, contextValues, body }).catch((error: unknown) => writeError(res, record, error));
+    // Logged once the outcome is known and the response is over, whichever comes last: a client
+    // that leaves mid-upload closes the response before the upload handler has failed.
+    void Promise.all([handled, closed]).then(() => {
       record.httpStatus = res.statusCode;
+      if (record.code === "ok" && !res.writableFinished) record.code = "canceled";
       if (options.log) logRequest(options.log, record, startedAt);
     });
-    const contextValues = createContextValues().set(requestRecordKey, record);
-    dispatch(req, res, url, record, contextValues).catch((error: unknown) => writeError(res, record, error));
   };
 
-  async function dispatch(req: NodeRequest, res: NodeResponse, url: URL, record: RequestRecord, contextValues: ContextValues) {
+  async function dispatch({ req, res, url, record, contextValues, body }: Exchange) {
     if (applyCors(req, res, options.corsOrigins, options.corsHeaders)) return;
     const raw = options.rawEndpoints.find((endpoint) => endpoint.matches(url.pathname));
     if (raw) {
       record.protocol = "object-store";
-      const result = await raw.handle(req, url);
+      // Uploads stream to disk, not memory: only the idle timeout applies.
+      const result = await raw.handle(req, url, body.read({ idleMs, budget: undefined }));
       record.workspace = result.workspace;
       writeJson(res, 200, result.body);
       return;
@@ -62,36 +90,38 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     const handler = routes.get(url.pathname);
     if (handler) {
       if (record.protocol === "http") record.protocol = "connect";
-      const response = await handler(universalRequestFromNodeRequest(req, res, undefined, contextValues));
-      await universalResponseToNodeResponse(response, res);
+      await writeResponse(await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method)))), res);
       return;
     }
-    record.protocol = "rest";
-    if (await options.transcoder.handle(req, res, contextValues)) return;
-    record.protocol = "http";
+    const rest = options.transcoder.match(req.method ?? "", req.url ?? "");
+    if (rest) {
+      record.protocol = "rest";
+      await writeResponse(await rest.serve(universalRequest(req, res, contextValues, body.read(heldInMemory))), res);
+      return;
+    }
     throw serviceError("route_not_found", `no API method is bound to ${req.method} ${url.pathname}`);
+  }
+
+  /** A streaming call reads its messages one at a time over its whole life: quiet spells are normal and nothing accumulates. */
+  function readLimitsOf(method: DescMethod): ReadLimits {
+    const streamsRequests = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
+    return streamsRequests ? { idleMs: undefined, budget: undefined } : heldInMemory;
   }
 }
 
+function universalRequest(req: NodeRequest, res: NodeResponse, contextValues: ContextValues, body: AsyncIterable<Uint8Array>): UniversalServerRequest {
+  // HTTP/1.0 allows leaving out Host, but Connect needs an authority; a request without one is the caller's error.
+  if (!("authority" in req) && req.headers.host === undefined) throw serviceError("malformed_request", "the request has no Host header");
+  return { ...universalRequestFromNodeRequest(req, res, undefined, contextValues), body };
+}
+
 /**
- * Records procedure, workspace and outcome of every RPC for the request log. It must run
- * outside the auth interceptor so that refused calls are logged too.
+ * connect-node's writer waits for an "end" event that Node's responses never emit, so its promise
+ * never settles on success; the response's close is its end.
  */
-export function requestLogInterceptor(): Interceptor {
-  return (next) => async (request) => {
-    const record = request.contextValues.get(requestRecordKey);
-    try {
-      return await next(request);
-    } catch (error) {
-      if (record) record.code = stableCodeOf(ConnectError.from(error));
-      throw error;
-    } finally {
-      if (record) {
-        record.procedure = `${request.service.typeName}/${request.method.name}`;
-        record.workspace = request.contextValues.get(workspaceContextKey);
-      }
-    }
-  };
+function writeResponse(response: UniversalServerResponse, res: NodeResponse): Promise<void> {
+  const closed = new Promise<void>((resolve) => res.once("close", resolve));
+  return Promise.race([universalResponseToNodeResponse(response, res), closed]);
 }
 
 function writeError(res: NodeResponse, record: RequestRecord, error: unknown): void {

@@ -1,4 +1,4 @@
-import { createAsyncIterable, type UniversalServerRequest } from "@connectrpc/connect/protocol";
+import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import type { Rule } from "./rules.ts";
 
 /**
@@ -10,14 +10,20 @@ const FORWARDED_HEADER = /^(authorization|user-agent|x-.+)$/;
 
 /**
  * Turns the HTTP request into a Connect unary request in the binary codec for the rule's handler.
+ * Its body is the binary message, produced by `message` when the handler first reads the body.
  * The signal and context values of the original request carry over, so cancellation reaches the
- * implementation and interceptors see what they would for gRPC or Connect.
+ * implementation and gates and interceptors see what they would for gRPC or Connect.
  */
-export function connectRequest(original: UniversalServerRequest, rule: Rule, message: Uint8Array): UniversalServerRequest {
+export function connectRequest(original: UniversalServerRequest, rule: Rule, message: () => Promise<Uint8Array>): UniversalServerRequest {
   const url = new URL(rule.handler.requestPath, original.url);
   const header = new Headers({ "content-type": "application/proto", "connect-protocol-version": "1", host: url.host });
   for (const [name, value] of original.header) {
     if (FORWARDED_HEADER.test(name)) header.append(name, value);
   }
-  return { ...original, method: "POST", url: url.toString(), header, body: createAsyncIterable([message]) };
+  const body = {
+    async *[Symbol.asyncIterator]() {
+      yield await message();
+    },
+  };
+  return { ...original, method: "POST", url: url.toString(), header, body };
 }

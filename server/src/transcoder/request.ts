@@ -1,5 +1,6 @@
-import type { Readable } from "node:stream";
 import { create, mergeFromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Message, type MessageInitShape } from "@bufbuild/protobuf";
+import type { ConnectError } from "@connectrpc/connect";
+import { assertByteStreamRequest, type UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { serviceError } from "../errors/index.ts";
 import { HttpBodySchema } from "../../../gen/google/api/httpbody_pb.js";
 import { isQueryLeaf, resolveFieldPath, sameFieldPath, setJsonPath, textToJson, type FieldPath } from "./fields.ts";
@@ -14,24 +15,24 @@ export interface HttpRequestParts {
 }
 
 /**
- * Reads the whole body, up to maxBytes. Past the limit it rejects at once and keeps draining the
- * rest without holding it, so the connection stays usable for the error response.
+ * Reads the whole body, up to maxBytes. A larger declared Content-Length is refused before reading;
+ * past the limit reading stops at once, leaving the rest to the body's owner to drain.
  */
-export function readBody(stream: Readable, maxBytes: number): Promise<Uint8Array> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on("data", (chunk: Buffer) => {
-      size += chunk.byteLength;
-      if (size <= maxBytes) return void chunks.push(chunk);
-      chunks.length = 0;
-      reject(serviceError("payload_too_large", `the request body exceeds ${maxBytes} bytes`));
-    });
-    stream.once("end", () => resolve(Buffer.concat(chunks)));
-    stream.once("error", reject);
-    // A client that goes away mid-body ends the stream without "end"; settled promises ignore this.
-    stream.once("close", () => reject(new Error("the client closed the request")));
-  });
+export async function readBody(request: UniversalServerRequest, maxBytes: number): Promise<Uint8Array> {
+  assertByteStreamRequest(request);
+  if (Number(request.header.get("content-length")) > maxBytes) throw tooLarge(maxBytes);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of request.body) {
+    size += chunk.byteLength;
+    if (size > maxBytes) throw tooLarge(maxBytes);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function tooLarge(maxBytes: number): ConnectError {
+  return serviceError("payload_too_large", `the request body exceeds ${maxBytes} bytes`);
 }
 
 /**

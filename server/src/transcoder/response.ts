@@ -1,10 +1,7 @@
 import { fromBinary, toJson, type DescMethod } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { createAsyncIterable, type UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
-import type * as http from "node:http";
-import type * as http2 from "node:http2";
 import { describeError } from "../errors/index.ts";
 import { HttpBodySchema } from "../../../gen/google/api/httpbody_pb.js";
 import { isHttpBody } from "./fields.ts";
@@ -39,9 +36,9 @@ export function errorReply(error: unknown): Reply {
   return jsonReply(httpStatus, body);
 }
 
-export function writeReply(res: http.ServerResponse | http2.Http2ServerResponse, reply: Reply): Promise<void> {
+export function universalResponse(reply: Reply): UniversalServerResponse {
   const header = new Headers({ "content-type": reply.contentType, "content-length": String(reply.body.byteLength) });
-  return universalResponseToNodeResponse({ status: reply.status, header, body: createAsyncIterable([reply.body]) }, res);
+  return { status: reply.status, header, body: createAsyncIterable([reply.body]) };
 }
 
 function jsonReply(status: number, json: unknown): Reply {

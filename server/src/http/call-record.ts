@@ -1,0 +1,51 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { workspaceContextKey, type RequestGate } from "../auth/index.ts";
+import { serviceError, stableCodeOf } from "../errors/index.ts";
+import { requestRecordKey } from "./request-log.ts";
+
+/**
+ * Connect's own words for a request message it cannot decode, which it reports as `internal`
+ * (connect-es 2: protocol/serialization.ts and protocol/envelope.ts). Both are the caller's fault.
+ */
+const DECODE_FAILURES: ReadonlyArray<{ connectSays: string; weSay: string }> = [
+  { connectSays: "parse binary: ", weSay: "the request message is not valid protobuf binary" },
+  { connectSays: "received compressed envelope", weSay: "a message is flagged compressed, but the request names no encoding (grpc-encoding)" },
+];
+
+/**
+ * Wraps the request gate of every Connect call (gRPC, gRPC-Web, Connect and, through the
+ * transcoder, REST) to fill in the call's request log record: procedure, workspace and outcome.
+ *
+ * Connect aborts the handler context with the error it is about to send, whatever failed: the
+ * gate, reading or decoding the body, an interceptor or the implementation; a call that succeeds
+ * is aborted without an error. So the abort is the one place that sees every outcome. It is also
+ * the one place to correct Connect's verdict on undecodable messages (internal, with parser
+ * details) before it is sent: it becomes malformed_request with a plain message.
+ */
+export function recordingGate(gate: RequestGate): RequestGate {
+  return async (context) => {
+    const record = context.values.get(requestRecordKey);
+    context.signal.addEventListener(
+      "abort",
+      () => {
+        const reason: unknown = context.signal.reason;
+        if (!(reason instanceof ConnectError)) return;
+        blameCallerForDecodeFailure(reason);
+        if (record) record.code = stableCodeOf(reason);
+      },
+      { once: true },
+    );
+    if (record) record.procedure = `${context.service.typeName}/${context.method.name}`;
+    await gate(context);
+    if (record) record.workspace = context.values.get(workspaceContextKey);
+  };
+}
+
+/** Rewrites the error in place: Connect serializes this very object right after the abort. */
+function blameCallerForDecodeFailure(error: ConnectError): void {
+  if (error.code !== Code.Internal) return;
+  const failure = DECODE_FAILURES.find(({ connectSays }) => error.rawMessage.startsWith(connectSays));
+  if (failure === undefined) return;
+  const replacement = serviceError("malformed_request", failure.weSay);
+  Object.assign(error, { code: replacement.code, rawMessage: replacement.rawMessage, message: replacement.message, details: replacement.details });
+}
