@@ -1,11 +1,13 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
 import { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
+import { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./bundle/index.ts";
 import { createEnvClient, type EnvClient } from "./env/index.ts";
+import type { RunsDeps } from "./runs/index.ts";
 import { createImplementationResolver, createPrepare, createSessionsClient, type Prepare, type SessionsClient } from "./sessions/index.ts";
 import { createSkillsClient, type SkillsClient } from "./skills/index.ts";
 
@@ -18,7 +20,7 @@ export interface ServiceClient {
   readonly skills: SkillsClient;
   /** Artifacts of the service environment: programs, components, preparation. */
   readonly env: EnvClient;
-  /** Sessions: environments, the tools placed in them, tool calls and the journal's events. */
+  /** Sessions: environments, the tools placed in them, tool calls, runs and the journal's events. */
   readonly sessions: SessionsClient;
   /** Admits a service-environment placement or program and loads it on every worker (spec §4.3). */
   readonly prepare: Prepare;
@@ -41,12 +43,16 @@ export function createServiceClient(transport: Transport, options: ServiceClient
   const env = createEnvClient(createClient(ArtifactService, transport), assets, fetchFn);
   // One resolver for both, so an implementation prepared here is not admitted again by a session.
   const resolveImplementation = createImplementationResolver(env);
+  const skills = createSkillsClient(createClient(SkillService, transport), assets, fetchFn, options.bundleLimits ?? DEFAULT_BUNDLE_LIMITS);
+  const uploadBytes = (bytes: Uint8Array) => uploadAsset(assets, bytes, fetchFn);
+  // Runs upload through the same skills client, so a skill uploaded explicitly is not uploaded again by a run.
+  const runs: RunsDeps = { rpc: createClient(RunService, transport), uploads: { uploadSkill: (skill) => skills.upload(skill), uploadAsset: uploadBytes } };
   return {
     assets,
-    uploadAsset: (bytes) => uploadAsset(assets, bytes, fetchFn),
-    skills: createSkillsClient(createClient(SkillService, transport), assets, fetchFn, options.bundleLimits ?? DEFAULT_BUNDLE_LIMITS),
+    uploadAsset: uploadBytes,
+    skills,
     env,
-    sessions: createSessionsClient(createClient(SessionService, transport), resolveImplementation),
+    sessions: createSessionsClient(createClient(SessionService, transport), resolveImplementation, runs),
     prepare: createPrepare(env, resolveImplementation),
   };
 }

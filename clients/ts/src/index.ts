@@ -29,6 +29,7 @@ export {
   type SessionPage,
   type SessionRecord,
   type SessionsClient,
+  type SessionWithRunDefinition,
   type SessionState,
   type SetupMode,
   type SetupResult,
@@ -37,4 +38,18 @@ export {
   type ToolOptions,
   type ToolPlacement,
 } from "./sessions/index.ts";
+export {
+  Run,
+  type RunFile,
+  type RunModel,
+  type RunOptions,
+  type RunPage,
+  type RunRecord,
+  type RunSkill,
+  type RunSkillSnapshot,
+  type RunStatus,
+  type RunUsage,
+  type SessionRuns,
+  type WaitOptions,
+} from "./runs/index.ts";
 export { serviceErrorCode } from "./service-error.ts";

@@ -1,6 +1,7 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import type { Session as SessionMessage, SessionService } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { createSessionRuns, prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type SessionRuns } from "../runs/index.ts";
 import { environmentStatusFrom, eventFrom, jsonValue, receiptFrom, recordFrom, required, type EnvironmentStatus, type Receipt, type SessionEvent, type SessionRecord, type SessionState } from "./wire.ts";
 
 export type SessionRpc = Client<typeof SessionService>;
@@ -29,18 +30,24 @@ export interface SetupResult {
 /**
  * A handle on one session. `record` is what the server last answered (on creation, `refresh`,
  * `setupEnvironment` or `end`); it does not follow changes made elsewhere until refreshed.
+ * `run` submits a run, `runs` finds them.
  * Refusals (an ended session, an unknown tool, another workspace's id) throw ConnectErrors
  * carrying the service's stable code; a tool's own failure is a receipt, not an exception.
  */
 export class Session {
   readonly id: string;
+  /** The session's runs: `list` and `get`. */
+  readonly runs: SessionRuns;
   readonly #rpc: SessionRpc;
+  readonly #runDeps: RunsDeps;
   #record: SessionRecord;
 
-  constructor(rpc: SessionRpc, record: SessionRecord) {
+  constructor(rpc: SessionRpc, record: SessionRecord, runDeps: RunsDeps) {
     this.id = record.id;
     this.#rpc = rpc;
+    this.#runDeps = runDeps;
     this.#record = record;
+    this.runs = createSessionRuns(runDeps.rpc, this);
   }
 
   get record(): SessionRecord {
@@ -64,6 +71,17 @@ export class Session {
       timeout: options.timeoutMs === undefined ? undefined : durationFromMs(options.timeoutMs),
     });
     return { ...receiptFrom(response.receipt), operationId: response.operationId };
+  }
+
+  /**
+   * Submits a run (spec §4.1): draft skills are upserted and file bytes uploaded first, then the
+   * run is submitted with skills by name. A run whose answer is lost in transport is submitted
+   * once more under the same idempotency key, which cannot start it twice. The session runs one
+   * run at a time: another while one is running is refused as run_in_progress.
+   */
+  async run(options: RunOptions): Promise<Run> {
+    const submission = await prepareRunInput(options, this.#runDeps.uploads);
+    return runHandle(this.#runDeps.rpc, this, await submitRun(this.#runDeps.rpc, this.id, submission));
   }
 
   /**

@@ -1,0 +1,95 @@
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import type { RunInputSchema } from "../../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { UploadResult } from "../assets.ts";
+import { mapBounded } from "../map-bounded.ts";
+import { Skill, type UploadedSkill } from "../skills/index.ts";
+
+/** Uploads at once per pass (skills, files), as for skill uploads and tool admission. */
+const UPLOAD_CONCURRENCY = 4;
+
+export interface RunModel {
+  /** "anthropic" or "openai". */
+  provider: string;
+  /** The provider's model name, e.g. "claude-sonnet-4-5". */
+  name: string;
+  /** Largest reply, in tokens; the server's default is 4096. */
+  maxTokens?: number;
+  /** Passed to the provider as is, e.g. { temperature: 0.2 }. */
+  parameters?: Record<string, unknown>;
+}
+
+/**
+ * A skill for a run: a draft (upserted before the run is submitted, once per instance and
+ * client), the name of a workspace skill, or the result of an explicit `client.skills.upload`.
+ */
+export type RunSkill = Skill | string | UploadedSkill;
+
+/** A file staged under /workspace of the session's environments before the first turn. */
+export type RunFile =
+  /** Bytes, uploaded as a workspace asset before the run is submitted. */
+  | { path: string; bytes: Uint8Array }
+  /** An asset this workspace has already finalized. */
+  | { path: string; assetSha256: string };
+
+export interface RunOptions {
+  /** The user's message. */
+  message: string;
+  model: RunModel;
+  skills?: readonly RunSkill[];
+  /** The API key per model provider, e.g. { anthropic: "sk-ant-..." }; used for this run only, never stored. */
+  providerKeys: Readonly<Record<string, string>>;
+  /**
+   * Makes a resubmission return the existing run instead of starting another. Generated when
+   * omitted, so that a submission whose answer was lost can be retried safely.
+   */
+  idempotencyKey?: string;
+  /** Standing instructions for the model, part of its system prompt. */
+  agentsMd?: string;
+  /** Paths relative to /workspace, e.g. "data/report.csv". */
+  files?: readonly RunFile[];
+  /** Model calls at most; the server's default and upper bound is SERVICE_RUN_MAX_ROUNDS. */
+  maxRounds?: number;
+}
+
+/** A run as submitted: always with an idempotency key. */
+export type RunSubmission = MessageInitShape<typeof RunInputSchema> & { idempotencyKey: string };
+
+/** What preparing a run uploads through: the client's skills and assets flows. */
+export interface RunUploads {
+  uploadSkill(skill: Skill): Promise<UploadedSkill>;
+  uploadAsset(bytes: Uint8Array): Promise<UploadResult>;
+}
+
+/**
+ * Turns run options into a submission (spec §4.1): draft skills are upserted and file bytes
+ * uploaded first, each pass with bounded concurrency and both at once (rule 4), so the
+ * submission carries only `{ kind: "skill", name }` references and asset hashes.
+ */
+export async function prepareRunInput(options: RunOptions, uploads: RunUploads): Promise<RunSubmission> {
+  const [skillNames, files] = await Promise.all([
+    mapBounded(options.skills ?? [], UPLOAD_CONCURRENCY, (skill) => skillName(skill, uploads)),
+    mapBounded(options.files ?? [], UPLOAD_CONCURRENCY, (file) => stagedFile(file, uploads)),
+  ]);
+  const { provider, name, maxTokens, parameters } = options.model;
+  return {
+    model: { provider, name, maxTokens: maxTokens ?? 0, parameters: parameters as JsonObject | undefined },
+    skills: skillNames.map((skill) => ({ kind: "skill", name: skill })),
+    message: options.message,
+    agentsMd: options.agentsMd ?? "",
+    files,
+    providerKeys: { ...options.providerKeys },
+    idempotencyKey: options.idempotencyKey || crypto.randomUUID(),
+    maxRounds: options.maxRounds ?? 0,
+  };
+}
+
+async function skillName(skill: RunSkill, uploads: RunUploads): Promise<string> {
+  if (typeof skill === "string") return skill;
+  if (skill instanceof Skill) return (await uploads.uploadSkill(skill)).name;
+  return skill.name;
+}
+
+async function stagedFile(file: RunFile, uploads: RunUploads): Promise<{ path: string; assetSha256: string }> {
+  if ("bytes" in file) return { path: file.path, assetSha256: (await uploads.uploadAsset(file.bytes)).sha256 };
+  return { path: file.path, assetSha256: file.assetSha256 };
+}
