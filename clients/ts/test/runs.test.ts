@@ -1,0 +1,331 @@
+import * as fs from "node:fs/promises";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildTestComponents, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
+import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
+import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
+import {
+  createNodeTransport,
+  createServiceClient,
+  serviceEnv,
+  serviceErrorCode,
+  Skill,
+  tool,
+  type Run,
+  type RunModel,
+  type ServiceClient,
+  type Session,
+  type SessionEvent,
+  type ToolPlacement,
+} from "../src/node.ts";
+
+const PROVIDER_KEY = "sk-client-runs-key-5c1f7e";
+const providerKeys = { anthropic: PROVIDER_KEY };
+const encode = (text: string) => new TextEncoder().encode(text);
+const model = (name: string): RunModel => ({ provider: "anthropic", name });
+
+let provider: ScriptedProvider;
+let service: TestService;
+let root: string;
+let client: ServiceClient;
+const sandbox = serviceEnv({ name: "sandbox", filesystem: { workspace: "write" } });
+let files: ToolPlacement;
+
+beforeAll(async () => {
+  await buildTestComponents();
+  provider = await startScriptedProvider();
+  root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-client-runs-")));
+  service = await startTestService({
+    SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+    SERVICE_MODEL_MAX_RETRIES: "0",
+    SERVICE_ENV_FILESYSTEM_ALLOW: root,
+    SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
+  });
+  client = clientOf(service.url);
+  const workspaceJs = await fs.readFile(path.join(COMPONENTS_DIR, "workspace-js.wasm"));
+  files = tool({ name: "files", description: "Reads, writes and lists files.", environment: sandbox, implementation: { kind: "tool", bytes: workspaceJs } });
+}, 600_000);
+afterAll(async () => {
+  await service?.close();
+  await provider?.close();
+  if (root) await fs.rm(root, { recursive: true, force: true });
+});
+
+function clientOf(baseUrl: string): ServiceClient {
+  return createServiceClient(createNodeTransport({ baseUrl, apiKey: KEY_A }));
+}
+
+/** A session with a workspace and the workspace-js tool placed as "files". */
+function newSession(): Promise<Session> {
+  return client.sessions.create({ environments: [sandbox], tools: [files] });
+}
+
+/** The RPCs the service answered since log line `from`, e.g. "skillenv.sessions.v1.RunService/CreateRun". */
+function proceduresSince(from: number): string[] {
+  return service.logs.slice(from).flatMap((line) => (JSON.parse(line) as { procedure?: string }).procedure ?? []);
+}
+
+async function collect(events: AsyncIterable<SessionEvent>): Promise<SessionEvent[]> {
+  const all: SessionEvent[] = [];
+  for await (const event of events) all.push(event);
+  return all;
+}
+
+/** Each tool result's output by call id. */
+async function toolOutputs(run: Run): Promise<Record<string, unknown>> {
+  const results = (await collect(run.events())).filter((event) => event.type === "tool.result");
+  return Object.fromEntries(results.map(({ data }) => [data.callId, data.output]));
+}
+
+describe("session.run", () => {
+  it("upserts a draft skill before submitting, references it by name, and uploads it once per instance", async () => {
+    const skill = Skill.fromFiles({
+      files: {
+        "SKILL.md": "---\nname: changelog\ndescription: Writes changelogs.\n---\n# Changelog\nFollow reference/format.md.\n",
+        "reference/format.md": "FORMAT v1",
+      },
+    });
+    provider.script("draft-skill-model", [
+      { toolCalls: [{ id: "load", name: "skills", input: { action: "load", name: "changelog" } }] },
+      { toolCalls: [{ id: "read", name: "files", input: { v: 1, op: "read", path: "/workspace/skills/changelog/reference/format.md" } }] },
+      { text: "Formatted." },
+    ]);
+    const session = await newSession();
+    const from = service.logs.length;
+
+    const run = await session.run({ message: "Write the changelog.", model: model("draft-skill-model"), skills: [skill], providerKeys });
+    const done = await run.result();
+
+    expect(done.status).toBe("completed");
+    expect(done.skills.map(({ name }) => name)).toEqual(["changelog"]);
+    expect((await client.skills.get("changelog")).contentHash).toBe(done.skills[0]?.contentHash);
+    const calls = proceduresSince(from);
+    expect(calls.indexOf("skillenv.skills.v1.SkillService/PutSkill")).toBeGreaterThanOrEqual(0);
+    expect(calls.indexOf("skillenv.skills.v1.SkillService/PutSkill")).toBeLessThan(calls.indexOf("skillenv.sessions.v1.RunService/CreateRun"));
+    const outputs = await toolOutputs(run);
+    expect(outputs.load).toContain("Follow reference/format.md.");
+    expect(outputs.read).toEqual({ v: 1, ok: true, data: "FORMAT v1" });
+
+    provider.script("draft-skill-model", [{ text: "Again." }]);
+    const again = service.logs.length;
+    await (await session.run({ message: "Once more.", model: model("draft-skill-model"), skills: [skill], providerKeys })).result();
+    expect(proceduresSince(again).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+  });
+
+  it("uploads run files given as bytes and stages them, with assets given by hash, into /workspace", async () => {
+    provider.script("files-model", [
+      {
+        toolCalls: [
+          { id: "notes", name: "files", input: { v: 1, op: "read", path: "/workspace/data/notes.txt" } },
+          { id: "known", name: "files", input: { v: 1, op: "read", path: "/workspace/known.txt" } },
+        ],
+      },
+      { text: "Read both." },
+    ]);
+    const known = await client.uploadAsset(encode("uploaded earlier"));
+    const session = await newSession();
+
+    const run = await session.run({
+      message: "Read the files.",
+      model: model("files-model"),
+      providerKeys,
+      files: [
+        { path: "data/notes.txt", bytes: encode("meeting at noon") },
+        { path: "known.txt", assetSha256: known.sha256 },
+      ],
+    });
+
+    expect((await run.result()).status).toBe("completed");
+    expect(await toolOutputs(run)).toEqual({ notes: { v: 1, ok: true, data: "meeting at noon" }, known: { v: 1, ok: true, data: "uploaded earlier" } });
+    expect(await fs.readFile(path.join(root, "workspaces", "a", session.id, "sandbox", "data", "notes.txt"), "utf8")).toBe("meeting at noon");
+  });
+
+  it("events() yields only the run's own events, in order, from run.submitted to its end", async () => {
+    provider.script("events-model", [
+      { toolCalls: [{ id: "list", name: "files", input: { v: 1, op: "list", path: "/workspace" } }] },
+      { text: "First done." },
+      { toolCalls: [{ id: "write", name: "files", input: { v: 1, op: "write", path: "/workspace/out.txt", data: "hi" } }] },
+      { text: "Second done." },
+    ]);
+    const session = await newSession();
+    const first = await session.run({ message: "First.", model: model("events-model"), providerKeys });
+    await first.result();
+    const second = await session.run({ message: "Second.", model: model("events-model"), providerKeys });
+
+    const events = await collect(second.events());
+
+    expect(events[0]?.type).toBe("run.submitted");
+    expect(events.at(-1)).toMatchObject({ type: "turn.completed", data: { outputText: "Second done." } });
+    const seqs = events.map((event) => event.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(new Set(seqs).size).toBe(seqs.length);
+    const sent = events.find((event) => event.type === "operation.sent" && event.data.kind === "execute");
+    expect(sent?.data).toMatchObject({ runId: second.id, tool: "files" });
+    // The receipt carries no run id; it is the run's because the run sent the operation.
+    expect(events.filter((event) => event.data.operationId === sent?.data.operationId).map((event) => event.type)).toContain("operation.receipt");
+    expect(events.some((event) => event.data.runId === first.id)).toBe(false);
+    // A finished run's events end with it, though the session's journal goes on.
+    expect((await collect(first.events())).at(-1)).toMatchObject({ type: "turn.completed", data: { runId: first.id, outputText: "First done." } });
+  });
+
+  it("result() answers the final record of a completed run", async () => {
+    provider.script("result-model", [{ text: "All good.", usage: { inputTokens: 11, outputTokens: 4 } }]);
+    const session = await newSession();
+    const run = await session.run({ message: "How is it going?", model: model("result-model"), providerKeys });
+    expect(run.status).toBe("running");
+
+    const done = await run.result();
+
+    expect(done).toMatchObject({ id: run.id, sessionId: session.id, status: "completed", outputText: "All good.", stopReason: "end_turn", rounds: 1, toolCalls: 0 });
+    expect(done.usage).toEqual({ inputTokens: 11, outputTokens: 4 });
+    expect(done.error).toBeUndefined();
+    expect(done.finishedAt).toBeInstanceOf(Date);
+    expect(run.record).toEqual(done);
+  });
+
+  it("result() answers the final record of a failed run, with the failure's code", async () => {
+    provider.script("refused-model", [{ error: { status: 401, type: "authentication_error", message: "invalid x-api-key" } }]);
+    const session = await newSession();
+    const run = await session.run({ message: "Hello?", model: model("refused-model"), providerKeys });
+
+    const done = await run.result();
+
+    expect(done.status).toBe("failed");
+    expect(done.error?.code).toBe("model_auth_failed");
+    expect(done.outputText).toBe("");
+    expect(done.stopReason).toBeUndefined();
+  });
+
+  it("cancel() stops a running run; a finished run can then be deleted", async () => {
+    provider.script("slow-model", [{ delayMs: 60_000, text: "too late" }]);
+    const session = await newSession();
+    const run = await session.run({ message: "Take your time.", model: model("slow-model"), providerKeys });
+    for await (const event of run.events()) if (event.type === "model.request") break;
+
+    const cancelled = await run.cancel();
+
+    expect(cancelled.status).toBe("cancelled");
+    expect(cancelled.error?.code).toBe("cancelled");
+    expect(await run.result()).toEqual(cancelled);
+    expect((await collect(run.events())).at(-1)?.type).toBe("run.cancelled");
+    await run.delete();
+    expect(serviceErrorCode(await session.runs.get(run.id).catch((error: unknown) => error))).toBe("run_not_found");
+    expect((await session.runs.list()).runs).toEqual([]);
+  });
+
+  it("refuses a second run while one is running", async () => {
+    provider.script("busy-model", [{ delayMs: 60_000, text: "never" }]);
+    const session = await newSession();
+    const running = await session.run({ message: "First.", model: model("busy-model"), providerKeys });
+
+    const refused = await session.run({ message: "Second.", model: model("busy-model"), providerKeys }).catch((error: unknown) => error);
+
+    expect(serviceErrorCode(refused)).toBe("run_in_progress");
+    await running.cancel();
+  });
+});
+
+describe("client.sessions.create with a run", () => {
+  it("creates a session and its first run in one call, uploading the run's skill first", async () => {
+    provider.script("first-run-model", [{ toolCalls: [{ id: "list", name: "skills", input: { action: "list" } }] }, { text: "Started together." }]);
+    const skill = Skill.fromContent("---\nname: first-steps\ndescription: Gets a session going.\n---\n# First steps\n");
+
+    const { session, run } = await client.sessions.create({
+      environments: [sandbox],
+      tools: [files],
+      run: { message: "Begin.", model: model("first-run-model"), skills: [skill], providerKeys },
+    });
+
+    expect(session.state).toBe("ready");
+    expect(run.sessionId).toBe(session.id);
+    expect(await toolOutputs(run)).toEqual({ list: { skills: [{ name: "first-steps", description: "Gets a session going." }] } });
+    expect((await run.result()).outputText).toBe("Started together.");
+    expect((await session.runs.list()).runs.map(({ id }) => id)).toEqual([run.id]);
+    expect((await session.runs.get(run.id)).record.status).toBe("completed");
+  });
+});
+
+describe("idempotent submission", () => {
+  it("submits again when the answer is lost on the way, and only one run exists", async () => {
+    const proxy = await startLossyProxy(service.url);
+    try {
+      provider.script("retry-model", [{ text: "Exactly once." }]);
+      const session = await clientOf(proxy.url).sessions.create({ environments: [], tools: [] });
+      const from = service.logs.length;
+
+      const run = await session.run({ message: "Once, please.", model: model("retry-model"), providerKeys });
+
+      expect(proxy.dropped()).toBe(1);
+      expect(proceduresSince(from).filter((procedure) => procedure.endsWith("/CreateRun"))).toHaveLength(2);
+      expect(run.record.idempotencyKey).not.toBe("");
+      expect((await run.result()).outputText).toBe("Exactly once.");
+      expect((await session.runs.list()).runs.map(({ id }) => id)).toEqual([run.id]);
+      expect(provider.requests.filter((request) => request.body.model === "retry-model")).toHaveLength(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("answers the existing run when a submission is repeated under its key", async () => {
+    provider.script("keyed-model", [{ text: "Once." }]);
+    const session = await newSession();
+    const options = { message: "Keyed.", model: model("keyed-model"), providerKeys, idempotencyKey: "order-42" };
+    const first = await session.run(options);
+    await first.result();
+
+    const repeated = await session.run(options);
+
+    expect(repeated.id).toBe(first.id);
+    expect(repeated.record.idempotencyKey).toBe("order-42");
+    expect((await session.runs.list()).runs).toHaveLength(1);
+  });
+});
+
+describe("provider keys", () => {
+  it("reach the provider and never the events or the run record", async () => {
+    provider.script("key-model", [{ toolCalls: [{ id: "list", name: "files", input: { v: 1, op: "list", path: "/workspace" } }] }, { text: "Listed." }]);
+    const session = await newSession();
+    const run = await session.run({ message: "List the workspace.", model: model("key-model"), providerKeys });
+    const done = await run.result();
+    await session.end();
+
+    const events = await collect(session.events());
+
+    expect(events.at(-1)?.type).toBe("session.ended");
+    expect(provider.requests.at(-1)?.headers["x-api-key"]).toBe(PROVIDER_KEY);
+    expect(JSON.stringify(events)).not.toContain(PROVIDER_KEY);
+    expect(JSON.stringify(done)).not.toContain(PROVIDER_KEY);
+  });
+});
+
+/**
+ * A real HTTP proxy in front of the service that relays every call, except that it hangs up on
+ * the first CreateRun once the service has answered it: a response lost on its way back.
+ */
+async function startLossyProxy(target: string): Promise<{ url: string; dropped: () => number; close: () => Promise<void> }> {
+  let dropped = 0;
+  const server = http.createServer((request, response) => {
+    const upstream = http.request(new URL(request.url ?? "/", target), { method: request.method, headers: request.headers }, (answer) => {
+      if (dropped === 0 && request.url?.endsWith("/CreateRun")) {
+        dropped++;
+        answer.resume().on("end", () => request.socket.destroy());
+        return;
+      }
+      response.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(response);
+    });
+    request.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    dropped: () => dropped,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
