@@ -17,3 +17,7 @@ export {
   type Unknown,
 } from "./port.ts";
 export { ServiceEnvironmentKind, type ServiceImplementation, type ServiceKindOptions } from "./service/kind.ts";
+export { HostService } from "../../../gen/skillenv/env/v1/host_pb.js";
+export { HostEnvironmentKind } from "./host/kind.ts";
+export { HostHub } from "./host/hub.ts";
+export { createHostService, type CheckHostBinding, type HostLog } from "./host/host-service.ts";

@@ -59,6 +59,8 @@ export interface AgentLoopHost {
 
 export interface ExecuteOperation {
   operationId: string;
+  /** Where the operation's `operation.sent` is in the session's journal. */
+  seq: number;
   /** The placed tool's name in the session ("" for a run's agent loop). */
   tool: string;
   /** Opaque to the session: the placement's implementation, as its environment kind defined it. */

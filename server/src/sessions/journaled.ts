@@ -23,10 +23,10 @@ export async function runJournaled(
   options: JournaledOptions,
   sessionId: string,
   operation: SentOperation,
-  dispatch: (report: (receipt: InterimReceipt) => void) => Promise<TerminalReceipt>,
+  dispatch: (report: (receipt: InterimReceipt) => void, seq: number) => Promise<TerminalReceipt>,
 ): Promise<TerminalReceipt> {
   const { journal } = options;
-  await journal.send(sessionId, operation);
+  const { seq } = await journal.send(sessionId, operation);
   let interimWrites = Promise.resolve();
   let progressEvents = 0;
   const report = (receipt: InterimReceipt) => {
@@ -38,7 +38,7 @@ export async function runJournaled(
   };
   let receipt: TerminalReceipt;
   try {
-    receipt = await dispatch(report);
+    receipt = await dispatch(report, seq);
   } catch (error) {
     receipt = unknown(`the environment failed unexpectedly while handling the operation: ${error instanceof Error ? error.message : String(error)}`);
   }

@@ -1,6 +1,6 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { createHash } from "node:crypto";
-import type { AgentLoopHost, EnvironmentBinding, EnvironmentKinds, OperationKind, StagedFile, TerminalReceipt } from "../environments/index.ts";
+import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, EnvironmentKinds, OperationKind, StagedFile, TerminalReceipt } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
@@ -177,6 +177,14 @@ export class Sessions {
     return this.#execute(live, { ...loop, loopHost: host }, options);
   }
 
+  /** Checks that an active session of the workspace binds `environment` as an environment of `kind` (for a host attaching). */
+  async requireBinding(workspace: string, id: string, environment: string, kind: EnvironmentKindName): Promise<void> {
+    const live = await this.#load(workspace, id);
+    this.#requireActive(live);
+    const bound = environmentOf(live.record, environment);
+    if (bound.kind !== kind) throw serviceError("invalid_argument", `environment ${environment} of session ${id} is a ${bound.kind} environment, not a ${kind} one`);
+  }
+
   /** Appends a note (a run's events) to the session's journal. */
   note(sessionId: string, note: NoteEvent): Promise<JournalEvent> {
     return this.#options.journal.append(sessionId, note);
@@ -265,9 +273,10 @@ export class Sessions {
     const binding = this.#binding(live, target.environment);
     live.inFlight.set(operation.operationId, operation);
     try {
-      const receipt = await runJournaled(this.#journaled(), live.record.id, operation, (report) =>
+      const receipt = await runJournaled(this.#journaled(), live.record.id, operation, (report, seq) =>
         binding.execute({
           operationId: operation.operationId,
+          seq,
           tool: target.name ?? "",
           implementation: target.implementation,
           configuration: target.configuration,

@@ -1,0 +1,125 @@
+import { create, fromJson, toJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { ConnectRequestSchema, HostService, type Command, type ServerMessage } from "../../../gen/skillenv/env/v1/host_pb.js";
+
+export type HostClient = Client<typeof HostService>;
+
+export function hostClient(baseUrl: string, key: string, protocol: "connect" | "grpc" = "connect"): HostClient {
+  const options = { baseUrl, interceptors: [(next: any) => (request: any) => (request.header.set("authorization", `Bearer ${key}`), next(request))] };
+  const transport = protocol === "grpc" ? createGrpcTransport(options) : createConnectTransport({ ...options, httpVersion: "2" });
+  return createClient(HostService, transport);
+}
+
+/** An async iterable the test pushes request messages into (the host's side of the stream). */
+class Outbox<T> implements AsyncIterable<T> {
+  #items: T[] = [];
+  #closed = false;
+  #wake: (() => void) | undefined;
+  push(item: T): void {
+    this.#items.push(item);
+    this.#wake?.();
+  }
+  close(): void {
+    this.#closed = true;
+    this.#wake?.();
+  }
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      while (this.#items.length > 0) yield this.#items.shift()!;
+      if (this.#closed) return;
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#wake = undefined;
+    }
+  }
+}
+
+type ReceiptInit = MessageInitShape<typeof ConnectRequestSchema>;
+
+/**
+ * A test host over the bidirectional stream: records every server message, and lets the test
+ * answer commands by hand (`returned`, `failure`, `progress`, raw `send`).
+ */
+export class TestHost {
+  readonly messages: ServerMessage[] = [];
+  readonly #outbox = new Outbox<ReceiptInit>();
+  readonly #abort = new AbortController();
+  readonly #waiters: Array<() => void> = [];
+  /** While set, the host stops reading its stream (as a stuck host would). */
+  #paused: Promise<void> | undefined;
+  readonly done: Promise<unknown>;
+
+  constructor(client: HostClient, sessionId: string, environment: string) {
+    this.#outbox.push({ message: { case: "attach", value: { sessionId, environment } } });
+    this.done = (async () => {
+      for await (const response of client.connect(this.#outbox, { signal: this.#abort.signal })) {
+        this.messages.push(response.message!);
+        for (const wake of this.#waiters.splice(0)) wake();
+        await this.#paused;
+      }
+    })().catch((error: unknown) => error);
+  }
+
+  get commands(): Command[] {
+    return this.messages.flatMap((message) => (message.message.case === "command" ? [message.message.value] : []));
+  }
+
+  /** Resolves with the first recorded message matching `check`, waiting for it. */
+  async next<T>(check: (message: ServerMessage) => T | undefined, what = "a message"): Promise<T> {
+    for (let i = 0; i < 1000; i++) {
+      for (const message of this.messages) {
+        const found = check(message);
+        if (found !== undefined) return found;
+      }
+      await Promise.race([new Promise<void>((resolve) => this.#waiters.push(resolve)), this.done, new Promise((resolve) => setTimeout(resolve, 50))]);
+    }
+    throw new Error(`the host never received ${what}`);
+  }
+
+  attached(): Promise<string> {
+    return this.next((message) => (message.message.case === "attached" ? message.message.value.connectionId : undefined), "attached");
+  }
+
+  command(tool: string, nth = 0): Promise<Command> {
+    return this.next(() => this.commands.filter((command) => command.tool === tool)[nth], `command ${nth} of ${tool}`);
+  }
+
+  send(message: ReceiptInit): void {
+    this.#outbox.push(message);
+  }
+
+  returned(operationId: string, output: JsonValue): void {
+    this.send({ message: { case: "receipt", value: { operationId, receipt: { case: "returned", value: { output: fromJson(ValueSchema, output) } } } } });
+  }
+
+  progress(operationId: string, message: string): void {
+    this.send({ message: { case: "receipt", value: { operationId, receipt: { case: "progress", value: { message } } } } });
+  }
+
+  accepted(operationId: string): void {
+    this.send({ message: { case: "receipt", value: { operationId, receipt: { case: "accepted", value: {} } } } });
+  }
+
+  /** Stops reading after the next message, for good. */
+  stopReading(): void {
+    this.#paused = new Promise(() => undefined);
+  }
+
+  /** Drops the connection (as a crashed host or a network cut would). */
+  drop(): void {
+    this.#abort.abort();
+  }
+
+  /** Ends the host's side of the stream cleanly. */
+  close(): void {
+    this.#outbox.close();
+  }
+}
+
+/** A command's input as plain JSON. */
+export function inputOf(command: Command): JsonValue {
+  return command.input ? toJson(ValueSchema, command.input) : null;
+}
+
+export const emptyRequest = () => create(ConnectRequestSchema);
