@@ -71,6 +71,21 @@ describe("pool basics", () => {
     expect(output(await run(pool, echo, { v: 1 }))).toEqual({ v: 1 });
   });
 
+  it("cancels a waiting guest at once, and one not started yet before it runs", async () => {
+    const controller = new AbortController();
+    let asked!: () => void;
+    const modelCalled = new Promise<void>((resolve) => (asked = resolve));
+    const host: HostServices = { callModel: () => (asked(), new Promise(() => undefined)), dispatchTools: async () => "{}", emit: () => undefined };
+    const pending = run(pool, agentLoop, { v: 1, message: "hi" }, { entrypoint: "turn", host, signal: controller.signal });
+    await modelCalled;
+    controller.abort();
+    expect(await pending).toMatchObject({ outcome: "failure", code: "cancelled" });
+
+    const early = new AbortController();
+    early.abort();
+    expect(await run(pool, echo, { v: 1 }, { signal: early.signal })).toMatchObject({ outcome: "failure", code: "cancelled", message: expect.stringContaining("did not run") });
+  });
+
   it("an already expired deadline fails at once", async () => {
     expect(await run(pool, echo, {}, { deadlineMs: Date.now() - 1 })).toMatchObject({ outcome: "failure", code: "timeout" });
   });

@@ -227,6 +227,9 @@ describe("runs", () => {
     const execute = events.find((event) => event.type === "operation.sent" && event.data?.kind === "execute")!;
     expect(events.some((event) => event.type === "operation.sent" && event.data?.kind === "cancel" && event.data?.targetOperationId === execute.data?.operationId)).toBe(true);
     expect(events.at(-1)?.type).toBe("run.cancelled");
+    // The tool was waiting on a timer, so the cancel stopped it: its receipt says so.
+    const stopped = await eventsUntil(sessions, sessionId, (event) => event.type === "operation.receipt" && event.data?.operationId === execute.data?.operationId);
+    expect(stopped.at(-1)?.data?.receipt).toMatchObject({ failure: { code: "cancelled" } });
     await runs.deleteRun({ sessionId, runId: run!.id });
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
   });

@@ -330,6 +330,8 @@ export class Pool {
     const flight: Flight = { n, handle, kind, started, host: invocation.host, sandbox: undefined, timer: undefined, posted: false, settled: false, resolve };
     this.#flights.set(n, flight);
     handle.flights.add(flight);
+    invocation.signal?.addEventListener("abort", () => this.#cancel(flight), { once: true });
+    if (invocation.signal?.aborted) this.#cancel(flight);
     if (needsSandbox(invocation.grants)) {
       createSandbox(this.#sandboxRoot, n, invocation.grants).then(
         (dirs) => {
@@ -345,7 +347,15 @@ export class Pool {
     return promise;
   }
 
+  /** Before it was sent, nothing ran; after, the worker stops it when its guest is not on the thread. */
+  #cancel(flight: Flight): void {
+    if (flight.settled) return;
+    if (!flight.posted) this.#settle(flight, failure("cancelled", "the invocation was cancelled before it started; it did not run"));
+    else this.#post(flight.handle, { t: "cancel", n: flight.n });
+  }
+
   #send(flight: Flight, invocation: Invocation, deadline: number): void {
+    if (flight.settled) return;
     const grants: WireGrants = { network: [...(invocation.grants.network ?? [])] };
     if (invocation.grants.workspace) grants.workspace = { hostPath: invocation.grants.workspace.hostPath, mode: invocation.grants.workspace.mode };
     if (flight.sandbox?.scratchPath) grants.scratchPath = flight.sandbox.scratchPath;

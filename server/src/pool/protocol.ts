@@ -74,6 +74,7 @@ export type ToWorker =
       /** Program source for a runtime component; never logged, never stored. */
       source?: string;
     }
+  | { t: "cancel"; n: number }
   | { t: "host-result"; n: number; call: number; ok: true; value: string }
   | { t: "host-result"; n: number; call: number; ok: false; error: FailureBody }
   | { t: "spares" };

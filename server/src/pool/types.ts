@@ -59,6 +59,12 @@ export interface Invocation {
   program?: { source: string };
   /** Default PoolOptions.fuel. */
   fuel?: number;
+  /**
+   * Aborting cancels the invocation: one not started yet never starts, one waiting (on the host,
+   * a timer, I/O) ends `cancelled` at once; a guest computing on its thread runs on until it ends
+   * or reaches its deadline (stopping it would take down the other guests of its worker).
+   */
+  signal?: AbortSignal;
 }
 
 export type Receipt =

@@ -137,6 +137,11 @@ port.on("message", (message: ToWorker) => {
     case "host-result":
       running.get(message.n)?.hostResult(message);
       break;
+    case "cancel":
+      // Handled between macrotasks, so this invocation's guest is not on the thread: it is
+      // waiting (on the host, a timer, I/O) or not started, and stops cleanly.
+      running.get(message.n)?.finish({ outcome: "failure", code: "cancelled", message: "the invocation was cancelled" });
+      break;
     case "spares":
       send({ t: "spares", instances: [...components.values()].reduce((sum, component) => sum + component.spares.length, 0), bytes: spares.heldBytes(), instantiated: spares.instantiated });
       break;
@@ -184,6 +189,7 @@ async function invoke(message: InvokeMessage): Promise<void> {
   } catch {
     component = undefined;
   }
+  if (invocation.finished) return; // cancelled, or past its deadline, while the component loaded
   if (!component) {
     invocation.finish({ outcome: "failure", code: "preparation_failed", message: `component ${message.id} is not loaded on this worker` });
     return;
@@ -217,6 +223,7 @@ async function invoke(message: InvokeMessage): Promise<void> {
       instance = made instanceof Promise ? await made : made;
     }
     invocation.instance = instance;
+    if (invocation.finished) return;
     const entry = instance.exports[message.entrypoint];
     if (typeof entry !== "function") throw new Error(`the component exports no ${message.entrypoint}`);
     const output = await entry(message.input, configuration, BigInt(message.deadlineMs));

@@ -82,6 +82,8 @@ class ServiceBinding implements EnvironmentBinding {
   readonly #context: BindingContext;
   readonly #grants: ServiceGrants;
   readonly #workspaceDir: string;
+  /** Executions in flight, by operation id, so that cancel can reach them. */
+  readonly #inFlight = new Map<string, AbortController>();
 
   constructor(options: ServiceKindOptions, context: BindingContext, grants: ServiceGrants) {
     this.#options = options;
@@ -130,7 +132,10 @@ class ServiceBinding implements EnvironmentBinding {
     } catch (error) {
       return asFailure(error);
     }
+    const controller = new AbortController();
+    this.#inFlight.set(operation.operationId, controller);
     const receipt = await this.#options.pool.invoke({
+      signal: controller.signal,
       component: componentRef(this.#options.artifacts, componentOf(implementation)),
       entrypoint: operation.loopHost ? "turn" : "run",
       input: operation.input,
@@ -140,11 +145,19 @@ class ServiceBinding implements EnvironmentBinding {
       ...(program ? { program } : {}),
       ...(operation.loopHost ? { host: operation.loopHost } : {}),
     });
+    this.#inFlight.delete(operation.operationId);
     return fromPool(receipt);
   }
 
-  async cancel(): Promise<TerminalReceipt> {
-    return failure("unsupported", "the service environment cannot stop an invocation early; it ends at its deadline");
+  /**
+   * Stops the invocation if its guest is waiting (on the host, a timer, I/O) or has not started;
+   * a guest computing on its worker thread runs on to its end or its deadline (docs/environments.md).
+   */
+  async cancel(operationId: string): Promise<TerminalReceipt> {
+    const controller = this.#inFlight.get(operationId);
+    if (!controller) return failure("not_in_flight", "the operation is not running in this environment");
+    controller.abort();
+    return returned("{}");
   }
 
   async detach(): Promise<TerminalReceipt> {
