@@ -1,0 +1,211 @@
+/**
+ * ExtensionEnvironmentService (proto/skillenv/extension/v1/extension.proto) over a directory per
+ * binding: `<root>/<SHA-256 of the binding id, hex>/workspace`. The directory is the binding's
+ * state and survives a restart of the extension; the operation ids seen (to refuse a repeated
+ * one) and the operations in flight are kept in memory while the binding is attached.
+ */
+import { createHash } from "node:crypto";
+import * as fs from "node:fs/promises";
+import * as path from "node:path";
+import { fromJson, toJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampMs, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  ExtensionEnvironmentService,
+  type Binding,
+  type CancelRequest,
+  type DetachRequest,
+  type ExecuteRequest,
+  type ExecuteResponseSchema,
+  type SetupRequest,
+  type StageRequest,
+  type TeardownRequest,
+} from "../../gen/skillenv/extension/v1/extension_pb.js";
+import { pathSegments, WorkspacePathError, writeInWorkspace } from "./files.ts";
+import type { Sandbox } from "./sandbox.ts";
+import { chooseTool, runTool, ToolFailure } from "./tools.ts";
+
+export interface ServiceOptions {
+  /** Real path (no symlinks) of the directory bindings live in. */
+  root: string;
+  sandbox: Sandbox;
+  outputLimit: number;
+}
+
+type Receipt = MessageInitShape<typeof ExecuteResponseSchema>;
+
+interface Operation {
+  readonly abort: AbortController;
+  /** False while only Cancel has named it: a cancel that overtook its Execute. */
+  claimed: boolean;
+  /** Settles when the operation's work is over. */
+  finished: Promise<void>;
+}
+
+interface Place {
+  id: string;
+  /** `<root>/<hash>`: removed on teardown. */
+  directory: string;
+  workspace: string;
+}
+
+interface AttachedBinding extends Place {
+  readonly operations: Map<string, Operation>;
+}
+
+export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnvironmentService> {
+  private readonly options: ServiceOptions;
+  private readonly attached = new Map<string, AttachedBinding>();
+
+  constructor(options: ServiceOptions) {
+    this.options = options;
+  }
+
+  /** The configuration is not read: what a command may reach is the operator's choice, never a session's. */
+  async setup(request: SetupRequest): Promise<Record<string, never>> {
+    const place = this.place(request.binding);
+    await fs.mkdir(place.workspace, { recursive: true });
+    this.attach(place);
+    return {};
+  }
+
+  async stage(request: StageRequest): Promise<Record<string, never>> {
+    const binding = await this.attachedOrUndefined(request.binding);
+    if (binding === undefined) throw new ConnectError("the binding is not set up: call Setup first", Code.FailedPrecondition);
+    if (claim(binding, request.operationId) === undefined) throw new ConnectError(`duplicate_operation: "${request.operationId}" was already sent`, Code.AlreadyExists);
+    try {
+      // Every path is checked before the first file is written.
+      for (const file of request.files) pathSegments(file.path);
+      for (const file of request.files) await writeInWorkspace(binding.workspace, file.path, file.content);
+    } catch (error) {
+      if (!(error instanceof WorkspacePathError)) throw error;
+      throw new ConnectError(`${error.code}: ${error.message}`, error.code === "invalid_path" ? Code.InvalidArgument : Code.FailedPrecondition);
+    }
+    return {};
+  }
+
+  async *execute(request: ExecuteRequest, context: HandlerContext): AsyncGenerator<Receipt> {
+    const binding = await this.attachedOrUndefined(request.binding);
+    if (binding === undefined) {
+      yield failure("not_set_up", "the binding is not set up: call Setup first");
+      return;
+    }
+    const operation = claim(binding, request.operationId);
+    if (operation === undefined) {
+      yield failure("duplicate_operation", `"${request.operationId}" was already sent; an operation runs at most once`);
+      return;
+    }
+    yield { receipt: { case: "accepted", value: {} } };
+    const work = Promise.withResolvers<void>();
+    operation.finished = work.promise;
+    try {
+      // A caller that hangs up stops the operation as Cancel would.
+      yield await this.run(request, binding, AbortSignal.any([operation.abort.signal, context.signal]));
+    } finally {
+      work.resolve();
+    }
+  }
+
+  async cancel(request: CancelRequest): Promise<Record<string, never>> {
+    const binding = await this.attachedOrUndefined(request.binding);
+    if (binding === undefined) return {};
+    operationOf(binding, request.operationId).abort.abort();
+    return {};
+  }
+
+  /** The session ended: its operations are stopped, its files stay. */
+  async detach(request: DetachRequest): Promise<Record<string, never>> {
+    await this.release(this.place(request.binding).id);
+    return {};
+  }
+
+  async teardown(request: TeardownRequest): Promise<Record<string, never>> {
+    const place = this.place(request.binding);
+    await this.release(place.id);
+    await fs.rm(place.directory, { recursive: true, force: true, maxRetries: 3 });
+    return {};
+  }
+
+  /** Stops every operation in flight, for shutdown. */
+  async close(): Promise<void> {
+    await Promise.all([...this.attached.keys()].map((id) => this.release(id)));
+  }
+
+  private async run(request: ExecuteRequest, binding: AttachedBinding, signal: AbortSignal): Promise<Receipt> {
+    const remainingMs = request.deadline === undefined ? undefined : timestampMs(request.deadline) - Date.now();
+    try {
+      if (signal.aborted) throw new ToolFailure("cancelled", "the operation was cancelled before it started");
+      if (remainingMs !== undefined && remainingMs <= 0) throw new ToolFailure("timeout", "the deadline passed before the operation started");
+      const tool = chooseTool(json(request.implementation), request.tool);
+      const { workspace } = binding;
+      const output = await runTool(tool, json(request.input), { workspace, sandbox: this.options.sandbox, outputLimit: this.options.outputLimit, remainingMs, signal });
+      return { receipt: { case: "returned", value: { output: fromJson(ValueSchema, output) } } };
+    } catch (error) {
+      if (error instanceof ToolFailure) return failure(error.code, error.message, error.details);
+      console.error(`shell-extension: operation "${request.operationId}" failed unexpectedly:`, error);
+      return failure("internal_error", error instanceof Error ? error.message : String(error));
+    }
+  }
+
+  private place(binding: Binding | undefined): Place {
+    if (!binding?.id) throw new ConnectError("binding.id is required", Code.InvalidArgument);
+    const directory = path.join(this.options.root, createHash("sha256").update(binding.id).digest("hex"));
+    return { id: binding.id, directory, workspace: path.join(directory, "workspace") };
+  }
+
+  private attach(place: Place): AttachedBinding {
+    const binding = this.attached.get(place.id) ?? { ...place, operations: new Map() };
+    this.attached.set(place.id, binding);
+    return binding;
+  }
+
+  /** A binding set up before a restart or a Detach is found by its directory. */
+  private async attachedOrUndefined(binding: Binding | undefined): Promise<AttachedBinding | undefined> {
+    const place = this.place(binding);
+    const known = this.attached.get(place.id);
+    if (known !== undefined) return known;
+    const exists = await fs.stat(place.workspace).then(
+      (stat) => stat.isDirectory(),
+      () => false,
+    );
+    return exists ? this.attach(place) : undefined;
+  }
+
+  private async release(id: string): Promise<void> {
+    const binding = this.attached.get(id);
+    if (binding === undefined) return;
+    this.attached.delete(id);
+    for (const operation of binding.operations.values()) operation.abort.abort();
+    await Promise.all([...binding.operations.values()].map((operation) => operation.finished));
+  }
+}
+
+/** The operation for a new id; undefined when the id was already sent (the service never retries, so this is a protocol error). */
+function claim(binding: AttachedBinding, operationId: string): Operation | undefined {
+  if (operationId === "") throw new ConnectError("operation_id is required", Code.InvalidArgument);
+  const operation = operationOf(binding, operationId);
+  if (operation.claimed) return undefined;
+  operation.claimed = true;
+  return operation;
+}
+
+/** The operation an id names, recorded at its first mention. */
+function operationOf(binding: AttachedBinding, operationId: string): Operation {
+  const known = binding.operations.get(operationId);
+  if (known !== undefined) return known;
+  const operation: Operation = { abort: new AbortController(), claimed: false, finished: Promise.resolve() };
+  binding.operations.set(operationId, operation);
+  return operation;
+}
+
+/**
+ * Never retryable: that would promise that nothing took effect and that trying again later may
+ * succeed, and no failure here promises both.
+ */
+function failure(code: string, message: string, details: Record<string, string> = {}): Receipt {
+  return { receipt: { case: "failure", value: { code, message, retryable: false, details } } };
+}
+
+function json(value: Value | undefined): JsonValue {
+  return value === undefined ? null : toJson(ValueSchema, value);
+}
