@@ -71,6 +71,7 @@ export async function prepareRunInput(options: RunOptions, uploads: RunUploads):
     mapBounded(options.files ?? [], UPLOAD_CONCURRENCY, (file) => stagedFile(file, uploads)),
   ]);
   const { provider, name, maxTokens, parameters } = options.model;
+  // Zero and empty fields take the server's defaults (4096 tokens, SERVICE_RUN_MAX_ROUNDS, no instructions).
   return {
     model: { provider, name, maxTokens: maxTokens ?? 0, parameters: parameters as JsonObject | undefined },
     skills: skillNames.map((skill) => ({ kind: "skill", name: skill })),
