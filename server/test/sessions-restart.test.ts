@@ -6,6 +6,10 @@ import type { SessionEvent } from "../../gen/skillenv/sessions/v1/sessions_pb.js
 import { buildTestComponents } from "./helpers/pool.ts";
 import { spawnService, type ServiceProcess } from "./helpers/process.ts";
 import { KEY_A, KEY_B } from "./helpers/service.ts";
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { TestExtension } from "./helpers/extension.ts";
+import { hostClient, TestHost } from "./helpers/hosts.ts";
 import { admitTool, sessionClient } from "./helpers/sessions.ts";
 
 beforeAll(() => buildTestComponents(), 600_000);
@@ -95,5 +99,59 @@ describe("a server killed with a tool call in flight", () => {
 
     const replayedAgain = await replay(second.url, sessionId);
     expect(replayedAgain.slice(0, after.length)).toEqual(after);
+  }, 120_000);
+});
+
+describe("a server killed with host and extension commands in flight", () => {
+  let root: string;
+  let extension: TestExtension;
+  const services: ServiceProcess[] = [];
+
+  beforeAll(async () => {
+    root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-restart-envs-")));
+    extension = await new TestExtension().start();
+  });
+  afterAll(async () => {
+    for (const service of services) service.child.kill("SIGKILL");
+    await extension?.close();
+    await fs.rm(root, { recursive: true, force: true });
+  });
+
+  it("gives each exactly one unknown receipt after the restart", async () => {
+    const env = { SERVICE_DATA_DIR: path.join(root, "data"), SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`, SERVICE_ENV_NETWORK_ALLOW: extension.url };
+    const first = await spawnService(env);
+    services.push(first);
+    const client = sessionClient(first.url, KEY_A);
+    const { session } = await client.createSession({
+      environments: [
+        { name: "laptop", kind: { case: "host", value: {} } },
+        { name: "remote", kind: { case: "extension", value: { url: extension.url } } },
+      ],
+      tools: [
+        { name: "local", environment: "laptop" },
+        { name: "hang", environment: "remote" },
+      ],
+    });
+    const sessionId = session!.id;
+    const host = new TestHost(hostClient(first.url, KEY_A), sessionId, "laptop");
+    await host.attached();
+    const input = fromJson(ValueSchema, {});
+    void client.callTool({ sessionId, tool: "local", input }).catch(() => undefined);
+    void client.callTool({ sessionId, tool: "hang", input }).catch(() => undefined);
+    await host.command("local");
+    for (let i = 0; i < 200 && !extension.methods().includes("execute"); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const second = await spawnService(env);
+    services.push(second);
+    const events = await replay(second.url, sessionId);
+    const executes = events.filter((event) => event.type === "operation.sent" && event.data?.kind === "execute");
+    expect(executes.map((event) => event.data?.tool).sort()).toEqual(["hang", "local"]);
+    for (const sent of executes) {
+      const receipts = events.filter((event) => event.type === "operation.receipt" && event.data?.operationId === sent.data?.operationId);
+      expect(receipts.map((event) => Object.keys(event.data?.receipt ?? {}))).toEqual([["unknown"]]);
+    }
+    expect(host.commands).toHaveLength(1);
   }, 120_000);
 });

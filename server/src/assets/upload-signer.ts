@@ -1,8 +1,6 @@
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import * as fs from "node:fs/promises";
-import * as path from "node:path";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { serviceError } from "../errors/index.ts";
-import { SHA256_HEX, type Sha256Hex } from "../storage/index.ts";
+import { readOrCreateKey, SHA256_HEX, type Sha256Hex } from "../storage/index.ts";
 
 /** Path prefix of the embedded object store's signed upload URLs. */
 export const UPLOAD_PATH_PREFIX = "/objects/sha256/";
@@ -33,16 +31,7 @@ export class UploadSigner {
 
   /** The key is generated once into the data directory; every instance sharing it accepts the others' URLs. */
   static async open(dataDir: string): Promise<UploadSigner> {
-    const file = path.join(dataDir, SIGNING_KEY_FILE);
-    try {
-      return new UploadSigner(Buffer.from((await fs.readFile(file, "utf8")).trim(), "base64url"));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    }
-    await fs.writeFile(file, randomBytes(32).toString("base64url"), { mode: 0o600, flag: "wx" }).catch((error: NodeJS.ErrnoException) => {
-      if (error.code !== "EEXIST") throw error;
-    });
-    return UploadSigner.open(dataDir);
+    return new UploadSigner(await readOrCreateKey(dataDir, SIGNING_KEY_FILE));
   }
 
   /** Path and query of the upload URL (the caller prefixes the public base URL). */

@@ -21,3 +21,5 @@ export { HostService } from "../../../gen/skillenv/env/v1/host_pb.js";
 export { HostEnvironmentKind } from "./host/kind.ts";
 export { HostHub } from "./host/hub.ts";
 export { createHostService, type CheckHostBinding, type HostLog } from "./host/host-service.ts";
+export { ExtensionEnvironmentKind, type ExtensionOptions } from "./extension/kind.ts";
+export { Sealer } from "./extension/sealer.ts";

@@ -31,4 +31,5 @@ export interface EnvironmentKind<Options = unknown> {
   bind(context: BindingContext, options: Options): EnvironmentBinding;
 }
 
-export type EnvironmentKinds = Partial<Record<EnvironmentKindName, EnvironmentKind>>;
+/** Every kind a session can bind, each served by its adapter. */
+export type EnvironmentKinds = Record<EnvironmentKindName, EnvironmentKind>;

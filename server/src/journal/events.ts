@@ -12,9 +12,14 @@ export type EventBody = OperationEvent | NoteEvent;
 /** The operation records: written only by the journal's own operation methods. */
 export type OperationEvent =
   | { type: "operation.sent"; operation: SentOperation }
-  | { type: "operation.accepted"; operationId: string }
-  | { type: "operation.progress"; operationId: string; data: string }
-  | { type: "operation.receipt"; operationId: string; environment: string; kind: OperationKind; receipt: TerminalReceipt };
+  | ({ type: "operation.accepted"; operationId: string } & OnBehalf)
+  | ({ type: "operation.progress"; operationId: string; data: string } & OnBehalf)
+  | ({ type: "operation.receipt"; operationId: string; environment: string; kind: OperationKind; receipt: TerminalReceipt } & OnBehalf);
+
+/** The run an operation serves, repeated on its receipts so that a run's events select by runId alone. */
+interface OnBehalf {
+  runId?: string;
+}
 
 /** Anything else a session or a run records: opaque to the journal beyond its type. */
 export interface NoteEvent {

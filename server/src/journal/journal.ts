@@ -57,15 +57,24 @@ export class Journal {
     return this.#append(sessionId, { type: "operation.sent", operation }, [this.#open.putOp(openKey(sessionId, operation.operationId), open)]);
   }
 
-  interim(sessionId: string, operationId: string, receipt: InterimReceipt): Promise<JournalEvent> {
+  interim(sessionId: string, operation: SentOperation, receipt: InterimReceipt): Promise<JournalEvent> {
+    const { operationId } = operation;
+    const onBehalf = operation.runId ? { runId: operation.runId } : {};
     const body: EventBody =
-      receipt.outcome === "accepted" ? { type: "operation.accepted", operationId } : { type: "operation.progress", operationId, data: receipt.data };
+      receipt.outcome === "accepted" ? { type: "operation.accepted", operationId, ...onBehalf } : { type: "operation.progress", operationId, data: receipt.data, ...onBehalf };
     return this.#append(sessionId, body);
   }
 
   /** Records the operation's one terminal receipt. */
   settle(sessionId: string, operation: SentOperation, receipt: TerminalReceipt): Promise<JournalEvent> {
-    const body: EventBody = { type: "operation.receipt", operationId: operation.operationId, environment: operation.environment, kind: operation.kind, receipt };
+    const body: EventBody = {
+      type: "operation.receipt",
+      operationId: operation.operationId,
+      environment: operation.environment,
+      kind: operation.kind,
+      receipt,
+      ...(operation.runId ? { runId: operation.runId } : {}),
+    };
     return this.#append(sessionId, body, [this.#open.deleteOp(openKey(sessionId, operation.operationId))]);
   }
 

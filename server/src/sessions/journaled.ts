@@ -31,7 +31,7 @@ export async function runJournaled(
   let progressEvents = 0;
   const report = (receipt: InterimReceipt) => {
     if (receipt.outcome === "progress" && (++progressEvents > MAX_PROGRESS_EVENTS || Buffer.byteLength(receipt.data) > MAX_PROGRESS_BYTES)) return;
-    interimWrites = interimWrites.then(() => journal.interim(sessionId, operation.operationId, receipt)).then(
+    interimWrites = interimWrites.then(() => journal.interim(sessionId, operation, receipt)).then(
       () => undefined,
       () => undefined,
     );

@@ -36,7 +36,7 @@ export function sessionMessage(record: SessionRecord, kinds: EnvironmentKinds): 
 }
 
 export function environmentMessage(record: EnvironmentRecord, kinds: EnvironmentKinds): Environment {
-  const described = kinds[record.kind]?.describe(record.options) ?? {};
+  const described = kinds[record.kind].describe(record.options);
   const value = fromJson(KIND_SCHEMAS[record.kind], described as JsonValue);
   return create(EnvironmentSchema, { name: record.name, setup: record.setup, state: record.state, kind: { case: record.kind, value } as Environment["kind"] });
 }
@@ -80,14 +80,18 @@ function eventData(event: JournalEvent): JsonObject {
       return { ...rest, deadline: new Date(deadlineMs).toISOString(), ...(input === undefined ? {} : { input: parseOutput(input) }) };
     }
     case "operation.accepted":
-      return { operationId: event.operationId };
+      return { operationId: event.operationId, ...runIdOf(event) };
     case "operation.progress":
-      return { operationId: event.operationId, data: event.data };
+      return { operationId: event.operationId, data: event.data, ...runIdOf(event) };
     case "operation.receipt":
-      return { operationId: event.operationId, environment: event.environment, kind: event.kind, receipt: receiptJson(event.receipt) };
+      return { operationId: event.operationId, environment: event.environment, kind: event.kind, receipt: receiptJson(event.receipt), ...runIdOf(event) };
     default:
       return event.data as JsonObject;
   }
+}
+
+function runIdOf(event: { runId?: string }): JsonObject {
+  return event.runId ? { runId: event.runId } : {};
 }
 
 /** Tools speak JSON text; text that is not JSON is carried as a JSON string. */

@@ -64,7 +64,6 @@ async function checkEnvironment(environment: Environment, context: Omit<BindingC
   const { case: kindName, value } = environment.kind;
   if (kindName === undefined) invalid(`environment ${name} needs a kind: service, host or extension`);
   const kind = kinds[kindName];
-  if (!kind) throw serviceError("environment_unsupported", `environment ${name}: this server does not provide ${kindName} environments`);
   const options = await kind.authorize({ ...context, environment: name }, toJson(KIND_SCHEMAS[kindName], value));
   return { name, setup, state: "pending", kind: kindName, options };
 }
@@ -76,7 +75,7 @@ async function checkPlacement(placement: ToolPlacement, environments: Environmen
   if (placement.description.length > MAX_TOOL_DESCRIPTION_CHARS) invalid(`tool ${name}: the description exceeds ${MAX_TOOL_DESCRIPTION_CHARS} characters`);
   const environment = environments.find((known) => known.name === placement.environment);
   if (!environment) invalid(`tool ${name} is placed in environment ${JSON.stringify(placement.environment)}, which the session does not bind`);
-  const kind = kinds[environment.kind]!;
+  const kind = kinds[environment.kind];
   const implementation = placement.implementation ? (toJson(ImplementationSchema, placement.implementation) as JsonValue) : undefined;
   return {
     name,

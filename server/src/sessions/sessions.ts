@@ -105,7 +105,7 @@ export class Sessions {
     const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds);
     const record: SessionRecord = { id, workspace, createdAt: new Date().toISOString(), lifecycle: "active", ...spec };
     await this.#options.records.create(record);
-    const environments = spec.environments.map(({ name, kind, setup, options }) => ({ name, kind, setup, options: this.#options.kinds[kind]?.describe(options) }));
+    const environments = spec.environments.map(({ name, kind, setup, options }) => ({ name, kind, setup, options: this.#options.kinds[kind].describe(options) }));
     await this.#options.journal.append(id, { type: "session.created", data: { environments, tools: spec.tools.map((tool) => tool.name) } });
     const live = this.#attach(record);
     const automatic = spec.environments.filter((environment) => environment.setup === "automatic");
@@ -162,7 +162,7 @@ export class Sessions {
   async checkAgentLoop(workspace: string, id: string, environment: string, implementation: unknown, configuration: string): Promise<AgentLoopPlacement> {
     const live = await this.#load(workspace, id);
     const bound = environmentOf(live.record, environment);
-    const check = this.#options.kinds[bound.kind]?.checkAgentLoop;
+    const check = this.#options.kinds[bound.kind].checkAgentLoop;
     if (!check) throw serviceError("invalid_argument", `environment ${environment} is a ${bound.kind} environment; agent loops run in the service environment`);
     const checked = await check.call(this.#options.kinds[bound.kind], { workspace, sessionId: id, environment }, implementation);
     return { environment, implementation: checked, configuration };
@@ -398,9 +398,7 @@ export class Sessions {
     let binding = live.bindings.get(name);
     if (!binding) {
       const environment = environmentOf(live.record, name);
-      const kind = this.#options.kinds[environment.kind];
-      if (!kind) throw serviceError("environment_unsupported", `this server no longer provides ${environment.kind} environments`);
-      binding = kind.bind({ workspace: live.record.workspace, sessionId: live.record.id, environment: name }, environment.options);
+      binding = this.#options.kinds[environment.kind].bind({ workspace: live.record.workspace, sessionId: live.record.id, environment: name }, environment.options);
       live.bindings.set(name, binding);
     }
     return binding;

@@ -2,3 +2,4 @@ export { openDatabase, table, workspaceKey, workspaceRange, type Database, type 
 export { SHA256_HEX, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 export { FileBlobStore } from "./file-blob-store.ts";
 export { KeyedLock } from "./keyed-lock.ts";
+export { readOrCreateKey } from "./data-key.ts";

@@ -1,0 +1,124 @@
+import { fromJson, toJsonString } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import type { Client } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ExecuteRequest, SetupRequest, StageRequest } from "../../gen/skillenv/extension/v1/extension_pb.js";
+import { SessionSchema, type SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
+import { jsonOf, TestExtension } from "./helpers/extension.ts";
+import { KEY_A, startTestService, type TestService } from "./helpers/service.ts";
+import { eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
+import { bundleOf, publish, skillMd } from "./helpers/skills.ts";
+
+const CREDENTIAL = "ext-credential-5b1d7c-do-not-leak";
+
+describe("extension environments", () => {
+  let extension: TestExtension;
+  let provider: ScriptedProvider;
+  let service: TestService;
+  let sessions: Client<typeof SessionService>;
+
+  beforeAll(async () => {
+    extension = await new TestExtension().start();
+    provider = await startScriptedProvider();
+    service = await startTestService({ SERVICE_ENV_NETWORK_ALLOW: `${extension.url},http://127.0.0.1:1`, SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl });
+    sessions = sessionClient(service.url, KEY_A);
+  });
+  afterAll(async () => {
+    await service?.close();
+    await extension?.close();
+    await provider?.close();
+  });
+
+  async function extensionSession(url = extension.url): Promise<string> {
+    const { session } = await sessions.createSession({
+      environments: [{ name: "remote", kind: { case: "extension", value: { url, credential: CREDENTIAL, configuration: fromJson(ValueSchema, { region: "test" }) } } }],
+      tools: ["echo", "hang", "drop", "refuse"].map((name) => ({ name, environment: "remote", implementation: { kind: { case: "opaque" as const, value: fromJson(ValueSchema, { kind: name }) } } })),
+    });
+    return session!.id;
+  }
+
+  const call = (sessionId: string, tool: string, input: object = {}, seconds = 30n) =>
+    sessions.callTool({ sessionId, tool, input: fromJson(ValueSchema, input as never), timeout: { seconds, nanos: 0 } });
+
+  it("sets up with the configuration and the sealed credential as a bearer token, and runs tools", async () => {
+    const sessionId = await extensionSession();
+    const setup = extension.calls.findLast((c) => c.method === "setup")!;
+    expect(setup.authorization).toBe(`Bearer ${CREDENTIAL}`);
+    expect(jsonOf((setup.request as SetupRequest).configuration)).toEqual({ region: "test" });
+    expect((setup.request as SetupRequest).binding?.id).toBe(`${sessionId}/remote`);
+
+    const { receipt, operationId } = await call(sessionId, "echo", { hello: "extension" });
+    expect(receipt?.outcome).toMatchObject({ case: "returned" });
+    const execute = extension.calls.findLast((c) => c.method === "execute")!.request as ExecuteRequest;
+    expect(execute.operationId).toBe(operationId);
+    expect(jsonOf(execute.input)).toEqual({ hello: "extension" });
+    expect(jsonOf(execute.implementation)).toEqual({ kind: "echo" });
+    const events = await eventsUntil(sessions, sessionId, (event) => event.type === "operation.receipt" && event.data?.operationId === operationId);
+    expect(events.slice(-3).map((event) => event.type)).toEqual(["operation.accepted", "operation.progress", "operation.receipt"]);
+  });
+
+  it("refuses a URL outside the network allow-list and creates nothing", async () => {
+    const before = (await sessions.listSessions({})).sessions.length;
+    const request = { environments: [{ name: "x", kind: { case: "extension" as const, value: { url: "http://127.0.0.1:9" } } }] };
+    expect(await refusedWith(sessions.createSession(request))).toBe("grant_not_allowed");
+    expect((await sessions.listSessions({})).sessions.length).toBe(before);
+  });
+
+  it("never shows, journals or logs the credential", async () => {
+    const sessionId = await extensionSession();
+    await call(sessionId, "echo", {});
+    const { session } = await sessions.getSession({ sessionId });
+    expect(toJsonString(SessionSchema, session!)).not.toContain(CREDENTIAL);
+    expect(toJsonString(SessionSchema, session!)).toContain(extension.url);
+    await sessions.endSession({ sessionId });
+    const events = await eventsUntil(sessions, sessionId, (event) => event.type === "session.ended");
+    expect(JSON.stringify(events.map((event) => event.data))).not.toContain(CREDENTIAL);
+    expect(await filesContaining(service.dataDir, CREDENTIAL)).toEqual([]);
+    expect(service.logs.join("\n")).not.toContain(CREDENTIAL);
+  });
+
+  it("fails without sending when the extension is down, and reports an unreliable answer as unknown", async () => {
+    const down = await extensionSession("http://127.0.0.1:1");
+    const { session } = await sessions.getSession({ sessionId: down });
+    expect(session?.environments[0]?.state).toBe("failed");
+
+    const sessionId = await extensionSession();
+    extension.garbage();
+    expect((await call(sessionId, "echo")).receipt?.outcome.case).toBe("unknown");
+    expect((await call(sessionId, "drop")).receipt?.outcome.case).toBe("unknown");
+    expect((await call(sessionId, "refuse")).receipt?.outcome).toMatchObject({ case: "failure", value: { code: "extension_permission_denied" } });
+  });
+
+  it("reports a timeout at the deadline and sends the extension a cancel", async () => {
+    const sessionId = await extensionSession();
+    const { receipt, operationId } = await call(sessionId, "hang", {}, 1n);
+    expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout" } });
+    for (let i = 0; i < 100 && !extension.wasCancelled(operationId); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(extension.wasCancelled(operationId)).toBe(true);
+  });
+
+  it("detaches on end and tears down on delete", async () => {
+    const ended = await extensionSession();
+    await sessions.endSession({ sessionId: ended });
+    expect(extension.calls.some((c) => c.method === "detach" && (c.request as { binding?: { id: string } }).binding?.id === `${ended}/remote`)).toBe(true);
+    const deleted = await extensionSession();
+    await sessions.deleteSession({ sessionId: deleted });
+    expect(extension.calls.some((c) => c.method === "teardown" && (c.request as { binding?: { id: string } }).binding?.id === `${deleted}/remote`)).toBe(true);
+  });
+
+  it("stages a run's skill files into the extension's workspace, and runs its tools for the model", async () => {
+    await publish(service, "ext-skill", bundleOf({ "SKILL.md": skillMd({ description: "For the extension." }), "scripts/run.sh": "echo hi" }));
+    const sessionId = await extensionSession();
+    provider.script("ext-model", [{ toolCalls: [{ id: "e1", name: "echo", input: { from: "model" } }] }, { text: "done" }]);
+    const { run } = await runClient(service.url, KEY_A).createRun({
+      sessionId,
+      run: { model: { provider: "anthropic", name: "ext-model", maxTokens: 0 }, message: "go", skills: [{ kind: "skill", name: "ext-skill" }], providerKeys: { anthropic: "k" } } as never,
+    });
+    const events = await eventsUntil(sessions, sessionId, runEnded(run!.id));
+    expect(events.at(-1)?.type).toBe("turn.completed");
+    const stage = extension.calls.findLast((c) => c.method === "stage")!.request as StageRequest;
+    expect(stage.files.map((file) => file.path).sort()).toEqual(["skills/ext-skill/SKILL.md", "skills/ext-skill/scripts/run.sh"]);
+    expect(new TextDecoder().decode(stage.files.find((file) => file.path.endsWith("run.sh"))!.content)).toBe("echo hi");
+  });
+});

@@ -1,0 +1,105 @@
+import * as http from "node:http";
+import type { Socket } from "node:net";
+import { toJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { ConnectError, Code, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { ExtensionEnvironmentService, type ExecuteRequest, type ExecuteResponseSchema } from "../../../gen/skillenv/extension/v1/extension_pb.js";
+
+/** What the test extension was asked, in order. */
+export interface ExtensionCall {
+  method: string;
+  authorization: string | undefined;
+  request: unknown;
+}
+
+/**
+ * A small extension environment on loopback for the service's adapter tests. Tools behave by
+ * name: `echo` returns its input after accepted and progress; `hang` never answers until
+ * cancelled; `drop` says accepted, then the connection is cut; `refuse` answers a Connect error.
+ * `garbage()` makes the next request get a body that is not the protocol.
+ */
+export class TestExtension {
+  readonly calls: ExtensionCall[] = [];
+  url = "";
+  #server: http.Server | undefined;
+  #garbageNext = false;
+  #socket: Socket | undefined;
+  readonly #cancelled = new Set<string>();
+
+  async start(): Promise<this> {
+    const adapter = connectNodeAdapter({ routes: (router) => this.#routes(router) });
+    this.#server = http.createServer((req, res) => {
+      this.#socket = req.socket;
+      if (this.#garbageNext) {
+        this.#garbageNext = false;
+        res.writeHead(200, { "content-type": "application/connect+proto" });
+        res.end("this is not the protocol");
+        return;
+      }
+      adapter(req, res);
+    });
+    await new Promise<void>((resolve) => this.#server!.listen(0, "127.0.0.1", () => resolve()));
+    this.url = `http://127.0.0.1:${(this.#server.address() as { port: number }).port}`;
+    return this;
+  }
+
+  garbage(): void {
+    this.#garbageNext = true;
+  }
+
+  wasCancelled(operationId: string): boolean {
+    return this.#cancelled.has(operationId);
+  }
+
+  methods(): string[] {
+    return this.calls.map((call) => call.method);
+  }
+
+  async close(): Promise<void> {
+    this.#server?.closeAllConnections();
+    await new Promise((resolve) => this.#server?.close(resolve));
+  }
+
+  #record(method: string, request: unknown, context: HandlerContext): void {
+    this.calls.push({ method, authorization: context.requestHeader.get("authorization") ?? undefined, request });
+  }
+
+  #routes(router: ConnectRouter): void {
+    const empty = (method: string) => async (request: unknown, context: HandlerContext) => (this.#record(method, request, context), {});
+    router.service(ExtensionEnvironmentService, {
+      setup: empty("setup"),
+      stage: empty("stage"),
+      detach: empty("detach"),
+      teardown: empty("teardown"),
+      cancel: async (request, context) => {
+        this.#record("cancel", request, context);
+        this.#cancelled.add(request.operationId);
+        return {};
+      },
+      execute: (request, context) => this.#execute(request, context),
+    });
+  }
+
+  async *#execute(request: ExecuteRequest, context: HandlerContext): AsyncGenerator<MessageInitShape<typeof ExecuteResponseSchema>> {
+    this.#record("execute", request, context);
+    if (request.tool === "refuse") throw new ConnectError("this extension does not serve you", Code.PermissionDenied);
+    yield { receipt: { case: "accepted" as const, value: {} } };
+    if (request.tool === "drop") {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      this.#socket?.destroy();
+      return;
+    }
+    if (request.tool === "hang") {
+      await new Promise((resolve) => context.signal.addEventListener("abort", resolve, { once: true }));
+      return;
+    }
+    yield { receipt: { case: "progress" as const, value: { message: "working" } } };
+    yield { receipt: { case: "returned" as const, value: { output: request.input } } };
+  }
+}
+
+export function jsonOf(value: Parameters<typeof toJson<typeof ValueSchema>>[1] | undefined): unknown {
+  return value ? toJson(ValueSchema, value) : undefined;
+}
