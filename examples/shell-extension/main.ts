@@ -9,9 +9,7 @@ import { ShellExtensionService } from "./service.ts";
 import { readSettings } from "./settings.ts";
 
 const settings = readSettings(process.argv.slice(2), process.env);
-await fs.mkdir(settings.root, { recursive: true, mode: 0o700 });
-// Workspace paths are compared with the real paths of opened files, so the root has no symlinks.
-const root = await fs.realpath(settings.root);
+const root = await prepareRoot(settings.root);
 
 const { sandbox, warning } = await chooseSandbox(settings.bwrap, settings.network, root);
 if (warning !== undefined) {
@@ -25,3 +23,18 @@ const server = await serve({ host: settings.host, port: settings.port, token: se
 console.error(`shell-extension listening on ${server.url}`);
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void server.close().then(() => process.exit(0)));
+
+/**
+ * Makes the root and returns its real path: workspace paths are compared with the real paths of
+ * opened files. It holds every binding's files, so it must be this user's alone: in a shared /tmp
+ * another user could have made it first.
+ */
+async function prepareRoot(root: string): Promise<string> {
+  await fs.mkdir(root, { recursive: true, mode: 0o700 });
+  const real = await fs.realpath(root);
+  const stat = await fs.stat(real);
+  if (!stat.isDirectory() || stat.uid !== process.getuid?.() || (stat.mode & 0o022) !== 0) {
+    throw new Error(`the root ${root} must be a directory owned by this user and writable by no one else`);
+  }
+  return real;
+}

@@ -96,14 +96,10 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
       return;
     }
     yield { receipt: { case: "accepted", value: {} } };
-    const work = Promise.withResolvers<void>();
-    operation.finished = work.promise;
-    try {
-      // A caller that hangs up stops the operation as Cancel would.
-      yield await this.run(request, binding, AbortSignal.any([operation.abort.signal, context.signal]));
-    } finally {
-      work.resolve();
-    }
+    // A caller that hangs up stops the operation as Cancel would.
+    const running = this.run(request, binding, AbortSignal.any([operation.abort.signal, context.signal]));
+    operation.finished = running.then(() => undefined);
+    yield await running;
   }
 
   async cancel(request: CancelRequest): Promise<Record<string, never>> {
@@ -131,6 +127,7 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
     await Promise.all([...this.attached.keys()].map((id) => this.release(id)));
   }
 
+  /** Never rejects: every outcome is a receipt. */
   private async run(request: ExecuteRequest, binding: AttachedBinding, signal: AbortSignal): Promise<Receipt> {
     const remainingMs = request.deadline === undefined ? undefined : timestampMs(request.deadline) - Date.now();
     try {

@@ -7,7 +7,7 @@ import { runCommand } from "./command.ts";
 import { readInWorkspace, WorkspacePathError, writeInWorkspace } from "./files.ts";
 import type { Sandbox } from "./sandbox.ts";
 
-export const TOOLS = ["shell", "read_file", "write_file"] as const;
+const TOOLS = ["shell", "read_file", "write_file"] as const;
 export type ToolName = (typeof TOOLS)[number];
 
 /** A tool's failure, reported as the operation's failure receipt. */
@@ -34,11 +34,16 @@ export interface ToolContext {
 
 /** The placement's implementation `{"tool": name}` picks the tool; when it is empty, the placed tool's own name does. */
 export function chooseTool(implementation: JsonValue, placedTool: string): ToolName {
-  const isEmpty = implementation === null || (isObject(implementation) && Object.keys(implementation).length === 0);
-  const named = isEmpty ? placedTool : isObject(implementation) ? implementation.tool : undefined;
+  const named = namedTool(implementation, placedTool);
   const tool = TOOLS.find((candidate) => candidate === named);
   if (tool === undefined) throw new ToolFailure("unknown_tool", `this extension runs ${TOOLS.join(", ")}: name one as {"tool": "<name>"} in the placement's implementation`);
   return tool;
+}
+
+function namedTool(implementation: JsonValue, placedTool: string): JsonValue | undefined {
+  if (implementation === null) return placedTool;
+  if (!isObject(implementation)) return undefined;
+  return Object.keys(implementation).length === 0 ? placedTool : implementation.tool;
 }
 
 /** Runs a tool to its output, or throws ToolFailure. */
