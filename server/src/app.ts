@@ -6,12 +6,13 @@ import { ApiKeys, DEV_WORKSPACE, authenticationGate, loadOrCreateDevKey } from "
 import type { Settings } from "./config/index.ts";
 import { Health, HealthState } from "./health/index.ts";
 import { createRequestListener, listen, recordingGate, type LogSink } from "./http/index.ts";
-import { ServiceEnvironmentKind } from "./environments/index.ts";
+import { createHostService, ExtensionEnvironmentKind, HostEnvironmentKind, HostHub, HostService, Sealer, ServiceEnvironmentKind } from "./environments/index.ts";
 import { startServiceEnvironment, type ServiceEnvironment } from "./service-env/index.ts";
-import { createSessions, SessionService } from "./sessions/index.ts";
+import { createModelProviders } from "./models/index.ts";
+import { createRuns, RunService, type Runs } from "./runs/index.ts";
+import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
-import { FileBlobStore, openDatabase } from "./storage/index.ts";
-import { LevelStore } from "./storage/level-store.ts";
+import { FileBlobStore, LevelStore, openDatabase, storageErrorInterceptor } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -21,6 +22,8 @@ export interface RunningService {
   readonly devKeyFile: string | undefined;
   /** The service environment (worker pool); sessions and runs execute through it. */
   readonly serviceEnv: ServiceEnvironment;
+  /** The run engine (server-internal: retention sweeps, tests). */
+  readonly runs: Runs;
   /** Graceful: stop accepting, finish in-flight calls (up to the grace period), reap workers, close storage. */
   close(): Promise<void>;
 }
@@ -46,21 +49,43 @@ export async function startService(settings: Settings, options: StartOptions = {
     serviceEnv = await startServiceEnvironment(settings, artifacts, keys.workspaces());
     const store = new LevelStore(db as never);
     const { filesystemAllow, networkAllow, secretAllow, workspaceRoot } = settings.env;
+    const hosts = new HostHub({ maxInFlight: settings.sessions.hostMaxInFlight, maxQueued: settings.sessions.hostMaxQueued });
     const kinds = {
       service: new ServiceEnvironmentKind({ pool: serviceEnv.pool, artifacts, allow: { filesystemAllow, networkAllow, secretAllow }, workspaceRoot }),
+      host: new HostEnvironmentKind(hosts),
+      extension: new ExtensionEnvironmentKind({ sealer: await Sealer.open(settings.dataDir), networkAllow }),
     };
     const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs });
+    const runs = await createRuns({
+      store,
+      dataDir: settings.dataDir,
+      sessions,
+      skills: skills.registry,
+      assets,
+      providers: createModelProviders(settings.models),
+      settings: {
+        maxRounds: settings.sessions.runMaxRounds,
+        maxTurnSecs: settings.env.maxTurnSecs,
+        maxMessageBytes: settings.sessions.maxPayloadBytes,
+        retentionDays: settings.sessions.runRetentionDays,
+      },
+    });
 
-    const services = [AssetService, SkillService, ArtifactService, SessionService];
+    const services = [AssetService, SkillService, ArtifactService, SessionService, RunService, HostService];
     const health = new HealthState(services.map((service) => service.typeName));
     const router = createConnectRouter({
       requestGate: recordingGate(authenticationGate(keys, new Set([Health.typeName]))),
+      interceptors: [storageErrorInterceptor()],
       readMaxBytes: settings.limits.maxRequestBytes,
     });
     router.service(AssetService, assets.service);
     router.service(SkillService, skills.service);
     router.service(ArtifactService, artifacts.service(serviceEnv.preparer));
-    router.service(SessionService, sessions.service);
+    router.service(SessionService, createSessionService(sessions, kinds, runs.firstRun));
+    router.service(RunService, runs.service);
+    const log = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
+    const checkHost = (key: { workspace: string; sessionId: string; environment: string }) => sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
+    router.service(HostService, createHostService(hosts, checkHost, (entry) => log?.(JSON.stringify({ time: new Date().toISOString(), ...entry }))));
     // Anyone may call the health service, so its requests stay tiny.
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
 
@@ -71,7 +96,7 @@ export async function startService(settings: Settings, options: StartOptions = {
       corsOrigins: settings.corsOrigins,
       corsHeaders: [CHECKSUM_HEADER],
       limits: settings.http,
-      log: options.log ?? (settings.logRequests ? (line) => process.stdout.write(`${line}\n`) : undefined),
+      log,
     });
     const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, onRequest);
     const environment = serviceEnv;
@@ -79,8 +104,11 @@ export async function startService(settings: Settings, options: StartOptions = {
       url: listener.url,
       devKeyFile,
       serviceEnv: environment,
+      runs: runs.runs,
       async close() {
         health.setNotServing();
+        await runs.runs.close();
+        hosts.closeAll("the server is shutting down");
         await listener.close(settings.shutdownGraceSecs * 1000);
         await environment.close();
         await skills.close();

@@ -27,6 +27,7 @@ export interface Settings {
   limits: Limits;
   http: HttpLimits;
   env: EnvironmentSettings;
+  sessions: SessionSettings;
   models: ModelSettings;
 }
 
@@ -38,6 +39,20 @@ export interface ModelSettings {
   maxRetries: number;
   /** Bound on one model call, retries included. */
   timeoutSecs: number;
+}
+
+/** Sessions and their journal. */
+export interface SessionSettings {
+  /** Largest tool input or output kept in the journal, as JSON text. */
+  maxPayloadBytes: number;
+  /** Model calls per run, at most (the default of a run's max_rounds). */
+  runMaxRounds: number;
+  /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
+  runRetentionDays: number;
+  /** Commands one host connection may have in flight; more are refused (host_busy, nothing sent). */
+  hostMaxInFlight: number;
+  /** Messages queued for a host that does not read its stream; beyond, its connection is closed. */
+  hostMaxQueued: number;
 }
 
 export interface Limits {
@@ -78,6 +93,8 @@ export interface EnvironmentSettings {
   filesystemAllow: string[];
   networkAllow: string[];
   secretAllow: string[];
+  /** Where the retained /workspace of each (session, service environment) lives; must be within filesystemAllow for workspace grants. */
+  workspaceRoot: string;
   preparationFile: string | undefined;
   workers: number;
   maxTurnSecs: number;
@@ -130,9 +147,10 @@ export function loadSettings(env: Env = process.env): Settings {
     problems.push("SERVICE_TLS_CERT, SERVICE_TLS_KEY: set both (PEM file paths) or neither");
   }
 
+  const dataDir = path.resolve(read("SERVICE_DATA_DIR", String, "data"));
   const settings: Settings = {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
-    dataDir: path.resolve(read("SERVICE_DATA_DIR", String, "data")),
+    dataDir,
     apiKeys: read("SERVICE_API_KEYS", parseApiKeys, undefined),
     publicUrl: read("SERVICE_PUBLIC_URL", parseUrl, undefined),
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
@@ -163,6 +181,7 @@ export function loadSettings(env: Env = process.env): Settings {
       filesystemAllow: read("SERVICE_ENV_FILESYSTEM_ALLOW", parseAbsolutePaths, []),
       networkAllow: read("SERVICE_ENV_NETWORK_ALLOW", parseOrigins, []),
       secretAllow: read("SERVICE_ENV_SECRET_ALLOW", parseEnvNames, []),
+      workspaceRoot: read("SERVICE_ENV_WORKSPACE_ROOT", (raw) => path.resolve(raw), path.join(dataDir, "workspaces")),
       preparationFile: read("SERVICE_ENV_PREPARATION", (raw) => path.resolve(raw), undefined),
       workers: read("SERVICE_ENV_WORKERS", parsePositiveInt, 2),
       maxTurnSecs: read("SERVICE_MAX_TURN_SECS", parsePositiveInt, 300),
@@ -176,6 +195,13 @@ export function loadSettings(env: Env = process.env): Settings {
       // 0 turns spare instances off.
       spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 2),
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
+    },
+    sessions: {
+      maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),
+      runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
+      runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
+      hostMaxInFlight: read("SERVICE_HOST_MAX_IN_FLIGHT", parsePositiveInt, 64),
+      hostMaxQueued: read("SERVICE_HOST_MAX_QUEUED", parsePositiveInt, 256),
     },
     models: {
       anthropicBaseUrl: read("SERVICE_ANTHROPIC_BASE_URL", parseUrl, "https://api.anthropic.com"),

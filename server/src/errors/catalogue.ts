@@ -66,7 +66,27 @@ export const errorCatalogue = {
   fuel_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The invocation used up its fuel (guest computation budget) and was stopped." },
   memory_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The guest tried to grow its memory beyond the configured cap and was stopped." },
   timeout: { code: Code.DeadlineExceeded, httpStatus: 504, summary: "The invocation passed its deadline (or SERVICE_MAX_TURN_SECS) and was stopped." },
+  secret_unavailable: { code: Code.FailedPrecondition, httpStatus: 422, summary: "A granted secret is not set in the server's process environment; the invocation did not start." },
   guest_trap: { code: Code.Aborted, httpStatus: 422, summary: "The guest trapped (e.g. unreachable, out-of-bounds access) for a reason other than fuel or memory." },
+  // Sessions, environments and the journal
+  session_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has no session with that id." },
+  session_ended: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The session has ended (or is being deleted) and takes no new work." },
+  tool_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no tool placed under that name." },
+  environment_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no environment of that name." },
+  environment_not_ready: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The tool's environment is not set up (manual and not yet set up, or its setup failed); nothing was sent." },
+  input_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "A tool input exceeds SERVICE_JOURNAL_MAX_PAYLOAD_BYTES as JSON text; nothing was journaled or sent." },
+  output_too_large: { code: Code.ResourceExhausted, httpStatus: 422, summary: "A tool returned more than SERVICE_JOURNAL_MAX_PAYLOAD_BYTES; its output is not kept (the tool did run)." },
+  storage_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The metadata store failed to read or write; nothing was acknowledged." },
+  host_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "A receipt: no host is connected for the tool's host environment; nothing was sent." },
+  host_busy: { code: Code.ResourceExhausted, httpStatus: 429, summary: "A receipt: the host has its maximum of commands in flight, or does not read its stream; nothing was sent." },
+  extension_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "A receipt: the extension could not be reached (nothing was sent) or said it is unavailable. Other refusals by an extension are extension_<connect code>, e.g. extension_unauthenticated." },
+  host_connection_not_found: { code: Code.NotFound, httpStatus: 404, summary: "Report names no open host connection of this workspace; open Commands again." },
+  operation_not_found: { code: Code.NotFound, httpStatus: 404, summary: "A host receipt names no command in flight on its connection (unknown, foreign or already finished); it was refused and logged." },
+  // Runs
+  run_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no run with that id." },
+  run_in_progress: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The session is running a run (one runs at a time), or the run to delete is still running; wait for it or cancel it." },
+  idempotency_key_reused: { code: Code.AlreadyExists, httpStatus: 409, summary: "The idempotency key was used for a run of this session with a different submission." },
+  provider_key_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "provider_keys has no key for the model's provider." },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalogue;
