@@ -72,7 +72,10 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
   async stage(request: StageRequest): Promise<Record<string, never>> {
     const binding = await this.attachedOrUndefined(request.binding);
     if (binding === undefined) throw new ConnectError("the binding is not set up: call Setup first", Code.FailedPrecondition);
-    if (claim(binding, request.operationId) === undefined) throw new ConnectError(`duplicate_operation: "${request.operationId}" was already sent`, Code.AlreadyExists);
+    // Writing the same files again is harmless, so a Stage without an operation id is taken too.
+    if (request.operationId !== "" && claim(binding, request.operationId) === undefined) {
+      throw new ConnectError(`duplicate_operation: "${request.operationId}" was already sent`, Code.AlreadyExists);
+    }
     try {
       // Every path is checked before the first file is written.
       for (const file of request.files) pathSegments(file.path);

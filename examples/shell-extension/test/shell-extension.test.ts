@@ -179,11 +179,13 @@ describe.each([
     expect(extension.startup).toMatch(/commands run as (bubblewrap|plain processes)/);
   });
 
-  it("setup makes the workspace and stage writes files into it", async () => {
+  it("setup makes the workspace and stage writes files into it, with an operation id or without", async () => {
     const binding = await setUp();
     const skill = new TextEncoder().encode("echo staged script ran\n");
     await client.stage({ binding, operationId: `stage-${++operations}`, files: [{ path: "skills/demo/run.sh", content: skill }] });
     expect(fs.readFileSync(path.join(workspaceOf(binding), "skills/demo/run.sh"), "utf8")).toBe("echo staged script ran\n");
+    await client.stage({ binding, files: [{ path: "skills/demo/SKILL.md", content: new TextEncoder().encode("# Demo\n") }] });
+    expect(fs.readFileSync(path.join(workspaceOf(binding), "skills/demo/SKILL.md"), "utf8")).toBe("# Demo\n");
     expect(outputOf(await shell(binding, "bash skills/demo/run.sh"))).toMatchObject({ exitCode: 0, stdout: "staged script ran\n" });
   });
 
