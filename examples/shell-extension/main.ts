@@ -8,21 +8,31 @@ import { serve } from "./server.ts";
 import { ShellExtensionService } from "./service.ts";
 import { readSettings } from "./settings.ts";
 
-const settings = readSettings(process.argv.slice(2), process.env);
-const root = await prepareRoot(settings.root);
-
-const { sandbox, warning } = await chooseSandbox(settings.bwrap, settings.network, root);
-if (warning !== undefined) {
-  console.error(`shell-extension: WARNING: ${warning}.`);
-  console.error("shell-extension: WARNING: commands run as plain processes of this user: no isolation from the host's files, network or this user's other processes.");
+try {
+  await main();
+} catch (error) {
+  // A setting or the machine is wrong: say which, without a stack trace.
+  console.error(`shell-extension: ${error instanceof Error ? error.message : String(error)}`);
+  process.exitCode = 1;
 }
-console.error(`shell-extension: commands run as ${sandbox.description}; workspaces under ${root}; ${settings.token === undefined ? "no credential required" : "bearer credential required"}`);
 
-const service = new ShellExtensionService({ root, sandbox, outputLimit: settings.outputLimit });
-const server = await serve({ host: settings.host, port: settings.port, token: settings.token, service });
-console.error(`shell-extension listening on ${server.url}`);
+async function main(): Promise<void> {
+  const settings = readSettings(process.argv.slice(2), process.env);
+  const root = await prepareRoot(settings.root);
 
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void server.close().then(() => process.exit(0)));
+  const { sandbox, warning } = await chooseSandbox(settings.bwrap, settings.network, root);
+  if (warning !== undefined) {
+    console.error(`shell-extension: WARNING: ${warning}.`);
+    console.error("shell-extension: WARNING: commands run as plain processes of this user: no isolation from the host's files, network or this user's other processes.");
+  }
+  console.error(`shell-extension: commands run as ${sandbox.description}; workspaces under ${root}; ${settings.token === undefined ? "no credential required" : "bearer credential required"}`);
+
+  const service = new ShellExtensionService({ root, sandbox, outputLimit: settings.outputLimit });
+  const server = await serve({ host: settings.host, port: settings.port, token: settings.token, service });
+  console.error(`shell-extension listening on ${server.url}`);
+
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void server.close().then(() => process.exit(0)));
+}
 
 /**
  * Makes the root and returns its real path: workspace paths are compared with the real paths of
