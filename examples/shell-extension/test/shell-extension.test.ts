@@ -369,6 +369,13 @@ describe.each([
 });
 
 describe("shell extension settings", () => {
+  it("README.md documents every variable the settings read", () => {
+    const read = (file: string) => fs.readFileSync(path.resolve(import.meta.dirname, "..", file), "utf8");
+    const variables = new Set(read("settings.ts").match(/SHELL_EXTENSION_[A-Z_]+/g));
+    expect(variables.size).toBe(7);
+    for (const variable of variables) expect(read("README.md"), variable).toContain(`\`${variable}\``);
+  });
+
   it("a bad setting stops it at startup, naming the flag and the variable", async () => {
     const { code, stderr } = await failToStart(["--network", "maybe"]);
     expect(code).not.toBe(0);
