@@ -1,3 +1,7 @@
+import { spawn } from "node:child_process";
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
 import { fromJson, toJsonString } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
@@ -121,4 +125,48 @@ describe("extension environments", () => {
     expect(stage.files.map((file) => file.path).sort()).toEqual(["skills/ext-skill/SKILL.md", "skills/ext-skill/scripts/run.sh"]);
     expect(new TextDecoder().decode(stage.files.find((file) => file.path.endsWith("run.sh"))!.content)).toBe("echo hi");
   });
+});
+
+describe("the example shell extension, behind the service", () => {
+  it("runs a model's shell command in the binding's workspace, where the run's skill files were staged", async () => {
+    const root = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-shell-ext-"));
+    await fs.chmod(root, 0o700);
+    const child = spawn(process.execPath, [path.resolve(import.meta.dirname, "../../examples/shell-extension/main.ts"), "--port", "0", "--root", root], {
+      env: { PATH: process.env.PATH ?? "", SHELL_EXTENSION_TOKEN: "shell-token-for-test" },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stderr!.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+        const match = /listening on (\S+)/.exec(stderr);
+        if (match?.[1]) resolve(match[1]);
+      });
+      child.once("exit", (code) => reject(new Error(`shell extension exited with ${code}: ${stderr}`)));
+    });
+    const provider = await startScriptedProvider();
+    const service = await startTestService({ SERVICE_ENV_NETWORK_ALLOW: url, SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl });
+    try {
+      await publish(service, "shell-skill", bundleOf({ "SKILL.md": skillMd({ description: "Has a script." }), "scripts/hello.sh": "echo hello from the skill" }));
+      const sessions = sessionClient(service.url, KEY_A);
+      const { session } = await sessions.createSession({
+        environments: [{ name: "shell", kind: { case: "extension", value: { url, credential: "shell-token-for-test" } } }],
+        tools: [{ name: "sh", description: "Runs a shell command.", environment: "shell", implementation: { kind: { case: "opaque", value: fromJson(ValueSchema, { tool: "shell" }) } } }],
+      });
+      provider.script("shell-model", [{ toolCalls: [{ id: "s1", name: "sh", input: { command: "bash skills/shell-skill/scripts/hello.sh" } }] }, { text: "ran it" }]);
+      const { run } = await runClient(service.url, KEY_A).createRun({
+        sessionId: session!.id,
+        run: { model: { provider: "anthropic", name: "shell-model", maxTokens: 0 }, message: "run the script", skills: [{ kind: "skill", name: "shell-skill" }], providerKeys: { anthropic: "k" } } as never,
+      });
+      const events = await eventsUntil(sessions, session!.id, runEnded(run!.id));
+      const result = events.find((event) => event.type === "tool.result");
+      expect(result?.data).toMatchObject({ outcome: "returned", output: { exitCode: 0, stdout: "hello from the skill\n" } });
+      expect(events.at(-1)?.type).toBe("turn.completed");
+    } finally {
+      await service.close();
+      await provider.close();
+      child.kill("SIGTERM");
+      await fs.rm(root, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -91,7 +91,7 @@ export interface EnvironmentBinding {
   /** Whether the environment has a workspace that files can be staged into. */
   readonly stagesFiles: boolean;
   /** Writes files into the workspace before a run's first turn (skills' supporting files, run files). */
-  stage(files: readonly StagedFile[], deadlineMs: number): Promise<TerminalReceipt>;
+  stage(files: readonly StagedFile[], deadlineMs: number, operationId: string): Promise<TerminalReceipt>;
   execute(operation: ExecuteOperation): Promise<TerminalReceipt>;
   /** Asks the environment to stop `operationId`; the target still ends in its own receipt. */
   cancel(operationId: string, deadlineMs: number): Promise<TerminalReceipt>;

@@ -202,7 +202,7 @@ export class Sessions {
     return Promise.all(
       targets.map(async ({ name }) => ({
         environment: name,
-        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs) => binding.stage(files, deadlineMs), { input: manifest, runId }),
+        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs, operationId) => binding.stage(files, deadlineMs, operationId), { input: manifest, runId }),
       })),
     );
   }
@@ -313,13 +313,13 @@ export class Sessions {
     live: LiveSession,
     environment: string,
     kind: Exclude<OperationKind, "execute">,
-    call: (binding: EnvironmentBinding, deadlineMs: number) => Promise<TerminalReceipt>,
+    call: (binding: EnvironmentBinding, deadlineMs: number, operationId: string) => Promise<TerminalReceipt>,
     fields: Pick<SentOperation, "targetOperationId" | "input" | "runId"> = {},
   ): Promise<TerminalReceipt> {
     const deadlineMs = this.#deadline(undefined);
     const operation: SentOperation = { operationId: newId("op"), environment, kind, deadlineMs, ...fields };
     const binding = this.#binding(live, environment);
-    return runJournaled(this.#journaled(), live.record.id, operation, () => call(binding, deadlineMs));
+    return runJournaled(this.#journaled(), live.record.id, operation, () => call(binding, deadlineMs, operation.operationId));
   }
 
   /** Detaches every ready environment not detached yet, writes `session.ended`, and records the end. */

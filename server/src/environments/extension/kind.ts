@@ -24,6 +24,13 @@ export interface ExtensionKindOptions {
   networkAllow: readonly string[];
 }
 
+/**
+ * How long after an execute's deadline the service still waits for the extension's own receipt:
+ * an extension enforcing the deadline itself answers `timeout` with what it has (partial output),
+ * which a service-side timer firing at the same instant would lose.
+ */
+export const EXTENSION_DEADLINE_GRACE_MS = 1000;
+
 /** Errors of a call that never left this process: the extension cannot have seen it. */
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ERR_INVALID_URL"]);
 
@@ -90,13 +97,14 @@ class ExtensionBinding implements EnvironmentBinding {
     return unary((signal) => this.#client.setup({ binding: this.#binding, configuration }, { signal }), deadlineMs);
   }
 
-  stage(files: readonly StagedFile[], deadlineMs: number): Promise<TerminalReceipt> {
-    return unary((signal) => this.#client.stage({ binding: this.#binding, files: files.map(({ path, bytes }) => ({ path, content: bytes })) }, { signal }), deadlineMs);
+  stage(files: readonly StagedFile[], deadlineMs: number, operationId: string): Promise<TerminalReceipt> {
+    const request = { binding: this.#binding, operationId, files: files.map(({ path, bytes }) => ({ path, content: bytes })) };
+    return unary((signal) => this.#client.stage(request, { signal }), deadlineMs);
   }
 
   /** Streams the receipts; anything short of a terminal receipt after the call left is unknown. */
   async execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
-    const { signal, cancel, timedOut } = deadlineSignal(operation.deadlineMs);
+    const { signal, cancel, timedOut } = deadlineSignal(operation.deadlineMs + EXTENSION_DEADLINE_GRACE_MS);
     let answered = false;
     try {
       const request = {
