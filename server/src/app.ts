@@ -12,7 +12,7 @@ import { createModelProviders } from "./models/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
-import { FileBlobStore, LevelStore, openDatabase, storageErrorInterceptor } from "./storage/index.ts";
+import { FileBlobStore, openStore, storageErrorInterceptor } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -35,19 +35,18 @@ export interface StartOptions {
 
 /** Composition root: opens storage, starts the worker pool, wires the services and starts the one-port listener. */
 export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
-  const db = await openDatabase(settings.dataDir);
+  const store = await openStore(settings.dataDir);
   let serviceEnv: ServiceEnvironment | undefined;
   try {
     const blobs = await FileBlobStore.open(settings.dataDir);
     const { keys, devKeyFile } = await resolveKeys(settings);
-    const assets = await createAssets({ db, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
+    const assets = await createAssets({ store, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
 
-    const skills = createSkills(db, assets, blobs, settings.limits);
+    const skills = createSkills(store, assets, blobs, settings.limits);
 
     const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
-    const artifacts = createArtifacts({ db, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
+    const artifacts = createArtifacts({ store, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
     serviceEnv = await startServiceEnvironment(settings, artifacts, keys.workspaces());
-    const store = new LevelStore(db as never);
     const { filesystemAllow, networkAllow, secretAllow, workspaceRoot } = settings.env;
     const hosts = new HostHub({ maxInFlight: settings.sessions.hostMaxInFlight, maxQueued: settings.sessions.hostMaxQueued });
     const kinds = {
@@ -112,12 +111,12 @@ export async function startService(settings: Settings, options: StartOptions = {
         await listener.close(settings.shutdownGraceSecs * 1000);
         await environment.close();
         await skills.close();
-        await db.close();
+        await store.close();
       },
     };
   } catch (error) {
     await serviceEnv?.close();
-    await db.close();
+    await store.close();
     throw error;
   }
 }

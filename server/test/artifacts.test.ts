@@ -11,7 +11,7 @@ import { createArtifacts, type Artifacts, type Preparer } from "../src/artifacts
 import { createAssets } from "../src/assets/index.ts";
 import { workspaceContextKey } from "../src/auth/index.ts";
 import { serviceError } from "../src/errors/index.ts";
-import { FileBlobStore, openDatabase, type Database } from "../src/storage/index.ts";
+import { FileBlobStore, openStore, type Store } from "../src/storage/index.ts";
 import { coreModule, testComponent, withCustomSection, type TestWorld } from "./helpers/components.ts";
 import { bearer, KEY_A, KEY_B, postJson, startTestService, type TestService } from "./helpers/service.ts";
 import { sha256, uploadAsset } from "./helpers/skills.ts";
@@ -373,17 +373,17 @@ describe("POST /v1/service-env/prepare", () => {
 
 describe("the server-internal API", () => {
   let dataDir: string;
-  let db: Database;
+  let store: Store;
   let artifacts: Artifacts;
   beforeAll(async () => {
     dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-artifacts-"));
-    db = await openDatabase(dataDir);
+    store = await openStore(dataDir);
     const blobs = await FileBlobStore.open(dataDir);
-    const assets = await createAssets({ db, blobs, dataDir, maxUploadBytes: COMPONENT_LIMIT, uploadUrlTtlSecs: 60, publicUrl: undefined });
-    artifacts = createArtifacts({ db, blobs, assets, limits: { maxComponentBytes: COMPONENT_LIMIT, maxInlineComponentBytes: INLINE_LIMIT, maxSourceBytes: SOURCE_LIMIT } });
+    const assets = await createAssets({ store, blobs, dataDir, maxUploadBytes: COMPONENT_LIMIT, uploadUrlTtlSecs: 60, publicUrl: undefined });
+    artifacts = createArtifacts({ store, blobs, assets, limits: { maxComponentBytes: COMPONENT_LIMIT, maxInlineComponentBytes: INLINE_LIMIT, maxSourceBytes: SOURCE_LIMIT } });
   });
   afterAll(async () => {
-    await db.close();
+    await store.close();
     await fs.rm(dataDir, { recursive: true, force: true });
   });
 

@@ -1,4 +1,4 @@
-import { table, workspaceKey, type Database, type Sha256Hex, type Table } from "../storage/index.ts";
+import { workspaceKey, type Sha256Hex, type Store, type Table } from "../storage/index.ts";
 import type { ArtifactKind } from "./kinds.ts";
 
 /** A workspace's admission of an artifact: metadata only; the bytes stay in the blob store. */
@@ -20,8 +20,8 @@ export interface ArtifactRecord {
 export class ArtifactRecords {
   readonly #artifacts: Table<ArtifactRecord>;
 
-  constructor(db: Database) {
-    this.#artifacts = table<ArtifactRecord>(db, "artifacts");
+  constructor(store: Store) {
+    this.#artifacts = store.table<ArtifactRecord>("artifacts");
   }
 
   get(workspace: string, kind: ArtifactKind, id: Sha256Hex): Promise<ArtifactRecord | undefined> {

@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
 import type { Assets } from "../assets/index.ts";
-import type { BlobStore, Database } from "../storage/index.ts";
+import type { BlobStore, Store } from "../storage/index.ts";
 import { Admission, type AdmissionLimits } from "./admission.ts";
 import { ArtifactRecords, type ArtifactRecord } from "./artifact-records.ts";
 import { createArtifactService } from "./artifact-service.ts";
@@ -17,7 +17,7 @@ export type { ArtifactRecord } from "./artifact-records.ts";
 export type { ArtifactKind, ComponentKind } from "./kinds.ts";
 
 export interface ArtifactsOptions {
-  db: Database;
+  store: Store;
   blobs: BlobStore;
   assets: Assets;
   limits: AdmissionLimits;
@@ -38,7 +38,7 @@ export interface Artifacts {
 }
 
 export function createArtifacts(options: ArtifactsOptions): Artifacts {
-  const admission = new Admission(new ArtifactRecords(options.db), options.blobs, options.assets, options.limits);
+  const admission = new Admission(new ArtifactRecords(options.store), options.blobs, options.assets, options.limits);
   return {
     service: (preparer) => createArtifactService(admission, preparer),
     admit: (workspace, kind, bytes) =>

@@ -1,4 +1,4 @@
-import { KeyedLock, table, workspaceKey, type Database, type Sha256Hex, type Table } from "../storage/index.ts";
+import { KeyedLock, workspaceKey, type Sha256Hex, type Store, type Table } from "../storage/index.ts";
 
 /** Proof that a workspace PUT verified bytes through a signed URL; consumed by finalize. */
 interface UploadReceipt {
@@ -18,15 +18,15 @@ export interface AssetRecord {
  * the only way a workspace learns that content exists, so there is no cross-workspace oracle.
  */
 export class AssetRecords {
-  readonly #db: Database;
+  readonly #store: Store;
   readonly #receipts: Table<UploadReceipt>;
   readonly #assets: Table<AssetRecord>;
   readonly #lock = new KeyedLock();
 
-  constructor(db: Database) {
-    this.#db = db;
-    this.#receipts = table<UploadReceipt>(db, "upload-receipts");
-    this.#assets = table<AssetRecord>(db, "assets");
+  constructor(store: Store) {
+    this.#store = store;
+    this.#receipts = store.table<UploadReceipt>("upload-receipts");
+    this.#assets = store.table<AssetRecord>("assets");
   }
 
   async recordUpload(workspace: string, sha256: Sha256Hex, sizeBytes: number): Promise<void> {
@@ -50,10 +50,7 @@ export class AssetRecords {
       const receipt = await this.#receipts.get(key);
       if (!receipt) return undefined;
       const record: AssetRecord = { sha256, sizeBytes: receipt.sizeBytes, finalizedAt: new Date().toISOString() };
-      await this.#db.batch([
-        { type: "put", sublevel: this.#assets, key, value: record },
-        { type: "del", sublevel: this.#receipts, key },
-      ]);
+      await this.#store.write([this.#assets.putOp(key, record), this.#receipts.deleteOp(key)]);
       return record;
     });
   }

@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
-import type { BlobStore, Database } from "../storage/index.ts";
+import type { BlobStore, Store } from "../storage/index.ts";
 import { AssetRecords, type AssetRecord } from "./asset-records.ts";
 import { createAssetService } from "./asset-service.ts";
 import { createUploadHandler } from "./upload-handler.ts";
@@ -11,7 +11,7 @@ export { checkSha256 } from "./asset-service.ts";
 export type { AssetRecord } from "./asset-records.ts";
 
 export interface AssetsOptions {
-  db: Database;
+  store: Store;
   blobs: BlobStore;
   dataDir: string;
   maxUploadBytes: number;
@@ -29,7 +29,7 @@ export interface Assets {
 }
 
 export async function createAssets(options: AssetsOptions): Promise<Assets> {
-  const records = new AssetRecords(options.db);
+  const records = new AssetRecords(options.store);
   const signer = await UploadSigner.open(options.dataDir);
   const { blobs, maxUploadBytes } = options;
   return {

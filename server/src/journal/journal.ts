@@ -1,5 +1,5 @@
 import type { InterimReceipt, TerminalReceipt } from "../environments/port.ts";
-import { prefixEnd, type Store, type Table, type WriteOp } from "../storage/store.ts";
+import { prefixEnd, type Store, type Table, type WriteOp } from "../storage/index.ts";
 import type { EventBody, JournalEvent, NoteEvent, SentOperation } from "./events.ts";
 
 /** An operation sent and not yet settled, as the journal keeps it until its receipt. */

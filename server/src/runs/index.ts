@@ -4,7 +4,7 @@ import type { Assets } from "../assets/index.ts";
 import type { ModelProvider } from "../models/index.ts";
 import type { Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
-import type { Store } from "../storage/store.ts";
+import type { Store } from "../storage/index.ts";
 import { runMessage } from "./messages.ts";
 import { RunRecords } from "./records.ts";
 import { RunAssets } from "./run-assets.ts";

@@ -1,5 +1,5 @@
 import type { ConversationMessage } from "../models/index.ts";
-import { prefixEnd, type Store, type Table } from "../storage/store.ts";
+import { prefixEnd, type Store, type Table } from "../storage/index.ts";
 
 export type RunStatus = "running" | "completed" | "failed" | "cancelled";
 

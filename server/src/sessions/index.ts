@@ -1,7 +1,7 @@
 import type { SessionSettings } from "../config/index.ts";
 import type { EnvironmentKinds } from "../environments/index.ts";
 import { Journal } from "../journal/index.ts";
-import type { Store } from "../storage/store.ts";
+import type { Store } from "../storage/index.ts";
 import { SessionRecords } from "./records.ts";
 import { Sessions } from "./sessions.ts";
 

@@ -1,5 +1,5 @@
 import type { EnvironmentKindName } from "../environments/index.ts";
-import { prefixEnd, type Store, type Table } from "../storage/store.ts";
+import { prefixEnd, type Store, type Table } from "../storage/index.ts";
 
 /** A session as stored: what it binds and places, and where its environments stand. */
 export interface SessionRecord {

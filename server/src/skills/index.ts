@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import type { Assets } from "../assets/index.ts";
-import type { Database } from "../storage/index.ts";
+import type { Store } from "../storage/index.ts";
 import type { Limits } from "../config/index.ts";
 import { bundleLimitsFrom } from "./bundle/index.ts";
 import { SkillRegistry } from "./registry.ts";
@@ -21,8 +21,8 @@ export interface Skills {
   close(): Promise<void>;
 }
 
-export function createSkills(db: Database, assets: Assets, blobs: RangedBlobs, limits: Limits): Skills {
+export function createSkills(store: Store, assets: Assets, blobs: RangedBlobs, limits: Limits): Skills {
   const bundles = new StoredBundles(blobs, bundleLimitsFrom(limits), limits.skillMaxConcurrentValidations);
-  const registry = new SkillRegistry(new SkillRecords(db), assets, bundles);
+  const registry = new SkillRegistry(new SkillRecords(store), assets, bundles);
   return { service: createSkillService(registry), registry, close: () => bundles.close() };
 }

@@ -1,4 +1,4 @@
-import { table, workspaceKey, workspaceRange, type Database, type Table } from "../storage/index.ts";
+import { workspaceKey, workspaceRange, type Store, type Table } from "../storage/index.ts";
 
 /** What the registry stores per (workspace, name): metadata only; bytes stay in the blob store. */
 export interface SkillRecord {
@@ -16,8 +16,8 @@ export interface SkillRecord {
 export class SkillRecords {
   readonly #skills: Table<SkillRecord>;
 
-  constructor(db: Database) {
-    this.#skills = table<SkillRecord>(db, "skills");
+  constructor(store: Store) {
+    this.#skills = store.table<SkillRecord>("skills");
   }
 
   get(workspace: string, name: string): Promise<SkillRecord | undefined> {
@@ -29,13 +29,13 @@ export class SkillRecords {
   }
 
   delete(workspace: string, name: string): Promise<void> {
-    return this.#skills.del(workspaceKey(workspace, name));
+    return this.#skills.delete(workspaceKey(workspace, name));
   }
 
   /** Up to `limit` records in name order, starting after `afterName`. */
   async page(workspace: string, afterName: string | undefined, limit: number): Promise<SkillRecord[]> {
     const range = workspaceRange(workspace);
     const gt = afterName === undefined ? range.gt : workspaceKey(workspace, afterName);
-    return this.#skills.values({ gt, lt: range.lt, limit }).all();
+    return this.#skills.values({ gt, lt: range.lt, limit });
   }
 }

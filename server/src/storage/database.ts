@@ -1,16 +1,10 @@
 import * as path from "node:path";
 import { Level } from "level";
-import type { AbstractSublevel } from "abstract-level";
-
-/** The LevelDB holding all metadata. Feature modules take typed sublevels of it. */
-export type Database = Level<string, unknown>;
-
-/** A sublevel whose values are JSON records of type V. */
-export type Table<V> = AbstractSublevel<Database, string | Buffer | Uint8Array, string, V>;
+import { LevelStore } from "./level-store.ts";
 
 /** Opens the metadata store; a data directory another process holds is refused by name. */
-export async function openDatabase(dataDir: string): Promise<Database> {
-  const db = new Level<string, unknown>(path.join(dataDir, "metadata"), { valueEncoding: "json" });
+export async function openStore(dataDir: string): Promise<LevelStore> {
+  const db = new Level<string, string>(path.join(dataDir, "metadata"), { valueEncoding: "utf8" });
   try {
     await db.open();
   } catch (error) {
@@ -20,11 +14,7 @@ export async function openDatabase(dataDir: string): Promise<Database> {
     }
     throw error;
   }
-  return db;
-}
-
-export function table<V>(db: Database, name: string): Table<V> {
-  return db.sublevel<string, V>(name, { valueEncoding: "json" });
+  return new LevelStore(db);
 }
 
 /**

@@ -1,9 +1,8 @@
-export { openDatabase, table, workspaceKey, workspaceRange, type Database, type Table } from "./database.ts";
+export { openStore, workspaceKey, workspaceRange } from "./database.ts";
 export { SHA256_HEX, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 export { FileBlobStore } from "./file-blob-store.ts";
 export { KeyedLock } from "./keyed-lock.ts";
 export { readOrCreateKey } from "./data-key.ts";
 export { storageErrorInterceptor } from "./api-errors.ts";
 export { LevelStore } from "./level-store.ts";
-export { prefixEnd, StorageError, type KeyRange, type Store, type WriteOp } from "./store.ts";
-export type { Table as StoreTable } from "./store.ts";
+export { prefixEnd, StorageError, type KeyRange, type Store, type Table, type WriteOp } from "./store.ts";
