@@ -14,12 +14,14 @@ import { toJsonString } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
-import { startService } from "../../server/src/app.ts";
+import { startService, type RunningService } from "../../server/src/app.ts";
 import { loadSettings } from "../../server/src/config/index.ts";
 import { failure, returned, unknown, type TerminalReceipt } from "../../server/src/environments/index.ts";
-import type { Pool, Receipt } from "../../server/src/pool/index.ts";
 import { receiptMessage } from "../../server/src/sessions/messages.ts";
 import { serveOverIpc, type Served } from "./serve.ts";
+
+type Pool = RunningService["serviceEnv"]["pool"];
+type Receipt = Awaited<ReturnType<Pool["invoke"]>>;
 
 const NO_GRANTS = { network: [], secrets: {} };
 
