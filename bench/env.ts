@@ -1,4 +1,4 @@
-// The service environment (server/src/pool, docs/environments.md), each measurement beside an
+// The service environment (server/src/environments/service/pool, docs/environments.md), each measurement beside an
 // in-process baseline taken in the same run:
 //   - prepared invocation latency of a hand-written WAT echo and a componentize-js echo through
 //     pool.invoke (fresh instance per call, 2 workers), beside the same component transpiled by jco
@@ -20,7 +20,7 @@ import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
-import type { ComponentRef, Pool, PoolOptions, Receipt } from "../server/src/pool/index.ts";
+import type { ComponentRef, Pool, PoolOptions, Receipt } from "../server/src/environments/service/pool/index.ts";
 import { machineLoad } from "./lib/machine.ts";
 import { MiB, summarize, throughput } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
@@ -35,17 +35,17 @@ let jco: {
   transpile(bytes: Uint8Array, options: unknown): Promise<unknown>;
   componentWit(bytes: Uint8Array): Promise<string>;
 };
-let fuelLib: typeof import("../server/src/fuel/index.ts");
-let poolLib: typeof import("../server/src/pool/index.ts");
-let preparationLib: typeof import("../server/src/preparation/index.ts");
+let fuelLib: typeof import("../server/src/environments/service/fuel/index.ts");
+let poolLib: typeof import("../server/src/environments/service/pool/index.ts");
+let preparationLib: typeof import("../server/src/environments/service/preparation/index.ts");
 let buildLib: typeof import("../scripts/build-components.ts");
 let worldLib: typeof import("../server/src/world/index.ts");
 
 async function loadDependencies(): Promise<void> {
   jco = (await import("@bytecodealliance/jco")) as typeof jco;
-  fuelLib = await import("../server/src/fuel/index.ts");
-  poolLib = await import("../server/src/pool/index.ts");
-  preparationLib = await import("../server/src/preparation/index.ts");
+  fuelLib = await import("../server/src/environments/service/fuel/index.ts");
+  poolLib = await import("../server/src/environments/service/pool/index.ts");
+  preparationLib = await import("../server/src/environments/service/preparation/index.ts");
   buildLib = await import("../scripts/build-components.ts");
   worldLib = await import("../server/src/world/index.ts");
 }

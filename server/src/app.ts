@@ -6,8 +6,17 @@ import { ApiKeys, DEV_WORKSPACE, authenticationGate, loadOrCreateDevKey } from "
 import type { Settings } from "./config/index.ts";
 import { Health, HealthState } from "./health/index.ts";
 import { createRequestListener, listen, recordingGate, type LogSink } from "./http/index.ts";
-import { createHostService, ExtensionEnvironmentKind, HostEnvironmentKind, HostHub, HostService, Sealer, ServiceEnvironmentKind } from "./environments/index.ts";
-import { startServiceEnvironment, type ServiceEnvironment } from "./service-env/index.ts";
+import {
+  createHostService,
+  ExtensionEnvironmentKind,
+  HostEnvironmentKind,
+  HostHub,
+  HostService,
+  Sealer,
+  ServiceEnvironmentKind,
+  startServiceEnvironment,
+  type ServiceEnvironment,
+} from "./environments/index.ts";
 import { createModelProviders } from "./models/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";

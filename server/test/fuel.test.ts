@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parse, print } from "@bytecodealliance/jco";
 import { describe, expect, it } from "vitest";
-import { capMemory, FUEL_IMPORT, instrumentFuel } from "../src/fuel/index.ts";
+import { capMemory, FUEL_IMPORT, instrumentFuel } from "../src/environments/service/fuel/index.ts";
 
 type Fn = (...args: (number | bigint)[]) => unknown;
 type Imports = Record<string, Record<string, WebAssembly.ImportValue>>;

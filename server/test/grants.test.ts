@@ -5,7 +5,7 @@ import { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { loadSettings } from "../src/config/index.ts";
-import { authorizeGrant, originAllowed, parseGrants, type GrantAllowLists } from "../src/grants/index.ts";
+import { authorizeGrant, originAllowed, parseGrants, type GrantAllowLists } from "../src/environments/service/grants/index.ts";
 
 const NONE: GrantAllowLists = { filesystemAllow: [], networkAllow: [], secretAllow: [] };
 

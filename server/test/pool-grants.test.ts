@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HostServices, Pool, RuntimeGrants } from "../src/pool/index.ts";
+import type { HostServices, Pool, RuntimeGrants } from "../src/environments/service/pool/index.ts";
 import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir, waitFor } from "./helpers/pool.ts";
 
 const workspaceJs = component("workspace-js");

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HostServices, Pool, Receipt } from "../src/pool/index.ts";
+import type { HostServices, Pool, Receipt } from "../src/environments/service/pool/index.ts";
 import { testComponent } from "./helpers/components.ts";
 import { buildTestComponents, component, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "./helpers/pool.ts";
 

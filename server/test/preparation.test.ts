@@ -3,8 +3,8 @@ import { join } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stableCodeOf } from "../src/errors/index.ts";
-import { warmGlue } from "../src/preparation/glue.ts";
-import { Preparer, type ComponentRef } from "../src/preparation/index.ts";
+import { warmGlue } from "../src/environments/service/preparation/glue.ts";
+import { Preparer, type ComponentRef } from "../src/environments/service/preparation/index.ts";
 import { testComponent } from "./helpers/components.ts";
 import { buildTestComponents, component, tempDir } from "./helpers/pool.ts";
 

@@ -16,7 +16,7 @@ export {
   type TerminalReceipt,
   type Unknown,
 } from "./port.ts";
-export { ServiceEnvironmentKind, type ServiceImplementation, type ServiceKindOptions } from "./service/kind.ts";
+export { ServiceEnvironmentKind, startServiceEnvironment, type ServiceEnvironment, type ServiceImplementation, type ServiceKindOptions } from "./service/index.ts";
 export { HostService } from "../../../gen/skillenv/env/v1/host_pb.js";
 export { HostEnvironmentKind } from "./host/kind.ts";
 export { HostHub } from "./host/hub.ts";

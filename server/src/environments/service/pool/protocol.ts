@@ -1,6 +1,6 @@
 // Messages between the pool (main thread) and its workers. Everything here crosses a
 // structured-clone boundary: no functions, and WebAssembly.Module objects are shared, not copied.
-import type { Entrypoint, ImportedInterface } from "../world/index.ts";
+import type { Entrypoint, ImportedInterface } from "../../../world/index.ts";
 
 export interface WorkerBoot {
   /**

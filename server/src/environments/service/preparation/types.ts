@@ -1,4 +1,4 @@
-import type { Entrypoint, ImportedInterface } from "../world/index.ts";
+import type { Entrypoint, ImportedInterface } from "../../../world/index.ts";
 
 export type { Entrypoint };
 
@@ -19,7 +19,7 @@ export interface PreparedManifest {
   imports: ImportedInterface[];
   /** The JS glue module (jco `--instantiation async` output, JSPI mode). */
   glue: string;
-  /** Whether the glue carries the instance warm-up (server/src/preparation/glue.ts). */
+  /** Whether the glue carries the instance warm-up (server/src/environments/service/preparation/glue.ts). */
   glueWarmUp: boolean;
   /** Core modules, instrumented for fuel and with their memories capped, in the glue's names. */
   coreModules: string[];

@@ -3,7 +3,7 @@
 // failure instead of process.exit, only the granted preopens, outgoing HTTP checked per request
 // against the network grant, and no sockets at all (preparation refuses components importing them).
 import * as shim from "@bytecodealliance/preview2-shim";
-import type { WasiInterface } from "../world/index.ts";
+import type { WasiInterface } from "../../../world/index.ts";
 import { filesystemTypes, type Descriptor } from "./fs-guard.ts";
 import { requestAllowed, schemeOf } from "./network.ts";
 

@@ -3,7 +3,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { HOST_INTERFACE, SUSPENDING_HOST_FUNCTIONS, WORLDS } from "../world/index.ts";
+import { HOST_INTERFACE, SUSPENDING_HOST_FUNCTIONS, WORLDS } from "../../../world/index.ts";
 
 /**
  * Version of the prepared-directory layout, of the transpile options below and of the glue

@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import { ConnectError } from "@connectrpc/connect";
-import { describeError } from "../errors/index.ts";
+import { describeError } from "../../../errors/index.ts";
 import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } from "../preparation/index.ts";
 import type { FailureBody, FromWorker, SpareStats, ToWorker, WireGrants, WorkerBoot, WorkerReceipt } from "./protocol.ts";
 import { createSandbox, needsSandbox, removeSandbox, sandboxRoot, type SandboxDirs } from "./sandbox.ts";

@@ -1,6 +1,6 @@
-import type { EnvironmentSettings } from "../config/index.ts";
-import { serviceError } from "../errors/index.ts";
-import type { ServiceGrants } from "../environments/port.ts";
+import type { EnvironmentSettings } from "../../../config/index.ts";
+import { serviceError } from "../../../errors/index.ts";
+import type { ServiceGrants } from "../../port.ts";
 import { covers, parseOrigin, type Origin } from "./origins.ts";
 import { isWithin, realLocation } from "./paths.ts";
 

@@ -2,7 +2,7 @@
 // counter and imports, keeping a few fresh instances ready ahead of demand, and turning how a
 // call ended into a receipt.
 import { FUEL_IMPORT } from "../fuel/index.ts";
-import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../world/index.ts";
+import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../../../world/index.ts";
 import { missingImports } from "./imports.ts";
 import type { ComponentFacts, FailureBody, WorkerReceipt } from "./protocol.ts";
 import { GuestExit, wasiImports, type WasiContext } from "./wasi.ts";
