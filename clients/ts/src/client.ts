@@ -1,12 +1,14 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
 import { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
+import { HostService } from "../../../gen/skillenv/env/v1/host_pb.js";
 import { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./bundle/index.ts";
 import { createEnvClient, type EnvClient } from "./env/index.ts";
+import { DEFAULT_RECONNECT, hostStreamingOf, type HostDeps, type HostStreaming, type ReconnectOptions } from "./hosts/index.ts";
 import type { RunsDeps } from "./runs/index.ts";
 import { createImplementationResolver, createPrepare, createSessionsClient, type Prepare, type SessionsClient } from "./sessions/index.ts";
 import { createSkillsClient, type SkillsClient } from "./skills/index.ts";
@@ -34,6 +36,19 @@ export interface ServiceClientOptions {
    * uploads breaking them are refused before anything is sent.
    */
   bundleLimits?: BundleLimits;
+  /** How host environments served through this client reach the service. */
+  hosts?: HostOptions;
+}
+
+export interface HostOptions {
+  /**
+   * Default: "bidirectional" for a createNodeTransport over HTTP/2 or gRPC, "server-streaming"
+   * for any other transport (createWebTransport in browsers, HTTP/1.1, transports made
+   * elsewhere), which every transport can carry.
+   */
+  streaming?: HostStreaming;
+  /** Backoff between attempts to open a dropped command stream again. */
+  reconnect?: ReconnectOptions;
 }
 
 /** A typed client over any Connect transport (connect-node, connect-web, gRPC, gRPC-Web). */
@@ -47,12 +62,17 @@ export function createServiceClient(transport: Transport, options: ServiceClient
   const uploadBytes = (bytes: Uint8Array) => uploadAsset(assets, bytes, fetchFn);
   // Runs upload through the same skills client, so a skill uploaded explicitly is not uploaded again by a run.
   const runs: RunsDeps = { rpc: createClient(RunService, transport), uploads: { uploadSkill: (skill) => skills.upload(skill), uploadAsset: uploadBytes } };
+  const hosts: HostDeps = {
+    rpc: createClient(HostService, transport),
+    streaming: options.hosts?.streaming ?? hostStreamingOf(transport),
+    reconnect: { ...DEFAULT_RECONNECT, ...options.hosts?.reconnect },
+  };
   return {
     assets,
     uploadAsset: uploadBytes,
     skills,
     env,
-    sessions: createSessionsClient(createClient(SessionService, transport), resolveImplementation, runs),
+    sessions: createSessionsClient(createClient(SessionService, transport), resolveImplementation, runs, hosts),
     prepare: createPrepare(env, resolveImplementation),
   };
 }

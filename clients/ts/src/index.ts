@@ -1,11 +1,23 @@
 export { apiKeyInterceptor } from "./auth.ts";
 export { UploadError, type FetchFunction, type UploadResult } from "./assets.ts";
-export { createServiceClient, type ServiceClient, type ServiceClientOptions } from "./client.ts";
+export { createServiceClient, type HostOptions, type ServiceClient, type ServiceClientOptions } from "./client.ts";
+export {
+  HostConnection,
+  hostEnv,
+  type HostEnvironmentDefinition,
+  type HostEnvOptions,
+  type HostState,
+  type HostStreaming,
+  type HostToolContext,
+  type HostToolHandler,
+  type ReconnectOptions,
+} from "./hosts/index.ts";
 export { Skill, type FileContents, type FromUrlOptions, type SkillBundle, type SkillsClient, type UploadedSkill } from "./skills/index.ts";
 export { BundleFormatError, canonicalZip, DEFAULT_BUNDLE_LIMITS, FRONTMATTER_LIMITS, validateSkillName, type BundleLimits } from "./bundle/index.ts";
 export { SkillSourceError } from "./skills/index.ts";
 export { program, Program, type ComponentBytes, type EnvClient, type ProgramOptions, type ResolvedProgram } from "./env/index.ts";
 export {
+  environment,
   PlacementError,
   serviceEnv,
   tool,
@@ -15,7 +27,15 @@ export {
   type EnvironmentState,
   type EnvironmentStatus,
   type EventsOptions,
+  type ExtensionEnvironmentDefinition,
+  type ExtensionInstanceOptions,
+  type ExtensionKind,
   type ListOptions,
+  type OpaqueImplementation,
+  type OptionsOf,
+  type OptionSpec,
+  type OptionsSchema,
+  type OptionType,
   type PlacedTool,
   type Prepare,
   type PreparedToolPlacement,
@@ -23,6 +43,7 @@ export {
   type ResolvedToolImplementation,
   type ServiceEnvironmentDefinition,
   type ServiceEnvOptions,
+  type ServiceToolImplementation,
   type Session,
   type SessionDefinition,
   type SessionEvent,

@@ -1,6 +1,7 @@
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { apiKeyInterceptor } from "./auth.ts";
+import { declareHostStreaming } from "./hosts/index.ts";
 
 export * from "./index.ts";
 
@@ -11,8 +12,12 @@ export interface WebTransportOptions {
   protocol?: "connect" | "grpc-web";
 }
 
-/** A transport for browsers (fetch based), authenticated with the API key. */
+/**
+ * A transport for browsers (fetch based), authenticated with the API key. Browsers cannot
+ * stream a request body, so host environments served through it use the server-streaming form.
+ */
 export function createWebTransport(options: WebTransportOptions): Transport {
   const common = { baseUrl: options.baseUrl, interceptors: [apiKeyInterceptor(options.apiKey)] };
-  return options.protocol === "grpc-web" ? createGrpcWebTransport(common) : createConnectTransport(common);
+  const transport = options.protocol === "grpc-web" ? createGrpcWebTransport(common) : createConnectTransport(common);
+  return declareHostStreaming(transport, "server-streaming");
 }

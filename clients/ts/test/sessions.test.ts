@@ -8,13 +8,13 @@ import { KEY_A, KEY_B, startTestService, type TestService } from "../../../serve
 import {
   createNodeTransport,
   createServiceClient,
+  hostEnv,
   PlacementError,
   program,
   serviceEnv,
   serviceErrorCode,
   tool,
   type ComponentBytes,
-  type EnvironmentDefinition,
   type FetchFunction,
   type ServiceClient,
   type SessionEvent,
@@ -337,9 +337,8 @@ describe("client.prepare", () => {
     const before = service.logs.length;
     const byName = tool({ name: "echo", environment: "sandbox", implementation: component("echo-wat") });
     await expect(client.prepare(byName)).rejects.toThrow(/only placements in the service environment/);
-    // hostEnv is not offered yet; a definition of another kind stands in for it.
-    const host = { kind: "host", name: "laptop" } as unknown as EnvironmentDefinition;
-    await expect(client.prepare(tool({ name: "echo", environment: host, implementation: component("echo-wat") }))).rejects.toThrow(
+    const laptop = hostEnv({ name: "laptop", tools: { echo: (input) => input } });
+    await expect(client.prepare(tool({ name: "echo", environment: laptop }))).rejects.toThrow(
       new PlacementError("cannot prepare tool echo: it is placed in the host environment laptop; only placements in the service environment (serviceEnv) are prepared"),
     );
     expect(service.logs.length).toBe(before);

@@ -1,3 +1,6 @@
+import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
+import type { ExtensionEnvironmentDefinition } from "./extension.ts";
+
 /** Access to a directory of the service environment (spec §2.3). */
 export type AccessMode = "read" | "write";
 
@@ -31,10 +34,10 @@ export interface ServiceEnvironmentDefinition {
 }
 
 /**
- * Where a session's tools run. Each kind is a member of this union, told apart by `kind`; the
- * host environment (`hostEnv`) and extensions (`environment(...)`) will join it.
+ * Where a session's tools run, told apart by `kind`: the service environment (`serviceEnv`),
+ * the caller's own process (`hostEnv`), or an extension reached over HTTP (`environment(...)`).
  */
-export type EnvironmentDefinition = ServiceEnvironmentDefinition;
+export type EnvironmentDefinition = ServiceEnvironmentDefinition | HostEnvironmentDefinition | ExtensionEnvironmentDefinition;
 
 /**
  * Defines a service environment. Performs no I/O (spec §4.3 rule 2): the server checks the

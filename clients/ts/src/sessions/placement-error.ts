@@ -1,7 +1,8 @@
 /**
  * A tool placement the client refuses before calling the server: an implementation of the wrong
- * form, a tool placed in an environment the session does not define, or a placement that
- * `prepare` cannot prepare. Refusals from the server are ConnectErrors instead.
+ * form (or one its environment's kind does not take), a tool placed in an environment the
+ * session does not define, a placement that `prepare` cannot prepare, or a host definition
+ * served in a session that does not bind it. Refusals from the server are ConnectErrors instead.
  */
 export class PlacementError extends Error {
   override name = "PlacementError";

@@ -16,8 +16,8 @@ export interface Prepare {
 
 export function createPrepare(env: EnvClient, resolveImplementation: ImplementationResolver): Prepare {
   async function prepareTool(placed: ToolPlacement): Promise<PreparedToolPlacement> {
-    const environment = serviceEnvironmentOf(placed);
-    const implementation = await resolveImplementation(placed.implementation);
+    const { environment, implementation: given } = serviceEnvironmentOf(placed);
+    const implementation = await resolveImplementation(given);
     await env.prepareIds(typeof implementation === "string" ? { tools: [implementation] } : { programs: [implementation.id], tools: [implementation.runtime] });
     return Object.freeze({ ...placed, environment, implementation });
   }

@@ -1,11 +1,23 @@
 import { Program, type ComponentBytes, type EnvClient, type ResolvedProgram } from "../env/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";
 import type { EnvironmentDefinition, ServiceEnvironmentDefinition } from "./environments.ts";
+import { credentialOf } from "./extension.ts";
 import { PlacementError } from "./placement-error.ts";
-import { environmentName, type ResolvedToolImplementation, type ToolImplementation, type ToolPlacement } from "./tools.ts";
+import {
+  checkFits,
+  environmentName,
+  isOpaque,
+  type OpaqueImplementation,
+  type ResolvedToolImplementation,
+  type ServiceToolImplementation,
+  type ToolPlacement,
+} from "./tools.ts";
 
 /** Admits what an implementation needs (when the workspace lacks it) and returns it by id. */
-export type ImplementationResolver = (implementation: ToolImplementation) => Promise<ResolvedToolImplementation>;
+export type ImplementationResolver = (implementation: ServiceToolImplementation) => Promise<ResolvedToolImplementation>;
+
+/** What a placement carries to CreateSession: a service implementation by id, an opaque one as is, or none. */
+export type PlacedImplementation = ResolvedToolImplementation | OpaqueImplementation | undefined;
 
 /**
  * Resolutions are cached per (implementation instance, client), like skill uploads: a component
@@ -22,22 +34,42 @@ export function createImplementationResolver(env: EnvClient): ImplementationReso
   };
 }
 
-/** A tool must be placed in one of the session's environments, as the session defines it. */
+/** Resolves a placement's implementation for the wire; opaque implementations need nothing. */
+export async function placedImplementation(placement: ToolPlacement, resolve: ImplementationResolver): Promise<PlacedImplementation> {
+  const { implementation } = placement;
+  return implementation === undefined || isOpaque(implementation) ? implementation : resolve(implementation);
+}
+
+/**
+ * A tool must be placed in one of the session's environments, as the session defines it, with
+ * an implementation of the form that environment's kind takes.
+ */
 export function checkPlacedIn(placement: ToolPlacement, environments: readonly EnvironmentDefinition[]): void {
   const name = environmentName(placement);
   const defined = environments.find((environment) => environment.name === name);
   if (!defined) throw new PlacementError(`tool ${placement.name} is placed in environment ${name}, which the session does not define`);
-  // Two definitions under one name would leave the tool with grants other than those it was placed with.
-  if (typeof placement.environment !== "string" && JSON.stringify(placement.environment) !== JSON.stringify(defined)) {
+  // Two definitions under one name would leave the tool with authority other than that it was placed with.
+  if (typeof placement.environment !== "string" && !sameDefinition(placement.environment, defined)) {
     throw new PlacementError(`tool ${placement.name} is placed in a definition of environment ${name} that differs from the session's`);
   }
+  checkFits(placement.name, defined, placement.implementation);
+}
+
+function sameDefinition(a: EnvironmentDefinition, b: EnvironmentDefinition): boolean {
+  if (a === b) return true;
+  // Handlers cannot be compared, so a host environment is only ever the same as itself.
+  if (a.kind === "host" || b.kind === "host") return false;
+  return JSON.stringify(a) === JSON.stringify(b) && credentialOf(a) === credentialOf(b);
 }
 
 /** Only a placement whose definition says "service environment" can be prepared (spec §4.3 rule 3). */
-export function serviceEnvironmentOf(placement: ToolPlacement): ServiceEnvironmentDefinition {
-  const { environment } = placement;
-  if (typeof environment !== "string" && environment.kind === "service") return environment;
-  throw new PlacementError(`cannot prepare tool ${placement.name}: ${whereIs(environment)}; only placements in the service environment (serviceEnv) are prepared`);
+export function serviceEnvironmentOf(placement: ToolPlacement): { environment: ServiceEnvironmentDefinition; implementation: ServiceToolImplementation } {
+  const { environment, implementation } = placement;
+  if (typeof environment === "string" || environment.kind !== "service") {
+    throw new PlacementError(`cannot prepare tool ${placement.name}: ${whereIs(environment)}; only placements in the service environment (serviceEnv) are prepared`);
+  }
+  if (implementation === undefined || isOpaque(implementation)) throw new PlacementError(`cannot prepare tool ${placement.name}: it has no component or program`);
+  return { environment, implementation };
 }
 
 function whereIs(environment: EnvironmentDefinition | string): string {

@@ -1,7 +1,10 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import type { Session as SessionMessage, SessionService } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { HostConnection, type HostDeps } from "../hosts/host-connection.ts";
+import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
 import { createSessionRuns, prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type SessionRuns } from "../runs/index.ts";
+import { PlacementError } from "./placement-error.ts";
 import { environmentStatusFrom, eventFrom, jsonValue, receiptFrom, recordFrom, required, type EnvironmentStatus, type Receipt, type SessionEvent, type SessionRecord, type SessionState } from "./wire.ts";
 
 export type SessionRpc = Client<typeof SessionService>;
@@ -30,7 +33,8 @@ export interface SetupResult {
 /**
  * A handle on one session. `record` is what the server last answered (on creation, `refresh`,
  * `setupEnvironment` or `end`); it does not follow changes made elsewhere until refreshed.
- * `run` submits a run, `runs` finds them.
+ * `run` submits a run, `runs` finds them; `serve` serves a host environment's tools from this
+ * process.
  * Refusals (an ended session, an unknown tool, another workspace's id) throw ConnectErrors
  * carrying the service's stable code; a tool's own failure is a receipt, not an exception.
  */
@@ -40,12 +44,15 @@ export class Session {
   readonly runs: SessionRuns;
   readonly #rpc: SessionRpc;
   readonly #runDeps: RunsDeps;
+  readonly #hostDeps: HostDeps;
+  readonly #hosts = new Map<string, HostConnection>();
   #record: SessionRecord;
 
-  constructor(rpc: SessionRpc, record: SessionRecord, runDeps: RunsDeps) {
+  constructor(rpc: SessionRpc, record: SessionRecord, runDeps: RunsDeps, hostDeps: HostDeps) {
     this.id = record.id;
     this.#rpc = rpc;
     this.#runDeps = runDeps;
+    this.#hostDeps = hostDeps;
     this.#record = record;
     this.runs = createSessionRuns(runDeps.rpc, this);
   }
@@ -110,20 +117,51 @@ export class Session {
     };
   }
 
-  /** Detaches every environment; the session then refuses new work. Its journal is kept. */
+  /**
+   * Serves the tools of one of the session's host environments from this process: holds its
+   * command stream open (reconnecting when it drops) until `stop()` on the answer, the end or
+   * deletion of the session, or a refusal. Serving an environment this handle serves already
+   * answers the same connection. The session must bind `definition.name` as a host environment.
+   */
+  serve(definition: HostEnvironmentDefinition): HostConnection {
+    const serving = this.#hosts.get(definition.name);
+    if (serving && serving.state !== "closed") {
+      if (serving.definition === definition) return serving;
+      throw new PlacementError(`environment ${definition.name} of session ${this.id} is served already, by another definition; stop that one first`);
+    }
+    const bound = this.#record.environments.find((environment) => environment.name === definition.name);
+    if (bound?.kind !== "host") throw new PlacementError(`session ${this.id} has no host environment named ${definition.name}`);
+    const host = new HostConnection(this.#hostDeps, this.id, definition);
+    this.#hosts.set(definition.name, host);
+    return host;
+  }
+
+  /** The host environments this handle serves (or served), by environment name. */
+  get hosts(): ReadonlyMap<string, HostConnection> {
+    return this.#hosts;
+  }
+
+  /** Detaches every environment; the session then refuses new work. Its journal is kept. This handle's hosts stop. */
   async end(): Promise<SessionRecord> {
     const response = await this.#rpc.endSession({ sessionId: this.id });
+    await this.#stopHosts();
     return this.#remember(response.session);
   }
 
-  /** Tears every environment down and removes the session and its journal; the id is then unknown. */
+  /** Tears every environment down and removes the session and its journal; the id is then unknown. This handle's hosts stop. */
   async delete(): Promise<void> {
     await this.#rpc.deleteSession({ sessionId: this.id });
+    await this.#stopHosts();
   }
 
   async refresh(): Promise<SessionRecord> {
     const response = await this.#rpc.getSession({ sessionId: this.id });
     return this.#remember(response.session);
+  }
+
+  /** After the service has cancelled their commands: stopping first would end them unknown instead. */
+  async #stopHosts(): Promise<void> {
+    await Promise.all([...this.#hosts.values()].map((host) => host.stop()));
   }
 
   #remember(message: SessionMessage | undefined): SessionRecord {

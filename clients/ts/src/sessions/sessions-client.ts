@@ -1,11 +1,17 @@
-import type { Session as SessionMessage } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { CreateSessionRequestSchema, Session as SessionMessage } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import type { HostDeps } from "../hosts/host-connection.ts";
+import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
 import { mapBounded } from "../map-bounded.ts";
-import { prepareRunInput, runHandle, type Run, type RunOptions, type RunsDeps } from "../runs/index.ts";
+import { prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type RunSubmission } from "../runs/index.ts";
 import type { EnvironmentDefinition } from "./environments.ts";
-import { checkPlacedIn, type ImplementationResolver } from "./resolve.ts";
+import { checkPlacedIn, placedImplementation, type ImplementationResolver } from "./resolve.ts";
 import { Session, type SessionRpc } from "./session.ts";
 import type { ToolPlacement } from "./tools.ts";
 import { environmentMessage, recordFrom, required, toolMessage } from "./wire.ts";
+
+type EnvironmentMessages = MessageInitShape<typeof CreateSessionRequestSchema>["environments"];
+type ToolMessages = MessageInitShape<typeof CreateSessionRequestSchema>["tools"];
 
 /** Implementations admitted at once while creating a session, as for skill uploads. */
 const RESOLVE_CONCURRENCY = 4;
@@ -14,6 +20,12 @@ export interface SessionDefinition {
   /** Each environment the tools use, named once. */
   environments: readonly EnvironmentDefinition[];
   tools?: readonly ToolPlacement[];
+  /**
+   * Default true: this process serves every host environment of `environments` (`hostEnv`) as
+   * soon as the session exists, and `create` answers once they are connected (see
+   * `session.hosts`). False: serve them later with `session.serve`, or from another process.
+   */
+  serveHosts?: boolean;
 }
 
 /** A session and its first run, submitted in the same call once the session is ready. */
@@ -41,7 +53,9 @@ export interface SessionsClient {
    * environments are set up before it answers. Nothing is created when the server refuses.
    * With a `run`, its skills and files are uploaded alongside the admissions, and the session
    * is created with its first run: the answer holds both handles. That call is not retried
-   * (a session has no idempotency key).
+   * (a session has no idempotency key). With host environments to serve, the session is
+   * created first, the run submitted once the hosts are connected (so that it cannot call a host
+   * tool before its host is there), and a failure on the way deletes the session again.
    */
   create(definition: SessionWithRunDefinition): Promise<{ session: Session; run: Run }>;
   create(definition: SessionDefinition): Promise<Session>;
@@ -53,8 +67,8 @@ export interface SessionsClient {
   delete(id: string): Promise<void>;
 }
 
-export function createSessionsClient(rpc: SessionRpc, resolveImplementation: ImplementationResolver, runs: RunsDeps): SessionsClient {
-  const session = (message: SessionMessage | undefined) => new Session(rpc, recordFrom(required(message, "the session")), runs);
+export function createSessionsClient(rpc: SessionRpc, resolveImplementation: ImplementationResolver, runs: RunsDeps, hosts: HostDeps): SessionsClient {
+  const session = (message: SessionMessage | undefined) => new Session(rpc, recordFrom(required(message, "the session")), runs, hosts);
 
   /** Admits the tools' implementations and uploads the first run's skills and files, all at once (spec §4.1 rule 4). */
   function create(definition: SessionWithRunDefinition): Promise<{ session: Session; run: Run }>;
@@ -65,12 +79,28 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
     for (const placement of placements) checkPlacedIn(placement, definition.environments);
     const firstRun = "run" in definition ? definition.run : undefined;
     const [tools, run] = await Promise.all([
-      mapBounded(placements, RESOLVE_CONCURRENCY, async (placement) => toolMessage(placement, await resolveImplementation(placement.implementation))),
+      mapBounded(placements, RESOLVE_CONCURRENCY, async (placement) => toolMessage(placement, await placedImplementation(placement, resolveImplementation))),
       firstRun && prepareRunInput(firstRun, runs.uploads),
     ]);
-    const response = await rpc.createSession({ environments: definition.environments.map(environmentMessage), tools, run });
+    const served = definition.serveHosts === false ? [] : definition.environments.filter((environment) => environment.kind === "host");
+    const environments = definition.environments.map(environmentMessage);
+    if (served.length > 0) return createServed(environments, tools, served, run);
+    const response = await rpc.createSession({ environments, tools, run });
     const created = session(response.session);
-    return firstRun ? { session: created, run: runHandle(runs.rpc, created, response.run) } : created;
+    return run ? { session: created, run: runHandle(runs.rpc, created, response.run) } : created;
+  }
+
+  /** The session, then its hosts, then its first run: nothing is left behind when a step fails. */
+  async function createServed(environments: EnvironmentMessages, tools: ToolMessages, served: HostEnvironmentDefinition[], run: RunSubmission | undefined) {
+    const created = session((await rpc.createSession({ environments, tools })).session);
+    try {
+      await Promise.all(served.map((host) => created.serve(host).connected()));
+      if (!run) return created;
+      return { session: created, run: runHandle(runs.rpc, created, await submitRun(runs.rpc, created.id, run)) };
+    } catch (error) {
+      await created.delete().catch(() => undefined);
+      throw error;
+    }
   }
 
   const client: SessionsClient = {

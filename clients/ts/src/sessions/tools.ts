@@ -1,9 +1,10 @@
 import { Program, type ComponentBytes, type ResolvedProgram } from "../env/index.ts";
 import type { EnvironmentDefinition, ServiceEnvironmentDefinition } from "./environments.ts";
+import { hasJsonForm } from "./json.ts";
 import { PlacementError } from "./placement-error.ts";
 
 /** What a tool in the service environment runs, in any form the client can resolve. */
-export type ToolImplementation =
+export type ServiceToolImplementation =
   /** The id (SHA-256, 64 lowercase hex) of a tool component admitted in this workspace. */
   | string
   /** A tool component given by its bytes; admitted when the workspace lacks it. */
@@ -11,6 +12,17 @@ export type ToolImplementation =
   /** A program on a tool runtime; its source and runtime are admitted when missing. */
   | Program
   | ResolvedProgram;
+
+/**
+ * What a tool in a host or extension environment runs: any JSON value, carried unread with
+ * every call (e.g. which handler or version the environment should use).
+ */
+export interface OpaqueImplementation {
+  readonly opaque: unknown;
+}
+
+/** A service environment's implementation, or an opaque one for host and extension environments. */
+export type ToolImplementation = ServiceToolImplementation | OpaqueImplementation;
 
 /** An implementation that needs no more admission: a tool id or a resolved program. */
 export type ResolvedToolImplementation = string | ResolvedProgram;
@@ -24,7 +36,11 @@ export interface ToolOptions {
   inputSchema?: Record<string, unknown>;
   /** The environment the tool runs in: its definition, or its name in the session. */
   environment: EnvironmentDefinition | string;
-  implementation: ToolImplementation;
+  /**
+   * Required in the service environment. In a host or extension environment, `{ opaque: <JSON> }`
+   * or nothing: a host then serves the tool by its name alone.
+   */
+  implementation?: ToolImplementation;
   /** Handed to every invocation unread; defaults to the program's own configuration. */
   configuration?: unknown;
 }
@@ -35,7 +51,7 @@ export interface ToolPlacement {
   readonly description: string;
   readonly inputSchema: Readonly<Record<string, unknown>> | undefined;
   readonly environment: EnvironmentDefinition | string;
-  readonly implementation: ToolImplementation;
+  readonly implementation: ToolImplementation | undefined;
   readonly configuration: unknown;
 }
 
@@ -49,10 +65,12 @@ const TOOL_ID = /^[0-9a-f]{64}$/;
 
 /**
  * Places a tool. Performs no I/O (spec §4.3 rule 2): `client.sessions.create` and
- * `client.prepare` admit what is missing. Refuses an implementation that cannot run as a tool.
+ * `client.prepare` admit what is missing. Refuses an implementation that cannot run as a tool,
+ * or that the environment's kind does not take (when the environment is given by definition).
  */
 export function tool(options: ToolOptions): ToolPlacement {
   checkImplementation(options.name, options.implementation);
+  if (typeof options.environment !== "string") checkFits(options.name, options.environment, options.implementation);
   return Object.freeze({
     name: options.name,
     description: options.description ?? "",
@@ -68,14 +86,34 @@ export function environmentName(placement: ToolPlacement): string {
   return typeof placement.environment === "string" ? placement.environment : placement.environment.name;
 }
 
-function checkImplementation(name: string, implementation: ToolImplementation): void {
+/**
+ * The kind of environment decides the form: the service environment needs a component or a
+ * program; host and extension environments take an opaque value or nothing.
+ */
+export function checkFits(name: string, environment: EnvironmentDefinition, implementation: ToolImplementation | undefined): void {
+  const where = `tool ${name} is placed in the ${environment.kind} environment ${environment.name}`;
+  if (environment.kind === "service") {
+    if (implementation === undefined || isOpaque(implementation)) throw new PlacementError(`${where}, which runs a tool id, a component or a program`);
+  } else if (implementation !== undefined && !isOpaque(implementation)) {
+    throw new PlacementError(`${where}, which takes an opaque implementation ({ opaque: <any JSON> }) or none`);
+  }
+}
+
+export function isOpaque(implementation: ToolImplementation): implementation is OpaqueImplementation {
+  return typeof implementation === "object" && "opaque" in implementation;
+}
+
+function checkImplementation(name: string, implementation: ToolImplementation | undefined): void {
   const refuse = (why: string): never => {
     throw new PlacementError(`tool ${name}: ${why}`);
   };
+  if (implementation === undefined) return;
   if (typeof implementation === "string") {
     if (!TOOL_ID.test(implementation)) refuse(`${JSON.stringify(implementation)} is not a tool id (64 lowercase hex)`);
   } else if (implementation instanceof Program) {
     if (typeof implementation.runtime !== "string" && implementation.runtime.kind !== "tool") refuse("a program for a tool needs a tool runtime, not an agent-loop runtime");
+  } else if (isOpaque(implementation)) {
+    if (!hasJsonForm(implementation.opaque)) refuse("an opaque implementation must be a JSON value");
   } else if ("type" in implementation) {
     if (implementation.entrypoint !== "run") refuse(`program ${implementation.id} runs on an agent-loop runtime; a tool needs a tool runtime`);
   } else if (implementation.kind !== "tool" || !(implementation.bytes instanceof Uint8Array)) {
@@ -83,6 +121,6 @@ function checkImplementation(name: string, implementation: ToolImplementation): 
   }
 }
 
-function programConfiguration(implementation: ToolImplementation): unknown {
+function programConfiguration(implementation: ToolImplementation | undefined): unknown {
   return typeof implementation === "object" && ("type" in implementation || implementation instanceof Program) ? implementation.configuration : undefined;
 }

@@ -1,5 +1,6 @@
-import { fromJsonString, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { fromJson, fromJsonString, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import type { ImplementationSchema } from "../../../../gen/skillenv/sessions/v1/common_pb.js";
 import type {
   CallToolResponse,
   EnvironmentSchema,
@@ -9,7 +10,10 @@ import type {
   ToolPlacementSchema,
 } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { EnvironmentDefinition, SetupMode } from "./environments.ts";
-import { environmentName, type ResolvedToolImplementation, type ToolPlacement } from "./tools.ts";
+import { credentialOf } from "./extension.ts";
+import { jsonSnapshot } from "./json.ts";
+import type { PlacedImplementation } from "./resolve.ts";
+import { environmentName, isOpaque, type ToolPlacement } from "./tools.ts";
 
 // The client's own shapes of what the server answers, and their conversion from the messages.
 
@@ -73,20 +77,29 @@ function kindMessage(environment: EnvironmentDefinition): MessageInitShape<typeo
       const { filesystem, network, secrets } = environment;
       return { case: "service", value: { grants: { filesystem: { ...filesystem }, network: [...network], secrets: [...secrets] } } };
     }
+    case "host":
+      return { case: "host", value: {} };
+    case "extension":
+      return { case: "extension", value: { url: environment.url, credential: credentialOf(environment) ?? "", configuration: jsonValue(environment.configuration) } };
   }
 }
 
-export function toolMessage(placement: ToolPlacement, implementation: ResolvedToolImplementation): MessageInitShape<typeof ToolPlacementSchema> {
+export function toolMessage(placement: ToolPlacement, implementation: PlacedImplementation): MessageInitShape<typeof ToolPlacementSchema> {
   return {
     name: placement.name,
     description: placement.description,
     inputSchema: placement.inputSchema as JsonObject | undefined,
     environment: environmentName(placement),
-    implementation: {
-      kind: typeof implementation === "string" ? { case: "tool", value: implementation } : { case: "program", value: { id: implementation.id, runtime: implementation.runtime } },
-    },
+    // None: a host tool served by its name alone.
+    implementation: implementation === undefined ? undefined : { kind: implementationKind(implementation) },
     configuration: jsonValue(placement.configuration),
   };
+}
+
+function implementationKind(implementation: NonNullable<PlacedImplementation>): MessageInitShape<typeof ImplementationSchema>["kind"] {
+  if (typeof implementation === "string") return { case: "tool", value: implementation };
+  if (isOpaque(implementation)) return { case: "opaque", value: fromJson(ValueSchema, jsonSnapshot(implementation.opaque)) };
+  return { case: "program", value: { id: implementation.id, runtime: implementation.runtime } };
 }
 
 /** Any value as JSON.stringify sees it (toJSON, dropped undefined fields); undefined stays unset. */
