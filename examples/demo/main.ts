@@ -4,9 +4,10 @@
  * Starts the service (`node server/src/main.ts`, as `npm start` does) on a temporary data
  * directory, with the scripted model provider standing in for Anthropic. Then, through the
  * TypeScript client: uploads the release-notes skill (examples/skills/release-notes), creates a
- * session with a service environment and two tools (a file tool, a word-count program), and
- * runs it. The scripted model lists the skills, loads one, reads its template with the file
- * tool, counts words with the program, and answers. The run's events print as a transcript.
+ * session with a service environment and two tools (a file tool, a word-count program), plus a
+ * host environment, this process, serving a third (a clock), and runs it. The scripted model
+ * lists the skills, loads one, reads its template with the file tool and today's date with the
+ * clock, counts words with the program, and answers. The run's events print as a transcript.
  * Everything it started is stopped and removed before it exits: 0 when the run completed.
  */
 import * as fs from "node:fs/promises";
@@ -17,15 +18,18 @@ import { startScriptedProvider } from "../../testing/scripted-provider/index.ts"
 import {
   createNodeTransport,
   createServiceClient,
+  hostEnv,
   program,
   serviceEnv,
   Skill,
   tool,
+  type HostEnvironmentDefinition,
   type RunModel,
   type ServiceEnvironmentDefinition,
+  type Session,
   type ToolPlacement,
 } from "../../clients/ts/src/node.ts";
-import { DEMO_SCRIPT } from "./model-script.ts";
+import { demoScript } from "./model-script.ts";
 import { startServiceProcess, type ServiceProcess } from "./service.ts";
 import { outcomeLine, Transcript } from "./transcript.ts";
 
@@ -69,7 +73,7 @@ async function demo(cleanup: Cleanup): Promise<void> {
   const components = await buildDemoComponents();
   const service = await startServices(cleanup);
   try {
-    await runSession(service, components);
+    await runSession(service, components, cleanup);
   } catch (error) {
     if (error instanceof RunNotCompleted) throw error;
     // What the client saw is half the story when the service itself went wrong.
@@ -81,7 +85,7 @@ async function demo(cleanup: Cleanup): Promise<void> {
 async function startServices(cleanup: Cleanup): Promise<ServiceProcess> {
   const tmp = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-demo-")));
   cleanup.add(() => fs.rm(tmp, { recursive: true, force: true }));
-  const provider = await startScriptedProvider({ scripts: { [MODEL.name]: { steps: DEMO_SCRIPT } } });
+  const provider = await startScriptedProvider({ scripts: { [MODEL.name]: { steps: demoScript(today().date) } } });
   cleanup.add(() => provider.close());
   const service = await startServiceProcess({
     dataDir: path.join(tmp, "data"),
@@ -96,13 +100,17 @@ async function startServices(cleanup: Cleanup): Promise<ServiceProcess> {
 }
 
 /** What a user of the client writes: upload a skill, create a session, run it, follow its events. */
-async function runSession(service: ServiceProcess, components: Components): Promise<void> {
-  const client = createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: service.apiKey }));
+async function runSession(service: ServiceProcess, components: Components, cleanup: Cleanup): Promise<void> {
+  // HTTP/2, so that the host environment holds one bidirectional command stream.
+  const client = createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: service.apiKey, httpVersion: "2" }));
   const skill = await client.skills.upload(Skill.fromDir(SKILL_DIR));
   setting("skill", `${skill.name} uploaded (${skill.metadata.fileCount} files, sha256 ${skill.contentHash.slice(0, 12)}…)`);
   const sandbox = serviceEnv({ name: "sandbox", filesystem: { workspace: "write" } });
-  const session = await client.sessions.create({ environments: [sandbox], tools: demoTools(sandbox, components) });
-  setting("session", `${session.id}: environment sandbox (workspace: write), tools ${session.record.tools.map(({ name }) => name).join(", ")}`);
+  const laptop = hostEnv({ name: "laptop", tools: { clock: today } });
+  // Served from here as soon as the session exists: create answers once the host is connected.
+  const session = await client.sessions.create({ environments: [sandbox, laptop], tools: [...demoTools(sandbox, components), clockTool(laptop)] });
+  cleanup.add(() => stopHosts(session));
+  setting("session", `${session.id}: environments sandbox (workspace: write) and laptop (this process), tools ${session.record.tools.map(({ name }) => name).join(", ")}`);
 
   const run = await session.run({
     message: "Write the release notes for acme-cli 2.4.0 from CHANGES.md.",
@@ -153,6 +161,22 @@ function demoTools(sandbox: ServiceEnvironmentDefinition, components: Components
     implementation: program({ runtime: { kind: "tool", bytes: components.programRuntime }, source: WORD_COUNT }),
   });
   return [files, wordCount];
+}
+
+/** A tool only this process can answer: the date and time zone of the machine the demo runs on. */
+function clockTool(laptop: HostEnvironmentDefinition): ToolPlacement {
+  return tool({ name: "clock", description: "Today's date (YYYY-MM-DD) and the time zone of the user's machine.", inputSchema: { type: "object" }, environment: laptop });
+}
+
+function today(): { date: string; timeZone: string } {
+  const timeZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  // The en-CA locale writes dates as YYYY-MM-DD.
+  return { date: new Intl.DateTimeFormat("en-CA", { timeZone }).format(new Date()), timeZone };
+}
+
+/** A served host keeps its stream open, and would reconnect to a stopped service for ever. */
+async function stopHosts(session: Session): Promise<void> {
+  await Promise.all([...session.hosts.values()].map((host) => host.stop()));
 }
 
 function setting(name: string, value: string): void {

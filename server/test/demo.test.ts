@@ -16,7 +16,7 @@ async function runDemo(): Promise<{ code: number | null; stdout: string; stderr:
   return { code, stdout, stderr };
 }
 
-it("runs the demo end to end: the skill is loaded, both tools are called, the answer is printed, nothing is left behind", async () => {
+it("runs the demo end to end: the skill is loaded, the service's tools and the demo's own host tool are called, the answer is printed, nothing is left behind", async () => {
   const { code, stdout, stderr } = await runDemo();
 
   expect(code, `${stdout}\n${stderr}`).toBe(0);
@@ -26,8 +26,14 @@ it("runs the demo end to end: the skill is loaded, both tools are called, the an
   expect(stdout).toMatch(/files\s+returns \{"v":1,"ok":true,"data":"# \{product\} \{version\}/);
   expect(stdout).toMatch(/model\s+calls word_count \{"text":"acme-cli 2\.4\.0/);
   expect(stdout).toMatch(/word_count\s+returns \{"words":\d+,"lines":1,"characters":\d+\}/);
+  expect(stdout).toMatch(/session\s+ses_\w+: environments sandbox \(workspace: write\) and laptop \(this process\), tools files, word_count, clock/);
+  expect(stdout).toMatch(/model\s+calls clock \{\}/);
+  expect(stdout).toMatch(/service\s+sends clock to laptop/);
+  expect(stdout).toMatch(/laptop\s+accepts clock/);
+  const [, date] = /clock\s+returns \{"date":"(\d{4}-\d{2}-\d{2})","timeZone":"[^"]+"\}/.exec(stdout) ?? [];
+  expect(stdout).toContain(`# acme-cli 2.4.0\n\n_Released ${date}._\n`);
   expect(stdout).toContain("## Breaking changes\n- Node 18 is no longer supported: upgrade to Node 20 or later");
-  expect(stdout).toMatch(/completed \(end_turn\): 5 rounds, 5 tool calls/);
+  expect(stdout).toMatch(/completed \(end_turn\): 5 rounds, 6 tool calls/);
 
   const [, url, dataDir] = /service\s+(\S+) \(data in (\S+)\)/.exec(stdout) ?? [];
   await expect(fs.stat(dataDir!)).rejects.toThrow(/ENOENT/);
