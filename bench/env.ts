@@ -65,7 +65,7 @@ const POOL: Omit<PoolOptions, "dataDir"> = {
 };
 /** = the default pool's tool slots (2 workers x 4): more callers would get pool_saturated (no queue). */
 const IN_FLIGHT = POOL.workers * POOL.toolSlotsPerWorker;
-const NO_GRANTS = { network: [], secrets: {} };
+const NO_GRANTS = { filesystem: {}, network: [], secrets: [] };
 const ECHO_INPUT = JSON.stringify({ v: 1, text: "hello from the env bench", n: 42 });
 const FIB_N = 25;
 /** sum-js input: a JS loop of this many iterations (uint32 sum of 0..n-1). */

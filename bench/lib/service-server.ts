@@ -23,7 +23,7 @@ import { serveOverIpc, type Served } from "./serve.ts";
 type Pool = RunningService["serviceEnv"]["pool"];
 type Receipt = Awaited<ReturnType<Pool["invoke"]>>;
 
-const NO_GRANTS = { network: [], secrets: {} };
+const NO_GRANTS = { filesystem: {}, network: [], secrets: [] };
 
 await serveOverIpc(async () => {
   const dataDir = process.env.BENCH_DATA_DIR;

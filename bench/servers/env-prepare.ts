@@ -68,7 +68,7 @@ try {
     input,
     configuration: "{}",
     deadlineMs: Date.now() + 30_000,
-    grants: { network: [], secrets: {} },
+    grants: { filesystem: {}, network: [], secrets: [] },
   });
   const report: PrepareReport = {
     scriptStartMs,

@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HostServices, Pool, RuntimeGrants } from "../src/environments/service/pool/index.ts";
+import type { HostServices, Pool, ServiceGrants } from "../src/environments/service/pool/index.ts";
 import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir, waitFor } from "./helpers/pool.ts";
 
 const workspaceJs = component("workspace-js");
@@ -57,17 +57,18 @@ afterAll(async () => {
   await box?.remove();
 });
 
-function grants(extra: Partial<RuntimeGrants>): RuntimeGrants {
+function grants(extra: Partial<ServiceGrants>): ServiceGrants {
   return { ...NO_GRANTS, ...extra };
 }
 
-function fs(request: Record<string, unknown>, extra: Partial<RuntimeGrants>) {
-  return run(pool, workspaceJs, { v: 1, ...request }, { grants: grants(extra) });
+/** A workspace-js call with these filesystem grants; a workspace grant maps the test's workspace. */
+function fs(request: Record<string, unknown>, filesystem: ServiceGrants["filesystem"]) {
+  return run(pool, workspaceJs, { v: 1, ...request }, { grants: grants({ filesystem }), workspaceDir: workspace });
 }
 
 describe("filesystem grants", () => {
   it("reads, writes and lists a writable /workspace", async () => {
-    const rw = { workspace: { hostPath: workspace, mode: "write" as const } };
+    const rw = { workspace: "write" } as const;
     expect(output(await fs({ op: "read", path: "/workspace/hello.txt" }, rw))).toEqual({ v: 1, ok: true, data: "hello from the host" });
     expect(output(await fs({ op: "write", path: "/workspace/sub/new.txt", data: "from the guest" }, rw))).toEqual({ v: 1, ok: true, bytes: 14 });
     expect(await readFile(join(workspace, "sub", "new.txt"), "utf8")).toBe("from the guest");
@@ -77,7 +78,7 @@ describe("filesystem grants", () => {
   }, 60_000);
 
   it("a read-only /workspace refuses every write", async () => {
-    const ro = { workspace: { hostPath: workspace, mode: "read" as const } };
+    const ro = { workspace: "read" } as const;
     expect(output(await fs({ op: "read", path: "/workspace/hello.txt" }, ro))).toMatchObject({ data: "hello from the host" });
     expect(await fs({ op: "write", path: "/workspace/nope.txt", data: "x" }, ro)).toMatchObject({ outcome: "failure", code: "read-only" });
     expect(await fs({ op: "write", path: "/workspace/hello.txt", data: "overwritten" }, ro)).toMatchObject({ outcome: "failure", code: "read-only" });
@@ -86,7 +87,7 @@ describe("filesystem grants", () => {
   }, 60_000);
 
   it("refuses .., absolute paths and symlinks that leave the preopen", async () => {
-    const rw = { workspace: { hostPath: workspace, mode: "write" as const } };
+    const rw = { workspace: "write" } as const;
     for (const path of [
       "/workspace/../outside.txt",
       "/workspace/sub/../../outside.txt",
@@ -105,7 +106,7 @@ describe("filesystem grants", () => {
   }, 60_000);
 
   it("gives each invocation a fresh /scratch and removes it afterwards", async () => {
-    const scratch = { scratch: true };
+    const scratch = { scratch: "write" } as const;
     expect(output(await fs({ op: "write", path: "/scratch/note.txt", data: "temporary" }, scratch))).toEqual({ v: 1, ok: true, bytes: 9 });
     expect(await fs({ op: "read", path: "/scratch/note.txt" }, scratch)).toMatchObject({ outcome: "failure", code: "no-entry" });
     expect(output(await fs({ op: "list", path: "/scratch" }, scratch))).toEqual({ v: 1, ok: true, entries: [] });
@@ -119,17 +120,43 @@ describe("filesystem grants", () => {
     }
   }, 60_000);
 
+  it("honours the scratch mode: \"read\" is an empty read-only /scratch, \"write\" a writable one", async () => {
+    const read = { scratch: "read" } as const;
+    expect(output(await fs({ op: "list", path: "/scratch" }, read))).toEqual({ v: 1, ok: true, entries: [] });
+    expect(await fs({ op: "write", path: "/scratch/note.txt", data: "x" }, read)).toMatchObject({ outcome: "failure", code: "read-only" });
+    const write = { scratch: "write" } as const;
+    expect(output(await fs({ op: "write", path: "/scratch/note.txt", data: "x" }, write))).toEqual({ v: 1, ok: true, bytes: 1 });
+  }, 60_000);
+
+  it("has no /scratch without a scratch grant", async () => {
+    expect(await fs({ op: "list", path: "/scratch" }, {})).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    // Beside a workspace, /scratch is no directory of its own and leads nowhere outside.
+    expect(await fs({ op: "write", path: "/scratch/note.txt", data: "x" }, { workspace: "write" })).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    expect(await readdir(workspace)).not.toContain("scratch");
+  }, 60_000);
+
   it("mounts granted secrets read-only under /secrets, and nothing else", async () => {
-    const granted = { secrets: { API_TOKEN: "t0ps3cret", OTHER: "x" } };
-    expect(output(await run(pool, secretsJs, { v: 1, name: "API_TOKEN" }, { grants: grants(granted) }))).toEqual({ v: 1, value: "t0ps3cret" });
-    expect(await run(pool, secretsJs, { v: 1, name: "API_TOKEN" }, { grants: NO_GRANTS })).toMatchObject({ outcome: "failure", code: "not-permitted" });
-    expect(await run(pool, secretsJs, { v: 1, name: "NOT_GRANTED" }, { grants: grants(granted) })).toMatchObject({ outcome: "failure", code: "no-entry" });
-    expect(await run(pool, secretsJs, { v: 1, name: "../hello.txt" }, { grants: grants(granted) })).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    const source = { API_TOKEN: "t0ps3cret", OTHER: "x", NOT_GRANTED: "y" };
+    const granted = { grants: grants({ secrets: ["API_TOKEN", "OTHER"] }), secretSource: source };
+    expect(output(await run(pool, secretsJs, { v: 1, name: "API_TOKEN" }, granted))).toEqual({ v: 1, value: "t0ps3cret" });
+    expect(await run(pool, secretsJs, { v: 1, name: "API_TOKEN" }, { secretSource: source })).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    expect(await run(pool, secretsJs, { v: 1, name: "NOT_GRANTED" }, granted)).toMatchObject({ outcome: "failure", code: "no-entry" });
+    expect(await run(pool, secretsJs, { v: 1, name: "../hello.txt" }, granted)).toMatchObject({ outcome: "failure", code: "not-permitted" });
     // The secrets preopen refuses writes even to its own files.
-    const write = await run(pool, workspaceJs, { v: 1, op: "write", path: "/secrets/API_TOKEN", data: "changed" }, { grants: grants(granted) });
+    const write = await run(pool, workspaceJs, { v: 1, op: "write", path: "/secrets/API_TOKEN", data: "changed" }, granted);
     expect(write).toMatchObject({ outcome: "failure", code: "read-only" });
-    // A secret name that is not an environment variable name never reaches the filesystem.
-    expect(await run(pool, secretsJs, { v: 1, name: "x" }, { grants: grants({ secrets: { "../evil": "x" } }) })).toMatchObject({ outcome: "failure", code: "invalid_argument" });
+  }, 60_000);
+
+  it("refuses a granted secret without a value, or named unlike an environment variable, before anything runs", async () => {
+    const unset = await run(pool, secretsJs, { v: 1, name: "API_TOKEN" }, { grants: grants({ secrets: ["API_TOKEN"] }), secretSource: {} });
+    expect(unset).toMatchObject({ outcome: "failure", code: "secret_unavailable", message: expect.stringContaining("API_TOKEN") });
+    const badName = await run(pool, secretsJs, { v: 1, name: "x" }, { grants: grants({ secrets: ["../evil"] }), secretSource: { "../evil": "x" } });
+    expect(badName).toMatchObject({ outcome: "failure", code: "invalid_argument" });
+  }, 60_000);
+
+  it("refuses a workspace grant without the directory behind it", async () => {
+    const receipt = await run(pool, workspaceJs, { v: 1, op: "list", path: "/workspace" }, { grants: grants({ filesystem: { workspace: "read" } }) });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "invalid_argument", message: expect.stringContaining("workspaceDir") });
   }, 60_000);
 });
 

@@ -46,7 +46,7 @@ describe("the service environment in the server", () => {
       input: '{"v":1,"hello":"pool"}',
       configuration: "{}",
       deadlineMs: Date.now() + 10_000,
-      grants: { network: [], secrets: {} },
+      grants: { filesystem: {}, network: [], secrets: [] },
     });
     expect(receipt).toMatchObject({ outcome: "returned", output: '{"v":1,"hello":"pool"}' });
   });

@@ -178,6 +178,19 @@ describe("sessions with the service environment", () => {
     expect(read.body.receipt.failure.code).toBe("no-entry");
   });
 
+  it("gives each call the granted /scratch, read-only when the grant is \"read\"", async () => {
+    const scratchSession = async (scratch: "read" | "write") =>
+      (
+        await a.createSession({
+          environments: [{ name: "tmp", kind: { case: "service", value: { grants: { filesystem: { scratch } } } } }],
+          tools: [{ name: "fs", environment: "tmp", implementation: { kind: { case: "tool", value: workspaceTool } } }],
+        })
+      ).session!.id;
+    const write = async (id: string) => (await postJson(service.url, `/v1/sessions/${id}/tools/fs:call`, { input: { v: 1, op: "write", path: "/scratch/note.txt", data: "x" } }, KEY_A)).body.receipt;
+    expect(await write(await scratchSession("write"))).toEqual({ returned: { output: { v: 1, ok: true, bytes: 1 } } });
+    expect((await write(await scratchSession("read"))).failure.code).toBe("read-only");
+  });
+
   it("mounts granted secrets from the process environment, read at each invocation", async () => {
     const secretSession = async (name: string) =>
       (

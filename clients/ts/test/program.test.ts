@@ -75,7 +75,7 @@ describe("program({ runtime, source })", () => {
       input: JSON.stringify({ n: 21 }),
       configuration: JSON.stringify(resolved.configuration),
       deadlineMs: Date.now() + 20_000,
-      grants: { network: [], secrets: {} },
+      grants: { filesystem: {}, network: [], secrets: [] },
     });
     expect(receipt.outcome).toBe("returned");
     expect(JSON.parse((receipt as { output: string }).output)).toEqual({ doubled: 42, unit: "cm" });

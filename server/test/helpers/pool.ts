@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Pool, type ComponentRef, type Invocation, type PoolOptions, type Receipt, type RuntimeGrants } from "../../src/environments/service/pool/index.ts";
+import { Pool, type ComponentRef, type Invocation, type PoolOptions, type Receipt, type ServiceGrants } from "../../src/environments/service/pool/index.ts";
 
 const root = resolve(import.meta.dirname, "../../..");
 export const COMPONENTS_DIR = join(root, "build", "components");
@@ -36,7 +36,7 @@ export async function tempDir(prefix: string): Promise<{ path: string; remove():
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
 
-export const NO_GRANTS: RuntimeGrants = { network: [], secrets: {} };
+export const NO_GRANTS: ServiceGrants = { filesystem: {}, network: [], secrets: [] };
 
 export function poolOptions(overrides: Partial<PoolOptions> = {}): PoolOptions {
   return {

@@ -3,7 +3,7 @@ import * as path from "node:path";
 import type { Artifacts } from "../../artifacts/index.ts";
 import { describeError, serviceError } from "../../errors/index.ts";
 import { authorizeGrant, parseGrants, type GrantAllowLists } from "./grants/index.ts";
-import type { Pool, Receipt as PoolReceipt, RuntimeGrants } from "./pool/index.ts";
+import type { Pool, Receipt as PoolReceipt, SecretSource } from "./pool/index.ts";
 import { componentRef } from "./startup.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { ConfinementError, writeConfined } from "./confined-write.ts";
@@ -22,7 +22,7 @@ export interface ServiceKindOptions {
   /** Parent of every retained /workspace (SERVICE_ENV_WORKSPACE_ROOT). */
   workspaceRoot: string;
   /** Where granted secrets are read from at each invocation; the process environment by default. */
-  secrets?: Readonly<Record<string, string | undefined>>;
+  secrets?: SecretSource;
 }
 
 /** Failures that mean nothing ran, so a later attempt may succeed. */
@@ -124,10 +124,8 @@ class ServiceBinding implements EnvironmentBinding {
 
   async execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
     const implementation = operation.implementation as ServiceImplementation;
-    let grants: RuntimeGrants;
     let program: { source: string } | undefined;
     try {
-      grants = this.#runtimeGrants();
       if ("program" in implementation) program = { source: await this.#options.artifacts.source(this.#context.workspace, implementation.program.id) };
     } catch (error) {
       return asFailure(error);
@@ -141,7 +139,10 @@ class ServiceBinding implements EnvironmentBinding {
       input: operation.input,
       configuration: operation.configuration,
       deadlineMs: operation.deadlineMs,
-      grants,
+      grants: this.#grants,
+      workspaceDir: this.#workspaceDir,
+      // Read by the pool at dispatch, so a secret set or changed later applies to the next call.
+      secretSource: this.#options.secrets ?? process.env,
       ...(program ? { program } : {}),
       ...(operation.loopHost ? { host: operation.loopHost } : {}),
     });
@@ -173,22 +174,6 @@ class ServiceBinding implements EnvironmentBinding {
       return failure("internal", `cannot remove the environment's workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
     }
   }
-
-  /** Secret values are read now, at each invocation, and go only to the invocation's /secrets. */
-  #runtimeGrants(): RuntimeGrants {
-    const { filesystem, network, secrets } = this.#grants;
-    const source = this.#options.secrets ?? process.env;
-    const values: Record<string, string> = {};
-    for (const name of secrets) {
-      const value = source[name];
-      if (value === undefined) throw serviceError("secret_unavailable", `secret ${name} is not set in the server's environment`);
-      values[name] = value;
-    }
-    const grants: RuntimeGrants = { network, secrets: values };
-    if (filesystem.workspace) grants.workspace = { hostPath: this.#workspaceDir, mode: filesystem.workspace };
-    if (filesystem.scratch) grants.scratch = true;
-    return grants;
-  }
 }
 
 function fromPool(receipt: PoolReceipt): TerminalReceipt {
@@ -202,7 +187,7 @@ function fromPool(receipt: PoolReceipt): TerminalReceipt {
   }
 }
 
-/** Refusals before dispatch (a secret not set, a program no longer readable): nothing ran. */
+/** A refusal before dispatch (a program no longer readable): nothing ran. */
 function asFailure(error: unknown): TerminalReceipt {
   const { body } = describeError(error);
   return failure(body.code, body.message);

@@ -6,6 +6,7 @@ export type {
   PoolOptions,
   PoolStats,
   Receipt,
-  RuntimeGrants,
+  SecretSource,
+  ServiceGrants,
   WorkerStats,
 } from "./types.ts";

@@ -3,8 +3,8 @@ import { Worker } from "node:worker_threads";
 import { ConnectError } from "@connectrpc/connect";
 import { describeError } from "../../../errors/index.ts";
 import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } from "../preparation/index.ts";
-import type { FailureBody, FromWorker, SpareStats, ToWorker, WireGrants, WorkerBoot, WorkerReceipt } from "./protocol.ts";
-import { createSandbox, needsSandbox, removeSandbox, sandboxRoot, type SandboxDirs } from "./sandbox.ts";
+import type { FailureBody, FromWorker, GrantDirs, SpareStats, ToWorker, WorkerBoot, WorkerReceipt } from "./protocol.ts";
+import { createSandbox, needsSandbox, readSecrets, removeSandbox, sandboxRoot, type Sandbox } from "./sandbox.ts";
 import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerStats } from "./types.ts";
 
 /**
@@ -79,7 +79,7 @@ interface Flight {
   kind: Kind;
   started: number;
   host: HostServices | undefined;
-  sandbox: SandboxDirs | undefined;
+  sandbox: Sandbox | undefined;
   timer: NodeJS.Timeout | undefined;
   /** The invoke message went to the worker: from here on a lost worker means `unknown`. */
   posted: boolean;
@@ -304,18 +304,14 @@ export class Pool {
   }
 
   #dispatch(invocation: Invocation, compiled: Compiled, started: number): Promise<Receipt> {
-    const id = invocation.component.id;
-    const { entrypoint } = invocation;
-    if (!compiled.prepared.manifest.entrypoints.includes(entrypoint)) {
-      return Promise.resolve(done(started, failure("invalid_argument", `component ${id} does not export ${entrypoint}`)));
-    }
-    if (entrypoint === "turn" && !invocation.host) {
-      return Promise.resolve(done(started, failure("invalid_argument", "an agent-loop turn needs host services")));
-    }
+    const refused = refusal(invocation, compiled);
+    if (refused) return Promise.resolve(done(started, failure(refused.code, refused.message)));
+    const secrets = readSecrets(invocation.grants.secrets, invocation.secretSource);
+    if (!(secrets instanceof Map)) return Promise.resolve(done(started, failure(secrets.code, secrets.message)));
     const now = Date.now();
     const deadline = Math.min(invocation.deadlineMs, now + this.#options.maxTurnSecs * 1000);
     if (!(deadline > now)) return Promise.resolve(done(started, failure("timeout", "the deadline had passed before the invocation started")));
-    const kind: Kind = entrypoint === "turn" ? "loop" : "tool";
+    const kind: Kind = invocation.entrypoint === "turn" ? "loop" : "tool";
     const handle = this.#pick(kind);
     if (!handle) {
       const capacity = this.stats().capacity;
@@ -333,13 +329,13 @@ export class Pool {
     invocation.signal?.addEventListener("abort", () => this.#cancel(flight), { once: true });
     if (invocation.signal?.aborted) this.#cancel(flight);
     if (needsSandbox(invocation.grants)) {
-      createSandbox(this.#sandboxRoot, n, invocation.grants).then(
+      createSandbox(this.#sandboxRoot, n, invocation.grants, secrets).then(
         (dirs) => {
           flight.sandbox = dirs;
           if (flight.settled) void removeSandbox(dirs);
           else this.#send(flight, invocation, deadline);
         },
-        (error: unknown) => this.#settle(flight, failure("invalid_argument", `cannot set up the invocation's directories: ${messageOf(error)}`)),
+        (error: unknown) => this.#settle(flight, failure("internal", `cannot set up the invocation's directories: ${messageOf(error)}`)),
       );
     } else {
       this.#send(flight, invocation, deadline);
@@ -356,10 +352,7 @@ export class Pool {
 
   #send(flight: Flight, invocation: Invocation, deadline: number): void {
     if (flight.settled) return;
-    const grants: WireGrants = { network: [...(invocation.grants.network ?? [])] };
-    if (invocation.grants.workspace) grants.workspace = { hostPath: invocation.grants.workspace.hostPath, mode: invocation.grants.workspace.mode };
-    if (flight.sandbox?.scratchPath) grants.scratchPath = flight.sandbox.scratchPath;
-    if (flight.sandbox?.secretsPath) grants.secretsPath = flight.sandbox.secretsPath;
+    const dirs: GrantDirs = { workspace: invocation.workspaceDir, scratch: flight.sandbox?.scratch, secrets: flight.sandbox?.secrets };
     const fuel = Math.floor(Math.min(Math.max(invocation.fuel ?? this.#options.fuel, 0), MAX_FUEL));
     flight.posted = true;
     this.#post(flight.handle, {
@@ -371,7 +364,8 @@ export class Pool {
       configuration: invocation.configuration,
       deadlineMs: deadline,
       fuel,
-      grants,
+      grants: invocation.grants,
+      dirs,
       host: invocation.host !== undefined,
       ...(invocation.program ? { source: invocation.program.source } : {}),
     });
@@ -591,6 +585,19 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
     spareInstances: Math.max(0, Math.floor(options.spareInstances ?? 2)),
     spareMemoryMib: Math.max(0, options.spareMemoryMib ?? 256),
   };
+}
+
+/** Why an invocation cannot be sent at all, if it cannot; nothing runs then. */
+function refusal(invocation: Invocation, compiled: Compiled): FailureBody | undefined {
+  const { entrypoint } = invocation;
+  if (!compiled.prepared.manifest.entrypoints.includes(entrypoint)) {
+    return { code: "invalid_argument", message: `component ${invocation.component.id} does not export ${entrypoint}` };
+  }
+  if (entrypoint === "turn" && !invocation.host) return { code: "invalid_argument", message: "an agent-loop turn needs host services" };
+  if (invocation.grants.filesystem.workspace && invocation.workspaceDir === undefined) {
+    return { code: "invalid_argument", message: "a workspace grant needs the invocation's workspaceDir" };
+  }
+  return undefined;
 }
 
 function failure(code: string, message: string): Outcome {

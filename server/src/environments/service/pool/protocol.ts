@@ -1,6 +1,7 @@
 // Messages between the pool (main thread) and its workers. Everything here crosses a
 // structured-clone boundary: no functions, and WebAssembly.Module objects are shared, not copied.
 import type { Entrypoint, ImportedInterface } from "../../../world/index.ts";
+import type { ServiceGrants } from "../../port.ts";
 
 export interface WorkerBoot {
   /**
@@ -17,12 +18,15 @@ export interface WorkerBoot {
   spareMemoryBytes: number;
 }
 
-/** Grants as the worker needs them: host paths already created by the main thread. */
-export interface WireGrants {
-  workspace?: { hostPath: string; mode: "read" | "write" };
-  scratchPath?: string;
-  secretsPath?: string;
-  network: string[];
+/**
+ * The host directories behind an invocation's grant, made ready by the main thread before it
+ * sends the invocation: the binding's retained workspace, and the invocation's own scratch and
+ * secrets directories. The worker maps each to its guest path with the grant's mode.
+ */
+export interface GrantDirs {
+  workspace?: string;
+  scratch?: string;
+  secrets?: string;
 }
 
 /** What a worker needs to know about a prepared component, from its manifest. */
@@ -69,7 +73,8 @@ export type ToWorker =
       configuration: string;
       deadlineMs: number;
       fuel: number;
-      grants: WireGrants;
+      grants: ServiceGrants;
+      dirs: GrantDirs;
       host: boolean;
       /** Program source for a runtime component; never logged, never stored. */
       source?: string;

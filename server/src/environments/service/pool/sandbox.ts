@@ -3,16 +3,16 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { RuntimeGrants } from "./types.ts";
+import { isEnvVarName } from "../../../config/index.ts";
+import type { ServiceGrants } from "../../port.ts";
+import type { FailureBody } from "./protocol.ts";
+import type { SecretSource } from "./types.ts";
 
-/** Secret names are environment variable names: one plain path segment each. */
-const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
-
-export interface SandboxDirs {
-  /** The invocation's directory (holds scratch/ and secrets/); undefined when none was needed. */
-  dir?: string;
-  scratchPath?: string;
-  secretsPath?: string;
+export interface Sandbox {
+  /** The invocation's directory, holding scratch/ and secrets/. */
+  dir: string;
+  scratch?: string;
+  secrets?: string;
 }
 
 /**
@@ -43,36 +43,50 @@ function processAlive(pid: number): boolean {
   }
 }
 
-export function needsSandbox(grants: RuntimeGrants): boolean {
-  return grants.scratch === true || Object.keys(grants.secrets ?? {}).length > 0;
+/**
+ * The values of the granted secrets, read from `source` now, at dispatch. Each name becomes a
+ * file name under secrets/, which the environment-variable-name rule keeps one plain segment.
+ */
+export function readSecrets(names: readonly string[], source: SecretSource | undefined): Map<string, string> | FailureBody {
+  const values = new Map<string, string>();
+  for (const name of names) {
+    if (!isEnvVarName(name)) return { code: "invalid_argument", message: `secret ${JSON.stringify(name)} is not an environment variable name` };
+    const value = source?.[name];
+    if (value === undefined) return { code: "secret_unavailable", message: `granted secret ${name} is not set` };
+    values.set(name, value);
+  }
+  return values;
+}
+
+export function needsSandbox(grants: ServiceGrants): boolean {
+  return grants.filesystem.scratch !== undefined || grants.secrets.length > 0;
 }
 
 /**
- * `scratch/` (empty, 0700) when granted; `secrets/` (0700) holding one 0400 file per granted
- * secret. The guest sees secrets through a read-only preopen.
+ * `scratch/` (empty, 0700) when the grant has one, whatever its mode: the worker makes a "read"
+ * scratch read-only. `secrets/` (0700) holding one 0400 file per secret value; the guest sees it
+ * through a read-only preopen.
  */
-export async function createSandbox(root: string, invocation: number, grants: RuntimeGrants): Promise<SandboxDirs> {
-  const secrets = Object.entries(grants.secrets ?? {});
-  for (const [name] of secrets) {
-    if (!SECRET_NAME.test(name)) throw new Error(`secret name ${JSON.stringify(name)} is not an environment variable name`);
-  }
-  const dir = await mkdtemp(join(root, `${invocation}-`));
-  const dirs: SandboxDirs = { dir };
+export async function createSandbox(root: string, invocation: number, grants: ServiceGrants, secrets: ReadonlyMap<string, string>): Promise<Sandbox> {
+  const sandbox: Sandbox = { dir: await mkdtemp(join(root, `${invocation}-`)) };
   try {
-    if (grants.scratch) {
-      dirs.scratchPath = join(dir, "scratch");
-      await mkdir(dirs.scratchPath, { mode: 0o700 });
+    if (grants.filesystem.scratch) {
+      sandbox.scratch = join(sandbox.dir, "scratch");
+      await mkdir(sandbox.scratch, { mode: 0o700 });
     }
-    if (secrets.length > 0) {
-      dirs.secretsPath = join(dir, "secrets");
-      await mkdir(dirs.secretsPath, { mode: 0o700 });
-      await Promise.all(secrets.map(([name, value]) => writeFile(join(dirs.secretsPath!, name), value, { mode: 0o400, flag: "wx" })));
-    }
+    if (secrets.size > 0) sandbox.secrets = await writeSecrets(sandbox.dir, secrets);
   } catch (error) {
-    await removeSandbox(dirs);
+    await removeSandbox(sandbox);
     throw error;
   }
-  return dirs;
+  return sandbox;
+}
+
+async function writeSecrets(parent: string, secrets: ReadonlyMap<string, string>): Promise<string> {
+  const dir = join(parent, "secrets");
+  await mkdir(dir, { mode: 0o700 });
+  await Promise.all([...secrets].map(([name, value]) => writeFile(join(dir, name), value, { mode: 0o400, flag: "wx" })));
+  return dir;
 }
 
 /**
@@ -80,10 +94,10 @@ export async function createSandbox(root: string, invocation: number, grants: Ru
  * writing for a few milliseconds (hence the retries); whatever is left is removed with the pool's
  * root at close, or by the next start after a crash.
  */
-export async function removeSandbox(dirs: SandboxDirs | undefined): Promise<void> {
-  if (!dirs?.dir) return;
+export async function removeSandbox(sandbox: Sandbox | undefined): Promise<void> {
+  if (!sandbox) return;
   try {
-    await rm(dirs.dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+    await rm(sandbox.dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
   } catch {
     // left for close() / the next start
   }

@@ -1,6 +1,13 @@
+import type { ServiceGrants } from "../../port.ts";
 import type { ComponentRef } from "../preparation/index.ts";
 
-export type { ComponentRef };
+export type { ComponentRef, ServiceGrants };
+
+/**
+ * Where granted secrets' values are read, by name, when an invocation is dispatched (the
+ * server's process environment for the service environment). Only the granted names are read.
+ */
+export type SecretSource = Readonly<Record<string, string | undefined>>;
 
 export interface PoolOptions {
   /** Worker threads (SERVICE_ENV_WORKERS). */
@@ -26,18 +33,6 @@ export interface PoolOptions {
   spareMemoryMib?: number;
 }
 
-/** Runtime grants of one invocation, already authorized against the deployment allow-lists. */
-export interface RuntimeGrants {
-  /** Mapped to the guest's /workspace; "read" refuses every write. */
-  workspace?: { hostPath: string; mode: "read" | "write" };
-  /** A fresh invocation-local /scratch, removed afterwards. */
-  scratch?: boolean;
-  /** Allowed HTTP(S) origins, checked on every outgoing request. */
-  network: string[];
-  /** Name -> value, mounted read-only as /secrets/<name>. */
-  secrets: Record<string, string>;
-}
-
 /** Host services of an agent loop, supplied by the caller (model calls, nested tool dispatch). */
 export interface HostServices {
   callModel(request: string): Promise<string>;
@@ -52,7 +47,16 @@ export interface Invocation {
   configuration: string;
   /** Absolute Unix time in milliseconds. */
   deadlineMs: number;
-  grants: RuntimeGrants;
+  /** Already authorized against the deployment allow-lists: names and modes, never values. */
+  grants: ServiceGrants;
+  /** The host directory mapped to /workspace; required when the grant has a workspace. */
+  workspaceDir?: string;
+  /**
+   * Where the granted secrets' values are read at dispatch; required when the grant names
+   * secrets. A granted secret without a value there fails the invocation `secret_unavailable`
+   * before anything is sent.
+   */
+  secretSource?: SecretSource;
   /** Required for "turn". */
   host?: HostServices;
   /** The component is a program runtime: it gets {"source","configuration"} as its configuration. */

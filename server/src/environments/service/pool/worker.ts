@@ -4,6 +4,7 @@
 // worker carries many agent loops; a guest that computes blocks this thread until it returns,
 // traps, runs out of fuel, or the main thread terminates the worker at its deadline.
 import { parentPort, workerData } from "node:worker_threads";
+import type { AccessMode } from "../../port.ts";
 import { Descriptor, type Grant } from "./fs-guard.ts";
 import { classify, instantiate, loadComponent, Spares, type GuestInstance, type LoadedComponent, type Scope } from "./guest.ts";
 import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } from "./protocol.ts";
@@ -40,10 +41,16 @@ class Invocation implements Scope {
     this.n = message.n;
     this.network = message.grants.network;
     this.#hostAllowed = message.host;
-    const { workspace, scratchPath, secretsPath } = message.grants;
-    if (workspace) this.preopens.push([Descriptor.preopen(workspace.hostPath, workspace.mode !== "write", this.#grant), "/workspace"]);
-    if (scratchPath) this.preopens.push([Descriptor.preopen(scratchPath, false, this.#grant), "/scratch"]);
-    if (secretsPath) this.preopens.push([Descriptor.preopen(secretsPath, true, this.#grant), "/secrets"]);
+    const { grants, dirs } = message;
+    if (grants.filesystem.workspace) this.#preopen("/workspace", dirs.workspace, grants.filesystem.workspace);
+    if (grants.filesystem.scratch) this.#preopen("/scratch", dirs.scratch, grants.filesystem.scratch);
+    if (grants.secrets.length > 0) this.#preopen("/secrets", dirs.secrets, "read");
+  }
+
+  /** Maps a granted guest path to the host directory behind it, read-only unless the mode is "write". */
+  #preopen(guestPath: string, hostPath: string | undefined, mode: AccessMode): void {
+    if (hostPath === undefined) throw new Error(`no host directory was made ready for ${guestPath}`);
+    this.preopens.push([Descriptor.preopen(hostPath, mode !== "write", this.#grant), guestPath]);
   }
 
   /**
