@@ -48,6 +48,8 @@ function partialRequest(url: string, options: { method?: string; headers?: Recor
     answer,
     closed: new Promise<void>((resolve) => request.once("close", resolve)),
     finish: (rest: Uint8Array) => request.end(rest),
+    /** Whether every byte has left the client. */
+    sentAll: () => request.writableFinished,
     abort: () => request.destroy(),
   };
 }
@@ -171,7 +173,7 @@ describe("requests without a valid key", () => {
   it("an HTTP/1.1 connection carries the next request after a refused body was drained", async () => {
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
     try {
-      const refused = await request(`${service.url}/assets/presign`, presignBody(256 * KiB), {}, agent);
+      const refused = await request(`${service.url}/assets/presign`, presignBody(128 * KiB), {}, agent);
       expect(refused.status).toBe(401);
       const accepted = http.request(`${service.url}/assets/presign`, { method: "POST", agent, headers: { "content-type": "application/json", ...bearer(KEY_A) } });
       accepted.end(presignBody(100));
@@ -282,6 +284,14 @@ describe("bodies that stall", () => {
     await withTimeout(call.closed, "stalled REST body");
     const line = await loggedLine(service, (l) => l.path === "/assets/presign" && l.code !== "ok");
     expect(line).toMatchObject({ code: "request_timeout", procedure: "skillenv.assets.v1.AssetService/Presign" });
+  });
+
+  it("a large body refused without a key is left unread: its connection is given up, not drained", async () => {
+    const call = partialRequest(`${service.url}/assets/presign`, { declaredBytes: 30 * MiB });
+    call.answer.catch(() => {});
+    call.finish(Buffer.alloc(30 * MiB, " "));
+    await withTimeout(call.closed, "connection given up");
+    expect(call.sentAll()).toBe(false);
   });
 
   it.each([

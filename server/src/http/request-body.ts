@@ -3,6 +3,13 @@ import { serviceError } from "../errors/index.ts";
 import type { BodyBudget } from "./body-budget.ts";
 import type { NodeRequest, NodeResponse } from "./node-types.ts";
 
+/**
+ * What the server reads of a body nobody read, so that its HTTP/1.1 connection can carry the next
+ * request. A larger (or unannounced) rest closes the connection instead: reading it would let
+ * anyone without a key make the server read at line rate.
+ */
+const DRAIN_MAX_BYTES = 256 * 1024;
+
 /** What a handler's reading of the body is held to. */
 export interface ReadLimits {
   /** Abandon the request when no body bytes arrive for this long while they are awaited; undefined: wait as long as it takes. */
@@ -19,9 +26,10 @@ export interface ReadLimits {
  * - the bytes read count against a budget until the response is done (a declared Content-Length
  *   is taken at once, so a request that cannot fit is refused before it is read);
  * - a reader that stops early (size limit, refusal) does not destroy the request, so the refusal
- *   can still be answered; whatever no handler read of an HTTP/1.1 body is drained after the
- *   response, under the idle timeout, so the connection can carry its next request. (HTTP/2
- *   resets a stream whose body was left unread by itself.)
+ *   can still be answered; after the response, up to DRAIN_MAX_BYTES of an HTTP/1.1 body nobody
+ *   read are drained, under the idle timeout, so the connection can carry its next request; with
+ *   more left, the response says Connection: close (see prepareResponse). (HTTP/2 resets a stream
+ *   whose body was left unread by itself.)
  * A client that goes away mid-body ends the reading with `canceled`.
  */
 export class RequestBody {
@@ -30,6 +38,7 @@ export class RequestBody {
   /** What the budget charges: the HTTP/1.1 socket or the HTTP/2 session. */
   readonly #connection: object;
   #budget: BodyBudget | undefined;
+  #received = 0;
   #taken = 0;
   #reading = false;
   #responded = false;
@@ -38,7 +47,18 @@ export class RequestBody {
     this.#req = req;
     this.#drainIdleMs = drainIdleMs;
     this.#connection = "stream" in req ? (req.stream.session ?? req.stream) : req.socket;
+    // Reading nothing marks an HTTP/1.1 body as taken, so that Node does not discard it on its own
+    // after the response (read to the end at line rate, with no timeout): the drain below does.
+    if (!("stream" in req)) req.read(0);
     res.once("close", () => this.#afterResponse(res.writableFinished));
+  }
+
+  /**
+   * To call before the response head is written: a response that leaves more of an HTTP/1.1 body
+   * unread than the drain would read closes the connection, so the client does not reuse it.
+   */
+  prepareResponse(res: NodeResponse): void {
+    if (this.#unreadHttp1Body() && !this.#drainable()) res.setHeader("connection", "close");
   }
 
   /** The body's bytes for one reader, held to `limits`. */
@@ -51,11 +71,10 @@ export class RequestBody {
     this.#budget = budget;
     const chunks: AsyncIterator<Buffer> = this.#req.iterator({ destroyOnReturn: false });
     try {
-      let received = 0;
       this.#take(declaredLength(this.#req));
       for (let next = await this.#next(chunks, idleMs); next.done !== true; next = await this.#next(chunks, idleMs)) {
-        received += next.value.byteLength;
-        this.#take(received - this.#taken);
+        this.#received += next.value.byteLength;
+        this.#take(this.#received - this.#taken);
         yield next.value;
       }
     } catch (error) {
@@ -85,8 +104,17 @@ export class RequestBody {
     this.#responded = true;
     this.#budget?.giveBack(this.#connection, this.#taken);
     this.#taken = 0;
-    const unreadHttp1Body = !("stream" in this.#req) && !this.#req.complete && !this.#reading;
-    if (finished && unreadHttp1Body) void this.#drain();
+    if (finished && this.#unreadHttp1Body() && this.#drainable()) void this.#drain();
+  }
+
+  #unreadHttp1Body(): boolean {
+    return !("stream" in this.#req) && !this.#req.complete && !this.#reading;
+  }
+
+  /** A Content-Length body (the HTTP/1.1 parser holds it to that length) with little left to read. */
+  #drainable(): boolean {
+    const declared = declaredLength(this.#req);
+    return declared > 0 && declared - this.#received <= DRAIN_MAX_BYTES;
   }
 
   /** Reads and drops what nobody read, so the HTTP/1.1 connection can carry its next request. */

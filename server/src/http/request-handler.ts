@@ -66,7 +66,7 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     const closed = new Promise<void>((resolve) => res.once("close", resolve));
     const contextValues = createContextValues().set(requestRecordKey, record);
     const body = new RequestBody(req, res, idleMs);
-    const handled = dispatch({ req, res, url, record, contextValues, body }).catch((error: unknown) => writeError(res, record, error));
+    const handled = dispatch({ req, res, url, record, contextValues, body }).catch((error: unknown) => writeError(res, body, record, error));
     // Logged once the outcome is known and the response is over, whichever comes last: a client
     // that leaves mid-upload closes the response before the upload handler has failed.
     void Promise.all([handled, closed]).then(() => {
@@ -84,19 +84,19 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
       // Uploads stream to disk, not memory: only the idle timeout applies.
       const result = await raw.handle(req, url, body.read({ idleMs, budget: undefined }));
       record.workspace = result.workspace;
-      writeJson(res, 200, result.body);
+      writeJson(res, body, 200, result.body);
       return;
     }
     const handler = routes.get(url.pathname);
     if (handler) {
       if (record.protocol === "http") record.protocol = "connect";
-      await writeResponse(await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method)))), res);
+      await writeResponse(await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method)))), res, body);
       return;
     }
     const rest = options.transcoder.match(req.method ?? "", req.url ?? "");
     if (rest) {
       record.protocol = "rest";
-      await writeResponse(await rest.serve(universalRequest(req, res, contextValues, body.read(heldInMemory))), res);
+      await writeResponse(await rest.serve(universalRequest(req, res, contextValues, body.read(heldInMemory))), res, body);
       return;
     }
     throw serviceError("route_not_found", `no API method is bound to ${req.method} ${url.pathname}`);
@@ -119,23 +119,25 @@ function universalRequest(req: NodeRequest, res: NodeResponse, contextValues: Co
  * connect-node's writer waits for an "end" event that Node's responses never emit, so its promise
  * never settles on success; the response's close is its end.
  */
-function writeResponse(response: UniversalServerResponse, res: NodeResponse): Promise<void> {
+function writeResponse(response: UniversalServerResponse, res: NodeResponse, body: RequestBody): Promise<void> {
+  body.prepareResponse(res);
   const closed = new Promise<void>((resolve) => res.once("close", resolve));
   return Promise.race([universalResponseToNodeResponse(response, res), closed]);
 }
 
-function writeError(res: NodeResponse, record: RequestRecord, error: unknown): void {
-  const { body, httpStatus } = describeError(error);
-  record.code = body.code;
+function writeError(res: NodeResponse, body: RequestBody, record: RequestRecord, error: unknown): void {
+  const { body: errorBody, httpStatus } = describeError(error);
+  record.code = errorBody.code;
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  writeJson(res, httpStatus, body);
+  writeJson(res, body, httpStatus, errorBody);
 }
 
-function writeJson(res: NodeResponse, status: number, body: unknown): void {
-  const bytes = Buffer.from(JSON.stringify(body));
+function writeJson(res: NodeResponse, body: RequestBody, status: number, json: unknown): void {
+  body.prepareResponse(res);
+  const bytes = Buffer.from(JSON.stringify(json));
   res.statusCode = status;
   res.setHeader("content-type", "application/json");
   res.setHeader("content-length", bytes.byteLength);
