@@ -1,3 +1,4 @@
+import { ConnectError } from "@connectrpc/connect";
 import type { Command } from "../../../../gen/skillenv/env/v1/host_pb.js";
 import { serviceErrorCode } from "../service-error.ts";
 import { reconnectDelay, sleep, type ReconnectOptions } from "./backoff.ts";
@@ -110,10 +111,12 @@ export class HostConnection {
     while (!this.#stop.signal.aborted) {
       const end = await this.#serveStream(attached);
       this.#error = end.error;
-      if (!end.reconnect) break;
+      if (!end.reconnect || this.#stop.signal.aborted) break;
       this.#setState("connecting");
       await sleep(reconnectDelay(attempt++, this.#deps.reconnect), this.#stop.signal);
     }
+    // Stopped by the caller: what ended the last stream was the stop, not a failure.
+    if (this.#stop.signal.aborted) this.#error = undefined;
     this.#setState("closed");
   }
 
@@ -134,10 +137,10 @@ export class HostConnection {
       }
       const why = new Error(`the service ended the command stream${closing ? `: ${closing}` : ""}`);
       return { reconnect: !REPLACED.test(closing), error: why };
-    } catch (error) {
-      if (this.#stop.signal.aborted) return { reconnect: false, error: undefined };
+    } catch (thrown) {
+      const error = ConnectError.from(thrown);
       const code = serviceErrorCode(error);
-      return { reconnect: code === undefined || TRY_AGAIN.has(code), error: error as Error };
+      return { reconnect: code === undefined || TRY_AGAIN.has(code), error };
     } finally {
       streamEnded.abort();
       for (const operation of inFlight.values()) operation.abort(new DOMException("the command stream closed", "AbortError"));
