@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnService, type ServiceProcess } from "../../../server/test/helpers/process.ts";
 import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
+import { DEFAULT_RECONNECT, reconnectDelay } from "../src/hosts/backoff.ts";
 import {
   apiKeyInterceptor,
   createNodeTransport,
@@ -308,6 +309,39 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     await reaches(host, "closed");
     expect(serviceErrorCode(host.error)).toBe("session_ended");
     await session.delete();
+  });
+});
+
+describe("placing tools in a host environment", () => {
+  it("takes no implementation or an opaque one, and only the definition the session serves", async () => {
+    const laptop = hostEnv({ name: "laptop", tools: { echo: (input) => input } });
+    expect(tool({ name: "echo", environment: laptop }).implementation).toBeUndefined();
+    expect(() => tool({ name: "echo", environment: laptop, implementation: "a".repeat(64) })).toThrow(
+      new PlacementError("tool echo is placed in the host environment laptop, which takes an opaque implementation ({ opaque: <any JSON> }) or none"),
+    );
+    expect(() => tool({ name: "echo", environment: laptop, implementation: { opaque: 1n } })).toThrow(/an opaque implementation must be a JSON value/);
+    expect(() => hostEnv({ name: "laptop", tools: { echo: "not a function" as never } })).toThrow(new TypeError("host environment laptop: the handler of tool echo is not a function"));
+
+    // Another definition of the same name has other handlers: which would serve the tool?
+    const other = hostEnv({ name: "laptop", tools: { echo: () => "other" } });
+    const client = createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: KEY_A }));
+    const from = service.logs.length;
+    await expect(client.sessions.create({ environments: [laptop], tools: [tool({ name: "echo", environment: other })] })).rejects.toThrow(
+      new PlacementError("tool echo is placed in a definition of environment laptop that differs from the session's"),
+    );
+    expect(service.logs.length).toBe(from);
+  });
+});
+
+describe("the wait before reconnecting", () => {
+  it("doubles from the initial delay up to the cap, drawn from the upper half of each step", () => {
+    for (let attempt = 0; attempt < 40; attempt++) {
+      const ceiling = Math.min(DEFAULT_RECONNECT.maxDelayMs, DEFAULT_RECONNECT.initialDelayMs * 2 ** attempt);
+      const delay = reconnectDelay(attempt, DEFAULT_RECONNECT);
+      expect(delay).toBeGreaterThanOrEqual(ceiling / 2);
+      expect(delay).toBeLessThanOrEqual(ceiling);
+    }
+    expect(reconnectDelay(1000, DEFAULT_RECONNECT)).toBeLessThanOrEqual(DEFAULT_RECONNECT.maxDelayMs);
   });
 });
 
