@@ -282,6 +282,9 @@ describe("program admission", () => {
       kind: "program",
       sizeBytes: String(new TextEncoder().encode(source).byteLength),
       admittedAt: expect.any(String),
+      // Components' fields, present with their defaults (every field is written).
+      world: "",
+      imports: [],
     });
     expect(await post("/v1/programs", source, "text/plain; charset=utf-8")).toEqual({ status: 200, body: { id } });
     expect((await get(`/v1/programs/${id}`)).body).toEqual(reported.body);
@@ -334,7 +337,7 @@ describe("POST /v1/service-env/prepare", () => {
         ],
       },
     });
-    expect(await postJson(service.url, "/v1/service-env/prepare", {}, KEY_A)).toEqual({ status: 200, body: {} });
+    expect(await postJson(service.url, "/v1/service-env/prepare", {}, KEY_A)).toEqual({ status: 200, body: { artifacts: [] } });
   });
 
   it("prepares over Connect too", async () => {

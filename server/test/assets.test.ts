@@ -45,7 +45,7 @@ describe("assets upload over REST", () => {
     expect(finalized.status).toBe(200);
     expect(finalized.body.asset).toMatchObject({ sha256: sha256(bytes), sizeBytes: String(bytes.byteLength) });
 
-    expect((await presign(bytes)).body).toEqual({ exists: true });
+    expect((await presign(bytes)).body).toEqual({ exists: true, uploadHeaders: {} });
     const again = await postJson(service.url, "/assets/finalize", { sha256: sha256(bytes) }, KEY_A);
     expect(again.body.asset.finalizedAt).toBe(finalized.body.asset.finalizedAt);
   });

@@ -87,7 +87,7 @@ describe("process lifecycle", () => {
     try {
       for (const hash of acknowledged) {
         const again = await postJson(restarted.url, "/assets/presign", { sha256: hash, sizeBytes: 64 }, KEY_A);
-        expect(again.body).toEqual({ exists: true });
+        expect(again.body).toEqual({ exists: true, uploadHeaders: {} });
       }
       const finalize = await postJson(restarted.url, "/assets/finalize", { sha256: sha256(slow) }, KEY_A);
       expect(finalize.status).toBe(200);

@@ -104,6 +104,23 @@ describe("sessions with the service environment", () => {
     expect(replayed).toEqual([6, 7, 8, 9]);
   });
 
+  it("serves the events as server-sent events on the JSON API", async () => {
+    const { session } = await a.createSession(echoSession());
+    const id = session!.id;
+    await a.endSession({ sessionId: id });
+    const response = await fetch(`${service.url}/v1/sessions/${id}/events?after=4`, { headers: bearer(KEY_A) });
+    expect(response.headers.get("content-type")).toBe("text/event-stream");
+    const events = (await response.text()).trim().split("\n\n").map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event);
+    expect(events.map((event: { seq: string; type: string }) => [event.seq, event.type])).toEqual([
+      ["5", "operation.sent"],
+      ["6", "operation.receipt"],
+      ["7", "session.ended"],
+    ]);
+    const refused = await fetch(`${service.url}/v1/sessions/${id}/events`, { headers: bearer(KEY_B) });
+    expect(refused.status).toBe(404);
+    expect((await refused.json()).code).toBe("session_not_found");
+  });
+
   it("streams events live as they are written", async () => {
     const { session } = await a.createSession(echoSession());
     const id = session!.id;

@@ -43,8 +43,10 @@ router.service(TranscodingTestService, {
     waitAborted = true;
     return {};
   },
-  // Never reached: the transcoder skips streaming methods.
-  async *watch() {},
+  async *watch(request) {
+    for (let n = 1; n <= request.count; n++) yield { n };
+    if (request.fail) throw serviceError("invalid_argument", "the stream was asked to fail");
+  },
 });
 
 const transcoder = createTranscoder({ services: [TranscodingTestService], handlers: router.handlers, maxBodyBytes: MAX_BODY_BYTES });
@@ -161,7 +163,30 @@ describe("HTTP/JSON transcoding (google/api/http.proto semantics)", () => {
     const response = await call(request);
     expect(response.status, response.text).toBe(200);
     expect(response.contentType).toBe("application/json");
-    expect(JSON.parse(response.text)).toEqual({ request: expected });
+    expect(withoutDefaults(JSON.parse(response.text), { request: expected })).toEqual({ request: expected });
+  });
+
+  it("writes every field, unset ones with their default", async () => {
+    const { request } = JSON.parse((await call({ path: "/v1/messages/1" })).text);
+    expect(request).toMatchObject({ name: "messages/1", verbose: false, kind: "KIND_UNSPECIFIED", ratio: 0, userId: "" });
+  });
+
+  it("serves a server-streaming method as server-sent events, one event per message", async () => {
+    const response = await call({ path: "/v1/watch?count=3" });
+    expect(response.status).toBe(200);
+    expect(response.contentType).toBe("text/event-stream");
+    expect(response.text).toBe([1, 2, 3].map((n) => `data: {"n":${n},"tags":[]}\n\n`).join(""));
+  });
+
+  it("answers a stream that fails before its first message as a plain JSON error", async () => {
+    const response = await call({ path: "/v1/watch?count=0&fail=true" });
+    expect(response).toMatchObject({ status: 400, contentType: "application/json" });
+    expect(JSON.parse(response.text).code).toBe("invalid_argument");
+  });
+
+  it("ends a server-sent event stream with an error event in the API's error shape", async () => {
+    const response = await call({ path: "/v1/watch?count=1&fail=true" });
+    expect(response.text).toBe(`data: {"n":1,"tags":[]}\n\nevent: error\ndata: {"code":"invalid_argument","message":"the stream was asked to fail","status":"invalid_argument"}\n\n`);
   });
 
   it("reads a google.api.HttpBody request raw and writes a google.api.HttpBody response raw", async () => {
@@ -175,7 +200,6 @@ describe("HTTP/JSON transcoding (google/api/http.proto semantics)", () => {
     { name: "too many segments for a single-segment variable", call: { path: "/v1/echo/a/b" } },
     { name: "empty single-segment variable", call: { path: "/v1/echo/" } },
     { name: "bad percent-encoding", call: { path: "/v1/echo/%ZZ" } },
-    { name: "streaming method", call: { path: "/v1/watch" } },
   ])("returns false for $name", async ({ call: request }) => {
     expect(await call(request)).toMatchObject({ status: 404, text: "not transcoded" });
   });
@@ -285,7 +309,8 @@ describe("HTTP/2 (h2c)", () => {
     seen.length = 0;
     const response = await h2call({ ":method": "PATCH", ":path": "/v1/messages/7", authorization: "Bearer h2" }, '{"text":"Hi!"}');
     expect(response.status).toBe(200);
-    expect(JSON.parse(response.text)).toEqual({ request: { messageId: "7", message: { text: "Hi!" } } });
+    const expected = { request: { messageId: "7", message: { text: "Hi!" } } };
+    expect(withoutDefaults(JSON.parse(response.text), expected)).toEqual(expected);
     expect(seen[0]?.header.get("authorization")).toBe("Bearer h2");
     expect(seen[0]?.header.get("host")).toMatch(/^127\.0\.0\.1:\d+$/);
   });
@@ -298,6 +323,24 @@ describe("HTTP/2 (h2c)", () => {
 });
 
 /** node:http instead of fetch, to see whether the keep-alive socket was reused. */
+/**
+ * The JSON without the default-valued fields the transcoder writes only because it writes every
+ * field, unless `expected` names them (an explicit-presence zero must still be there).
+ */
+function withoutDefaults(value: unknown, expected: unknown): unknown {
+  if (Array.isArray(value)) return value.map((item, i) => withoutDefaults(item, (expected as unknown[] | undefined)?.[i]));
+  if (value === null || typeof value !== "object") return value;
+  const wanted = (expected ?? {}) as Record<string, unknown>;
+  const entries = Object.entries(value).map(([key, field]) => [key, withoutDefaults(field, wanted[key])] as const);
+  return Object.fromEntries(entries.filter(([key, field]) => key in wanted || !isDefault(field)));
+}
+
+function isDefault(value: unknown): boolean {
+  if (Array.isArray(value)) return value.length === 0;
+  if (value !== null && typeof value === "object") return Object.keys(value).length === 0;
+  return value === "" || value === 0 || value === false || value === "0" || value === "KIND_UNSPECIFIED";
+}
+
 function rawRequest(agent: http.Agent, method: string, path: string, body: string): Promise<{ status: number; text: string; reusedSocket: boolean }> {
   return new Promise((resolve, reject) => {
     const req = http.request(`${base}${path}`, { method, agent, headers: { "content-type": "application/json" } }, (res) => {

@@ -1,4 +1,4 @@
-import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { encodeEnvelope, type UniversalServerRequest } from "@connectrpc/connect/protocol";
 import type { Rule } from "./rules.ts";
 
 /**
@@ -9,20 +9,23 @@ import type { Rule } from "./rules.ts";
 const FORWARDED_HEADER = /^(authorization|user-agent|x-.+)$/;
 
 /**
- * Turns the HTTP request into a Connect unary request in the binary codec for the rule's handler.
- * Its body is the binary message, produced by `message` when the handler first reads the body.
+ * Turns the HTTP request into a Connect request in the binary codec for the rule's handler: unary,
+ * or a server stream whose one request message is enveloped. Its body is the binary message,
+ * produced by `message` when the handler first reads the body.
  * The signal and context values of the original request carry over, so cancellation reaches the
  * implementation and gates and interceptors see what they would for gRPC or Connect.
  */
 export function connectRequest(original: UniversalServerRequest, rule: Rule, message: () => Promise<Uint8Array>): UniversalServerRequest {
   const url = new URL(rule.handler.requestPath, original.url);
-  const header = new Headers({ "content-type": "application/proto", "connect-protocol-version": "1", host: url.host });
+  const contentType = rule.streaming ? "application/connect+proto" : "application/proto";
+  const header = new Headers({ "content-type": contentType, "connect-protocol-version": "1", host: url.host });
   for (const [name, value] of original.header) {
     if (FORWARDED_HEADER.test(name)) header.append(name, value);
   }
   const body = {
     async *[Symbol.asyncIterator]() {
-      yield await message();
+      const bytes = await message();
+      yield rule.streaming ? encodeEnvelope(0, bytes) : bytes;
     },
   };
   return { ...original, method: "POST", url: url.toString(), header, body };

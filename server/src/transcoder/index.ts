@@ -2,7 +2,8 @@ import { toBinary, type DescService } from "@bufbuild/protobuf";
 import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { connectRequest } from "./call.ts";
 import { buildRequestMessage, readBody } from "./request.ts";
-import { errorReply, replyFromConnect, universalResponse, type Reply } from "./response.ts";
+import { eventStream } from "./event-stream.ts";
+import { errorReply, replyFromConnect, universalResponse } from "./response.ts";
 import { buildRules, findRule, type RuleMatch } from "./rules.ts";
 
 export interface TranscoderOptions {
@@ -34,7 +35,9 @@ export interface RestCall {
  * REST too.
  *
  * Choices where http.proto leaves room:
- * - Only unary methods are served; rules on streaming methods are skipped.
+ * - Unary methods answer JSON; server-streaming methods answer server-sent events (one `data:`
+ *   event per message, `event: error` for an error ending the stream); rules on client and
+ *   bidirectional streams are skipped.
  * - With body "*" query parameters are rejected (malformed_request), as are unknown query
  *   parameters and ones naming a field bound by the path or body.
  * - A path that is badly percent-encoded matches no rule.
@@ -50,7 +53,7 @@ export function createTranscoder(options: TranscoderOptions): Transcoder {
       if (match === undefined) return undefined;
       return {
         async serve(request) {
-          return universalResponse(await call(match, query, request, options.maxBodyBytes).catch(errorReply));
+          return call(match, query, request, options.maxBodyBytes).catch((error: unknown) => universalResponse(errorReply(error)));
         },
       };
     },
@@ -64,7 +67,7 @@ function splitUrl(url: string): { path: string; query: URLSearchParams } {
   return { path: url.slice(0, mark), query: new URLSearchParams(url.slice(mark + 1)) };
 }
 
-async function call({ rule, pathValues }: RuleMatch, query: URLSearchParams, request: UniversalServerRequest, maxBodyBytes: number): Promise<Reply> {
+async function call({ rule, pathValues }: RuleMatch, query: URLSearchParams, request: UniversalServerRequest, maxBodyBytes: number): Promise<UniversalServerResponse> {
   const contentType = request.header.get("content-type") ?? "";
   // Built when the handler reads its body, i.e. after its request gate: a refused call's body is never read.
   const message = async () => {
@@ -73,5 +76,6 @@ async function call({ rule, pathValues }: RuleMatch, query: URLSearchParams, req
     return toBinary(rule.method.input, buildRequestMessage(rule, { pathValues, query, body, contentType }));
   };
   const response = await rule.handler(connectRequest(request, rule, message));
-  return replyFromConnect(rule.method, response);
+  if (rule.streaming && response.status === 200) return await eventStream(rule.method, response, maxBodyBytes);
+  return universalResponse(await replyFromConnect(rule.method, response));
 }

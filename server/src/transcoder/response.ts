@@ -1,10 +1,16 @@
-import { fromBinary, toJson, type DescMethod } from "@bufbuild/protobuf";
+import { fromBinary, toJson, type DescMethod, type JsonWriteOptions } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import { createAsyncIterable, type UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { describeError } from "../errors/index.ts";
 import { HttpBodySchema } from "../../../gen/google/api/httpbody_pb.js";
 import { isHttpBody } from "./fields.ts";
+
+/**
+ * Every field appears in JSON answers, unset ones with their default (as grpc-gateway v2 does):
+ * an empty list is `[]` and a zero is `0`, not absent, so no client special-cases missing fields.
+ */
+export const JSON_WRITE_OPTIONS: Partial<JsonWriteOptions> = { alwaysEmitImplicit: true };
 
 /** A complete HTTP response. */
 export interface Reply {
@@ -27,7 +33,7 @@ export async function replyFromConnect(method: DescMethod, response: UniversalSe
     const { contentType, data } = fromBinary(HttpBodySchema, bytes);
     return { status: 200, contentType: contentType || "application/octet-stream", body: data };
   }
-  return jsonReply(200, toJson(method.output, fromBinary(method.output, bytes)));
+  return jsonReply(200, toJson(method.output, fromBinary(method.output, bytes), JSON_WRITE_OPTIONS));
 }
 
 /** Errors use the API's JSON error shape and HTTP status from the error catalogue. */

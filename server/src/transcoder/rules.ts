@@ -18,6 +18,8 @@ export interface Rule {
   body: "*" | DescField | undefined;
   /** The body target is google.api.HttpBody: it takes the raw bytes instead of JSON. */
   rawBody: boolean;
+  /** A server-streaming method: its responses are served as server-sent events. */
+  streaming: boolean;
 }
 
 export interface RuleMatch {
@@ -26,14 +28,14 @@ export interface RuleMatch {
 }
 
 /**
- * Reads the google.api.http rules of every unary method, most specific first. Streaming methods
- * are skipped: a unary HTTP exchange cannot carry them. Invalid rules throw, so a bad annotation
- * fails at start-up rather than on the first request.
+ * Reads the google.api.http rules of every unary and server-streaming method, most specific
+ * first. Client and bidirectional streams are skipped: an HTTP request body is one message.
+ * Invalid rules throw, so a bad annotation fails at start-up rather than on the first request.
  */
 export function buildRules(services: readonly DescService[], handlers: readonly UniversalHandler[]): Rule[] {
   const rules = services
     .flatMap((service) => service.methods)
-    .filter((method) => method.methodKind === "unary" && hasOption(method, http))
+    .filter((method) => (method.methodKind === "unary" || method.methodKind === "server_streaming") && hasOption(method, http))
     .flatMap((method) => {
       const handler = findHandler(handlers, method);
       const main = getOption(method, http);
@@ -80,6 +82,7 @@ function createRule(method: DescMethod, handler: UniversalHandler, binding: Http
     pathFields: pathFieldsOf(method, template, where),
     body,
     rawBody: isHttpBody(body === "*" ? method.input : body?.message),
+    streaming: method.methodKind === "server_streaming",
   };
 }
 

@@ -648,11 +648,24 @@ export declare type WaitResponse = Message$1<"skillenv.testing.v1.WaitResponse">
 export declare const WaitResponseSchema: GenMessage<WaitResponse>;
 
 /**
- * WatchRequest has no fields.
+ * WatchRequest asks for a stream.
  *
  * @generated from message skillenv.testing.v1.WatchRequest
  */
 export declare type WatchRequest = Message$1<"skillenv.testing.v1.WatchRequest"> & {
+  /**
+   * How many messages to stream.
+   *
+   * @generated from field: int32 count = 1;
+   */
+  count: number;
+
+  /**
+   * End the stream with an error after the messages.
+   *
+   * @generated from field: bool fail = 2;
+   */
+  fail: boolean;
 };
 
 /**
@@ -662,11 +675,24 @@ export declare type WatchRequest = Message$1<"skillenv.testing.v1.WatchRequest">
 export declare const WatchRequestSchema: GenMessage<WatchRequest>;
 
 /**
- * WatchResponse has no fields.
+ * WatchResponse is one streamed message.
  *
  * @generated from message skillenv.testing.v1.WatchResponse
  */
 export declare type WatchResponse = Message$1<"skillenv.testing.v1.WatchResponse"> & {
+  /**
+   * 1, 2, 3, ...
+   *
+   * @generated from field: int32 n = 1;
+   */
+  n: number;
+
+  /**
+   * Always empty: shows that unset fields are written.
+   *
+   * @generated from field: repeated string tags = 2;
+   */
+  tags: string[];
 };
 
 /**
@@ -843,7 +869,8 @@ export declare const TranscodingTestService: GenService<{
     output: typeof WaitResponseSchema;
   },
   /**
-   * Watch is server-streaming, so the transcoder must not serve its rule.
+   * Watch is server-streaming: the transcoder serves it as server-sent
+   * events.
    *
    * @generated from rpc skillenv.testing.v1.TranscodingTestService.Watch
    */
