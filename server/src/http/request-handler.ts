@@ -45,6 +45,8 @@ interface Exchange {
   contextValues: ContextValues;
   /** Every request has one, read or not, so an unread body is drained under the idle timeout too. */
   body: RequestBody;
+  /** Settles when the response has closed (sent, or the client gone). */
+  closed: Promise<void>;
 }
 
 /**
@@ -66,7 +68,7 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     const closed = new Promise<void>((resolve) => res.once("close", resolve));
     const contextValues = createContextValues().set(requestRecordKey, record);
     const body = new RequestBody(req, res, idleMs);
-    const handled = dispatch({ req, res, url, record, contextValues, body }).catch((error: unknown) => writeError(res, body, record, error));
+    const handled = dispatch({ req, res, url, record, contextValues, body, closed }).catch((error: unknown) => writeError(res, body, record, error));
     // Logged once the outcome is known and the response is over, whichever comes last: a client
     // that leaves mid-upload closes the response before the upload handler has failed.
     void Promise.all([handled, closed]).then(() => {
@@ -76,7 +78,8 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     });
   };
 
-  async function dispatch({ req, res, url, record, contextValues, body }: Exchange) {
+  async function dispatch(exchange: Exchange) {
+    const { req, res, url, record, contextValues, body } = exchange;
     if (applyCors(req, res, options.corsOrigins, options.corsHeaders)) return;
     const raw = options.rawEndpoints.find((endpoint) => endpoint.matches(url.pathname));
     if (raw) {
@@ -90,13 +93,13 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     const handler = routes.get(url.pathname);
     if (handler) {
       if (record.protocol === "http") record.protocol = "connect";
-      await writeResponse(await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method)))), res, body);
+      await writeResponse(await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method)))), exchange);
       return;
     }
     const rest = options.transcoder.match(req.method ?? "", req.url ?? "");
     if (rest) {
       record.protocol = "rest";
-      await writeResponse(await rest.serve(universalRequest(req, res, contextValues, body.read(heldInMemory))), res, body);
+      await writeResponse(await rest.serve(universalRequest(req, res, contextValues, body.read(heldInMemory))), exchange);
       return;
     }
     throw serviceError("route_not_found", `no API method is bound to ${req.method} ${url.pathname}`);
@@ -119,9 +122,8 @@ function universalRequest(req: NodeRequest, res: NodeResponse, contextValues: Co
  * connect-node's writer waits for an "end" event that Node's responses never emit, so its promise
  * never settles on success; the response's close is its end.
  */
-function writeResponse(response: UniversalServerResponse, res: NodeResponse, body: RequestBody): Promise<void> {
+function writeResponse(response: UniversalServerResponse, { res, body, closed }: Exchange): Promise<void> {
   body.prepareResponse(res);
-  const closed = new Promise<void>((resolve) => res.once("close", resolve));
   return Promise.race([universalResponseToNodeResponse(response, res), closed]);
 }
 
