@@ -116,7 +116,7 @@ export async function startService(settings: Settings, options: StartOptions = {
       async close() {
         health.setNotServing();
         await runs.runs.close();
-        hosts.closeAll("the server is shutting down");
+        hosts.closeAll("shutting_down");
         await listener.close(settings.shutdownGraceSecs * 1000);
         await environment.close();
         await skills.close();

@@ -2,6 +2,7 @@ export { apiKeyInterceptor } from "./auth.ts";
 export { UploadError, type FetchFunction, type UploadResult } from "./assets.ts";
 export { createServiceClient, type HostOptions, type ServiceClient, type ServiceClientOptions } from "./client.ts";
 export {
+  HostClosedError,
   HostConnection,
   hostEnv,
   type HostEnvironmentDefinition,

@@ -12,10 +12,10 @@ import {
   apiKeyInterceptor,
   createNodeTransport,
   createServiceClient,
+  HostClosedError,
   hostEnv,
   PlacementError,
   serviceEnv,
-  serviceErrorCode,
   tool,
   type HostConnection,
   type HostState,
@@ -307,7 +307,8 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     await (await client.sessions.get(session.id)).end();
 
     await reaches(host, "closed");
-    expect(serviceErrorCode(host.error)).toBe("session_ended");
+    expect(host.error).toBeInstanceOf(HostClosedError);
+    expect((host.error as HostClosedError).code).toBe("session_ended");
     await session.delete();
   });
 });

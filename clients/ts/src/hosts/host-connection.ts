@@ -26,11 +26,21 @@ export interface HostDeps {
 const TRY_AGAIN: ReadonlySet<string> = new Set(["unavailable", "server_busy", "storage_unavailable", "internal"]);
 
 /**
- * The service says so when a newer connection took the binding over. Coming back would take it
- * back, and two hosts would keep replacing each other, so a replaced host closes. (Closing
- * carries only a reason for people; this matches the service's wording.)
+ * `closing` codes after which coming back is pointless or harmful: the session is over, or a
+ * newer host took the binding over (coming back would take it back, and two hosts would keep
+ * replacing each other). Any other close (the server restarting, a stream cut) is reconnected.
  */
-const REPLACED = /replaced by a newer connection/;
+const FINAL_CLOSES: ReadonlySet<string> = new Set(["replaced", "session_ended", "session_deleted"]);
+
+/** The service closed the command stream for good; `code` is its `closing` code (e.g. "session_ended"). */
+export class HostClosedError extends Error {
+  override name = "HostClosedError";
+  readonly code: string;
+  constructor(code: string, reason: string) {
+    super(`the service ended the command stream: ${reason} (${code})`);
+    this.code = code;
+  }
+}
 
 /** How one stream ended: whether to open another, and why it ended. */
 type StreamEnd = { reconnect: boolean; error: Error | undefined };
@@ -125,18 +135,17 @@ export class HostConnection {
     const streamEnded = new AbortController();
     const signal = AbortSignal.any([this.#stop.signal, streamEnded.signal]);
     const inFlight = new Map<string, AbortController>();
-    let closing = "";
+    let closing = { reason: "", code: "" };
     try {
       const stream = openCommandStream(this.#deps.rpc, this.#deps.streaming, { sessionId: this.sessionId, environment: this.environment }, signal);
       for await (const { message } of stream.messages) {
         if (message.case === "attached") attached();
         else if (message.case === "command") this.#run(message.value, stream, inFlight);
         else if (message.case === "cancel") inFlight.get(message.value.operationId)?.abort(new DOMException("the service cancelled the operation", "AbortError"));
-        else if (message.case === "closing") closing = message.value.reason;
+        else if (message.case === "closing") closing = message.value;
         // "refused": a late receipt the service no longer waited for; nothing to do.
       }
-      const why = new Error(`the service ended the command stream${closing ? `: ${closing}` : ""}`);
-      return { reconnect: !REPLACED.test(closing), error: why };
+      return { reconnect: !FINAL_CLOSES.has(closing.code), error: new HostClosedError(closing.code || "stream_ended", closing.reason || "no reason given") };
     } catch (thrown) {
       const error = ConnectError.from(thrown);
       const code = serviceErrorCode(error);

@@ -1,4 +1,4 @@
 export { DEFAULT_RECONNECT, type ReconnectOptions } from "./backoff.ts";
-export { HostConnection, type HostDeps, type HostState } from "./host-connection.ts";
+export { HostClosedError, HostConnection, type HostDeps, type HostState } from "./host-connection.ts";
 export { hostEnv, type HostEnvironmentDefinition, type HostEnvOptions, type HostToolContext, type HostToolHandler } from "./host-env.ts";
 export { declareHostStreaming, hostStreamingOf, type HostStreaming } from "./streaming.ts";

@@ -462,11 +462,20 @@ export declare const ReceiptRefusedSchema: GenMessage<ReceiptRefused>;
  */
 export declare type Closing = Message<"skillenv.env.v1.Closing"> & {
   /**
-   * Why.
+   * Why, for people.
    *
    * @generated from field: string reason = 1;
    */
   reason: string;
+
+  /**
+   * Why, as a stable code: "replaced" (a newer host attached; do not
+   * reconnect), "not_reading" (the host stopped reading its stream),
+   * "stream_ended", "session_ended", "session_deleted" or "shutting_down".
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
 };
 
 /**

@@ -25,6 +25,18 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+/** Why a connection closes: the stable code the host gets in `closing`, and the words for people. */
+export const CLOSE_REASONS = {
+  replaced: "replaced by a newer connection of a host for this environment",
+  not_reading: "the host does not read its command stream",
+  stream_ended: "the host's stream ended",
+  session_ended: "the session ended",
+  session_deleted: "the session was deleted",
+  shutting_down: "the server is shutting down",
+} as const;
+
+export type CloseCode = keyof typeof CLOSE_REASONS;
+
 /** Receipts a host sends after the command ended (or that it was never sent) are refused. */
 export type ReceiptVerdict = { taken: true } | { taken: false; reason: string };
 
@@ -59,7 +71,7 @@ export class HostConnection {
   /** Queues a message for the host; a host whose queue is full is not reading, and is closed. */
   send(message: NonNullable<MessageInitShape<typeof ServerMessageSchema>["message"]>): boolean {
     if (this.#outgoing.push(create(ServerMessageSchema, { message }))) return true;
-    if (!this.#closed) this.close("the host does not read its command stream");
+    if (!this.#closed) this.close("not_reading");
     return false;
   }
 
@@ -101,11 +113,12 @@ export class HostConnection {
   }
 
   /** Ends the stream; every command in flight ends unknown. */
-  close(reason: string): void {
+  close(code: CloseCode): void {
     if (this.#closed) return;
     this.#closed = true;
+    const reason = CLOSE_REASONS[code];
     for (const pending of [...this.#pending.values()]) pending.settle(unknown(`the host connection closed after the command was sent (${reason}); the host may or may not have run it`));
-    this.send({ case: "closing", value: { reason } });
+    this.send({ case: "closing", value: { reason, code } });
     this.#outgoing.close();
   }
 

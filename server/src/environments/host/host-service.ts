@@ -38,7 +38,7 @@ export function createHostService(hub: HostHub, checkBinding: CheckHostBinding, 
       const first = await incoming.next();
       const message = first.done ? undefined : first.value.message;
       const { connection, outgoing } = await attach(message?.case === "attach" ? message.value : undefined, context);
-      void readReceipts(incoming, connection, take).finally(() => hub.release(connection, "the host closed its stream"));
+      void readReceipts(incoming, connection, take).finally(() => hub.release(connection, "stream_ended"));
       yield* serve(connection, outgoing, context, hub);
     },
 
@@ -61,14 +61,14 @@ export function createHostService(hub: HostHub, checkBinding: CheckHostBinding, 
 
 /** The stream's messages: Attached first, then whatever the connection queues, until it closes. */
 async function* serve(connection: HostConnection, outgoing: Channel<ServerMessage>, context: HandlerContext, hub: HostHub) {
-  const onAbort = () => hub.release(connection, "the host went away");
+  const onAbort = () => hub.release(connection, "stream_ended");
   context.signal.addEventListener("abort", onAbort, { once: true });
   try {
     yield { message: { message: { case: "attached" as const, value: { connectionId: connection.id } } } };
     for await (const message of outgoing) yield { message };
   } finally {
     context.signal.removeEventListener("abort", onAbort);
-    hub.release(connection, "the stream ended");
+    hub.release(connection, "stream_ended");
   }
 }
 

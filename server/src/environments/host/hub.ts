@@ -1,6 +1,6 @@
 import type { ServerMessage } from "../../../../gen/skillenv/env/v1/host_pb.js";
 import { Channel } from "./channel.ts";
-import { HostConnection, type ConnectionLimits, type HostBindingKey } from "./connection.ts";
+import { HostConnection, type CloseCode, type ConnectionLimits, type HostBindingKey } from "./connection.ts";
 
 /**
  * The open host connections, one per (workspace, session, environment). A newer connection for a
@@ -20,7 +20,7 @@ export class HostHub {
   attach(key: HostBindingKey): { connection: HostConnection; outgoing: Channel<ServerMessage> } {
     const outgoing = new Channel<ServerMessage>(this.#limits.maxQueued);
     const connection = new HostConnection(key, outgoing, this.#limits);
-    this.#byBinding.get(bindingKey(key))?.close("replaced by a newer connection of a host for this environment");
+    this.#byBinding.get(bindingKey(key))?.close("replaced");
     this.#byBinding.set(bindingKey(key), connection);
     this.#byId.set(connection.id, { connection, outgoing });
     return { connection, outgoing };
@@ -37,20 +37,20 @@ export class HostHub {
   }
 
   /** Closes the connection and forgets it (its stream ended). */
-  release(connection: HostConnection, reason: string): void {
-    connection.close(reason);
+  release(connection: HostConnection, code: CloseCode): void {
+    connection.close(code);
     this.#byId.delete(connection.id);
     if (this.#byBinding.get(bindingKey(connection.key)) === connection) this.#byBinding.delete(bindingKey(connection.key));
   }
 
   /** Closes whatever serves the binding (the session ended or was deleted). */
-  closeBinding(key: HostBindingKey, reason: string): void {
+  closeBinding(key: HostBindingKey, code: CloseCode): void {
     const connection = this.#byBinding.get(bindingKey(key));
-    if (connection) this.release(connection, reason);
+    if (connection) this.release(connection, code);
   }
 
-  closeAll(reason: string): void {
-    for (const { connection } of [...this.#byId.values()]) this.release(connection, reason);
+  closeAll(code: CloseCode): void {
+    for (const { connection } of [...this.#byId.values()]) this.release(connection, code);
   }
 }
 

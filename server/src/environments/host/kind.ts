@@ -69,12 +69,12 @@ class HostBinding implements EnvironmentBinding {
   }
 
   async detach(): Promise<TerminalReceipt> {
-    this.#hub.closeBinding(this.#key, "the session ended");
+    this.#hub.closeBinding(this.#key, "session_ended");
     return returned("{}");
   }
 
   async teardown(): Promise<TerminalReceipt> {
-    this.#hub.closeBinding(this.#key, "the session was deleted");
+    this.#hub.closeBinding(this.#key, "session_deleted");
     return returned("{}");
   }
 }
