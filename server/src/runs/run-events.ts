@@ -1,11 +1,20 @@
 import type { NoteEvent } from "../journal/index.ts";
 import type { Sessions } from "../sessions/index.ts";
 
-/** A run's events, written to its session's journal with the run's id (docs/events.md). */
+/**
+ * A run's events, written to its session's journal with the run's id (docs/events.md).
+ *
+ * `record` does not wait for the write: the journal numbers events in the order they are
+ * recorded and the store commits them in that order, so the turn goes on while its notes are
+ * synced, sharing fsyncs with whatever comes next. Watchers see an event only once it is
+ * durable, and anything written after it (an operation's record, the run's last event) is
+ * committed after it, so no one can observe a later event without the earlier ones.
+ */
 export class RunEvents {
   readonly #sessions: Sessions;
   readonly #sessionId: string;
   readonly #runId: string;
+  #writes: Promise<unknown> = Promise.resolve();
 
   constructor(sessions: Sessions, sessionId: string, runId: string) {
     this.#sessions = sessions;
@@ -13,8 +22,23 @@ export class RunEvents {
     this.#runId = runId;
   }
 
+  /** Records the event without waiting for it to be durable; a failed write fails `written()`. */
+  record(type: NoteEvent["type"], data: Record<string, unknown>): void {
+    const write = this.#sessions.note(this.#sessionId, { type, data: { runId: this.#runId, ...data } });
+    this.#writes = Promise.all([this.#writes, write]);
+    // Handled here so a failure is not an unhandled rejection; written() still reports it.
+    this.#writes.catch(() => undefined);
+  }
+
+  /** Records the event and waits until it, and every event recorded before it, is durable. */
   async emit(type: NoteEvent["type"], data: Record<string, unknown>): Promise<void> {
-    await this.#sessions.note(this.#sessionId, { type, data: { runId: this.#runId, ...data } });
+    this.record(type, data);
+    await this.written();
+  }
+
+  /** Resolves once every recorded event is durable; rejects if one could not be written. */
+  async written(): Promise<void> {
+    await this.#writes;
   }
 
   /** A writer of `assistant.delta` events for one model call. */

@@ -71,11 +71,12 @@ export class Turn implements LoopHost {
 
   async run(): Promise<TurnEnd> {
     try {
-      await this.#events.emit("turn.started", {});
+      this.#events.record("turn.started", {});
       await this.#stage();
       const { submission, history, agentLoop } = this.#setup;
       const input = { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added };
       const outcome = agentLoop ? await this.#customLoop(agentLoop) : await defaultAgentLoop(this, input);
+      await this.#events.written();
       return { status: "completed", added: this.#added, stopReason: outcome.stopReason, outputText: outcome.outputText };
     } catch (error) {
       return this.#failed(error);
@@ -87,7 +88,7 @@ export class Turn implements LoopHost {
     const { record, submission, skills } = this.#setup;
     record.rounds = round;
     const tools = skills.length > 0 ? [...this.#setup.tools, SKILLS_TOOL] : this.#setup.tools;
-    await this.#events.emit("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) });
+    this.#events.record("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) });
     const deltas = this.#events.deltas(round);
     const reply = await this.#deps.provider.complete(
       { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
@@ -97,8 +98,8 @@ export class Turn implements LoopHost {
     record.usage.inputTokens += reply.usage.inputTokens;
     record.usage.outputTokens += reply.usage.outputTokens;
     const toolCalls = reply.content.filter((part) => part.type === "tool_call");
-    await this.#events.emit("assistant.message", { round, text: textOf(reply.content), toolCalls, stopReason: reply.stopReason });
-    await this.#events.emit("model.usage", { round, ...reply.usage });
+    this.#events.record("assistant.message", { round, text: textOf(reply.content), toolCalls, stopReason: reply.stopReason });
+    this.#events.record("model.usage", { round, ...reply.usage });
     return reply;
   }
 
@@ -132,7 +133,7 @@ export class Turn implements LoopHost {
         this.#added.push({ role: "user", content: results });
         return JSON.stringify(resultsToWit(results));
       },
-      emit: (event: string) => void this.#events.emit("turn.progress", { event: parseJson(event) }).catch(() => undefined),
+      emit: (event: string) => this.#events.record("turn.progress", { event: parseJson(event) }),
     };
     const input = JSON.stringify({ v: 1, message: submission.message });
     const running = this.#deps.sessions.runAgentLoop(record.workspace, record.sessionId, loop, host, { input, timeoutMs: this.#remainingMs(), runId: record.id });
@@ -145,9 +146,9 @@ export class Turn implements LoopHost {
 
   async #dispatch(call: ToolCall, round: number): Promise<ToolResult> {
     this.#setup.record.toolCalls++;
-    await this.#events.emit("tool.call", { round, callId: call.id, name: call.name, input: call.input ?? null });
+    this.#events.record("tool.call", { round, callId: call.id, name: call.name, input: call.input ?? null });
     const result = await this.#callTool(call);
-    await this.#events.emit("tool.result", { round, callId: call.id, name: call.name, ...result.event });
+    this.#events.record("tool.result", { round, callId: call.id, name: call.name, ...result.event });
     return { type: "tool_result", toolCallId: call.id, output: result.output, isError: result.event.outcome !== "returned" };
   }
 
