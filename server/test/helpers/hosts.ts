@@ -3,6 +3,7 @@ import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { ConnectRequestSchema, HostService, type Command, type ServerMessage } from "../../../gen/skillenv/env/v1/host_pb.js";
+import { Channel } from "../../src/environments/host/channel.ts";
 
 export type HostClient = Client<typeof HostService>;
 
@@ -10,29 +11,6 @@ export function hostClient(baseUrl: string, key: string, protocol: "connect" | "
   const options = { baseUrl, interceptors: [(next: any) => (request: any) => (request.header.set("authorization", `Bearer ${key}`), next(request))] };
   const transport = protocol === "grpc" ? createGrpcTransport(options) : createConnectTransport({ ...options, httpVersion: "2" });
   return createClient(HostService, transport);
-}
-
-/** An async iterable the test pushes request messages into (the host's side of the stream). */
-class Outbox<T> implements AsyncIterable<T> {
-  #items: T[] = [];
-  #closed = false;
-  #wake: (() => void) | undefined;
-  push(item: T): void {
-    this.#items.push(item);
-    this.#wake?.();
-  }
-  close(): void {
-    this.#closed = true;
-    this.#wake?.();
-  }
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    for (;;) {
-      while (this.#items.length > 0) yield this.#items.shift()!;
-      if (this.#closed) return;
-      await new Promise<void>((resolve) => (this.#wake = resolve));
-      this.#wake = undefined;
-    }
-  }
 }
 
 type ReceiptInit = MessageInitShape<typeof ConnectRequestSchema>;
@@ -43,7 +21,8 @@ type ReceiptInit = MessageInitShape<typeof ConnectRequestSchema>;
  */
 export class TestHost {
   readonly messages: ServerMessage[] = [];
-  readonly #outbox = new Outbox<ReceiptInit>();
+  /** The host's side of the stream: what the test sends. */
+  readonly #outbox = new Channel<ReceiptInit>(Number.POSITIVE_INFINITY);
   readonly #abort = new AbortController();
   readonly #waiters: Array<() => void> = [];
   /** While set, the host stops reading its stream (as a stuck host would). */

@@ -5,6 +5,7 @@ import { uploadAsset, type FetchFunction } from "../assets.ts";
 import { assertWithinLimits, type BundleLimits } from "../bundle/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";
 import type { Skill } from "./skill.ts";
+import { mapBounded } from "../map-bounded.ts";
 
 export interface UploadedSkill {
   name: string;
@@ -73,17 +74,4 @@ export function createSkillsClient(
     },
   };
   return client;
-}
-
-async function mapBounded<T, R>(items: readonly T[], concurrency: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  async function worker(): Promise<void> {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await work(items[index]!);
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(Math.max(1, concurrency), items.length) }, worker));
-  return results;
 }
