@@ -18,6 +18,7 @@ import {
   type ServiceEnvironment,
 } from "./environments/index.ts";
 import { createModelProviders } from "./models/index.ts";
+import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
@@ -36,6 +37,9 @@ export interface RunningService {
   /** Graceful: stop accepting, finish in-flight calls (up to the grace period), reap workers, close storage. */
   close(): Promise<void>;
 }
+
+/** The API's services: served on every protocol, and over JSON HTTP by the transcoder from their google.api.http rules. */
+export const API_SERVICES = [AssetService, SkillService, ArtifactService, SessionService, RunService, HostService] as const;
 
 export interface StartOptions {
   /** Where request log lines go; default stdout when settings.logRequests is on. */
@@ -79,10 +83,9 @@ export async function startService(settings: Settings, options: StartOptions = {
       },
     });
 
-    const services = [AssetService, SkillService, ArtifactService, SessionService, RunService, HostService];
-    const health = new HealthState(services.map((service) => service.typeName));
+    const health = new HealthState(API_SERVICES.map((service) => service.typeName));
     const router = createConnectRouter({
-      requestGate: recordingGate(authenticationGate(keys, new Set([Health.typeName]))),
+      requestGate: recordingGate(authenticationGate(keys, new Set([Health, ...reflectionServices].map((service) => service.typeName)))),
       interceptors: [storageErrorInterceptor()],
       readMaxBytes: settings.limits.maxRequestBytes,
     });
@@ -94,12 +97,13 @@ export async function startService(settings: Settings, options: StartOptions = {
     const log = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
     const checkHost = (key: { workspace: string; sessionId: string; environment: string }) => sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
     router.service(HostService, createHostService(hosts, checkHost, (entry) => log?.(JSON.stringify({ time: new Date().toISOString(), ...entry }))));
-    // Anyone may call the health service, so its requests stay tiny.
+    // Anyone may call the health and reflection services, so their requests stay tiny.
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
+    serveReflection(router, { readMaxBytes: settings.limits.maxPublicRequestBytes });
 
     const onRequest = createRequestListener({
       handlers: router.handlers,
-      transcoder: createTranscoder({ services, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
+      transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
       rawEndpoints: [assets.uploads],
       corsOrigins: settings.corsOrigins,
       corsHeaders: [CHECKSUM_HEADER],
