@@ -1,0 +1,82 @@
+from skillenv._gen.google.api import annotations_pb2 as _annotations_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class DeleteSkillRequest(_message.Message):
+    __slots__ = ["name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteSkillResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class GetSkillRequest(_message.Message):
+    __slots__ = ["name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetSkillResponse(_message.Message):
+    __slots__ = ["skill"]
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    skill: Skill
+    def __init__(self, skill: _Optional[_Union[Skill, _Mapping]] = ...) -> None: ...
+
+class ListSkillsRequest(_message.Message):
+    __slots__ = ["page_size", "page_token"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListSkillsResponse(_message.Message):
+    __slots__ = ["next_page_token", "skills"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    skills: _containers.RepeatedCompositeFieldContainer[Skill]
+    def __init__(self, skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PutSkillRequest(_message.Message):
+    __slots__ = ["content_hash", "name"]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    content_hash: str
+    name: str
+    def __init__(self, name: _Optional[str] = ..., content_hash: _Optional[str] = ...) -> None: ...
+
+class PutSkillResponse(_message.Message):
+    __slots__ = ["changed", "skill"]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    changed: bool
+    skill: Skill
+    def __init__(self, skill: _Optional[_Union[Skill, _Mapping]] = ..., changed: bool = ...) -> None: ...
+
+class Skill(_message.Message):
+    __slots__ = ["bundle_bytes", "content_hash", "created_at", "description", "file_count", "name", "total_file_bytes", "updated_at"]
+    BUNDLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    FILE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FILE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    bundle_bytes: int
+    content_hash: str
+    created_at: _timestamp_pb2.Timestamp
+    description: str
+    file_count: int
+    name: str
+    total_file_bytes: int
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., content_hash: _Optional[str] = ..., bundle_bytes: _Optional[int] = ..., file_count: _Optional[int] = ..., total_file_bytes: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
