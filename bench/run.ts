@@ -4,13 +4,14 @@ import { fixed, formatTable, type Column } from "./lib/table.ts";
 import type { ResultRow, Suite } from "./lib/suite.ts";
 import { envSuite } from "./env.ts";
 import { hostileSuite } from "./hostile.ts";
+import { hostsSuite } from "./hosts.ts";
 import { protocolsSuite } from "./protocols.ts";
 import { runsSuite } from "./runs.ts";
 import { sessionsSuite } from "./sessions.ts";
 import { skillsSuite } from "./skills.ts";
 
 /** Add new suites here. */
-const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, hostileSuite];
+const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, hostsSuite, hostileSuite];
 
 const COLUMNS: Column<ResultRow>[] = [
   { header: "name", value: (r) => r.name, align: "left" },
