@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
-import { createNodeTransport, createServiceClient } from "../clients/ts/src/node.ts";
+import { createNodeTransport, createServiceClient } from "@skillenv/client/node";
 import { BENCH_API_KEY, spawnServer, type ServerChild } from "./lib/child.ts";
 import { MiB, summarize } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";

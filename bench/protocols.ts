@@ -6,7 +6,7 @@ import * as http2 from "node:http2";
 import * as path from "node:path";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
-import { createNodeTransport, createServiceClient, type NodeTransportOptions } from "../clients/ts/src/node.ts";
+import { createNodeTransport, createServiceClient, type NodeTransportOptions } from "@skillenv/client/node";
 import { BENCH_API_KEY, withServiceBesideBaseline } from "./lib/child.ts";
 import { MiB, summarize, throughput } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";

@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { fromJson, toJsonString, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
-import { createNodeTransport } from "../../clients/ts/src/node.ts";
+import { createNodeTransport } from "@skillenv/client/node";
 import { RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionService, type CreateSessionRequestSchema } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { BENCH_API_KEY, spawnServer, type ServerChild } from "./child.ts";

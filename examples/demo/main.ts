@@ -28,7 +28,7 @@ import {
   type ServiceEnvironmentDefinition,
   type Session,
   type ToolPlacement,
-} from "../../clients/ts/src/node.ts";
+} from "@skillenv/client/node";
 import { demoScript } from "./model-script.ts";
 import { startServiceProcess, type ServiceProcess } from "./service.ts";
 import { outcomeLine, Transcript } from "./transcript.ts";

@@ -1,4 +1,4 @@
-import type { RunRecord, SessionEvent } from "../../clients/ts/src/index.ts";
+import type { RunRecord, SessionEvent } from "@skillenv/client";
 
 /** Inputs, outputs and messages longer than this are cut short in the transcript. */
 const WIDTH = 96;

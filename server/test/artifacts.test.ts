@@ -4,7 +4,7 @@ import * as path from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, createClient, createContextValues, createHandlerContext, type Client } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeTransport } from "../../clients/ts/src/node.ts";
+import { createNodeTransport } from "@skillenv/client/node";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { ArtifactService, PrepareRequestSchema } from "../../gen/skillenv/env/v1/artifacts_pb.js";
 import { createArtifacts, type Artifacts, type Preparer } from "../src/artifacts/index.ts";

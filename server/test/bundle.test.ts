@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { BundleFormatError, canonicalZip, resolveSkillName } from "../../clients/ts/src/bundle/index.ts";
+import { BundleFormatError, canonicalZip, resolveSkillName } from "@skillenv/client/bundle";
 import { stableCodeOf, type ErrorCode } from "../src/errors/index.ts";
 import { asServiceError, defaultBundleLimits, readBundle, type BundleLimits } from "../src/skills/bundle/index.ts";
 import { bytesOf, deflatedEntry, rawZip, storedEntry, type RawEntry } from "./helpers/raw-zip.ts";

@@ -5,7 +5,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeTransport } from "../../clients/ts/src/node.ts";
+import { createNodeTransport } from "@skillenv/client/node";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { spawnService, type ServiceProcess } from "./helpers/process.ts";
 import { KEY_A, postJson, startTestService, type TestService } from "./helpers/service.ts";

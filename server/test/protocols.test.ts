@@ -5,7 +5,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { createHash, randomBytes } from "node:crypto";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeTransport, createServiceClient } from "../../clients/ts/src/node.ts";
+import { createNodeTransport, createServiceClient } from "@skillenv/client/node";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";

@@ -12,7 +12,7 @@ import {
   Skill,
   type FetchFunction,
   type ServiceClient,
-} from "../../clients/ts/src/node.ts";
+} from "@skillenv/client/node";
 import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
 import { expectedMetadata, bundleOf, getSkill, logsSince, skillMd, sleep } from "./helpers/skills.ts";
 

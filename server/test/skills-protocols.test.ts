@@ -5,7 +5,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeTransport, createServiceClient } from "../../clients/ts/src/node.ts";
+import { createNodeTransport, createServiceClient } from "@skillenv/client/node";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 import { SkillService } from "../../gen/skillenv/skills/v1/skills_pb.js";

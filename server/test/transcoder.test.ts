@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import { TranscodingTestService } from "../../gen/skillenv/testing/v1/transcoding_pb.js";
+import { TranscodingTestService } from "./gen/skillenv/testing/v1/transcoding_pb.js";
 import { serviceError } from "../src/errors/index.ts";
 import { RequestBody, type NodeRequest, type NodeResponse } from "../src/http/index.ts";
 import { createTranscoder } from "../src/transcoder/index.ts";

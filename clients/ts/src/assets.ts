@@ -1,5 +1,5 @@
 import type { Client } from "@connectrpc/connect";
-import type { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
+import type { AssetService } from "../gen/skillenv/assets/v1/assets_pb.js";
 import { sha256Hex } from "./bundle/index.ts";
 
 export type FetchFunction = (input: string, init: RequestInit) => Promise<Response>;

@@ -1,12 +1,12 @@
 import { ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { parseArgs } from "node:util";
-import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { BundleFormatError } from "./bundle/index.ts";
 import { UploadError } from "./assets.ts";
 import { createNodeTransport, createServiceClient, Skill, SkillSourceError, type ServiceClient } from "./node.ts";
 import { toJson } from "@bufbuild/protobuf";
-import { SkillSchema, type Skill as SkillMetadata } from "../../../gen/skillenv/skills/v1/skills_pb.js";
+import { SkillSchema, type Skill as SkillMetadata } from "../gen/skillenv/skills/v1/skills_pb.js";
 
 const USAGE = `usage: skillenv <command> [options]
 

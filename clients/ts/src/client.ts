@@ -1,10 +1,10 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
-import { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
-import { ArtifactService } from "../../../gen/skillenv/env/v1/artifacts_pb.js";
-import { HostService } from "../../../gen/skillenv/env/v1/host_pb.js";
-import { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
-import { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
-import { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
+import { AssetService } from "../gen/skillenv/assets/v1/assets_pb.js";
+import { ArtifactService } from "../gen/skillenv/env/v1/artifacts_pb.js";
+import { HostService } from "../gen/skillenv/env/v1/host_pb.js";
+import { RunService } from "../gen/skillenv/sessions/v1/runs_pb.js";
+import { SessionService } from "../gen/skillenv/sessions/v1/sessions_pb.js";
+import { SkillService } from "../gen/skillenv/skills/v1/skills_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./bundle/index.ts";
 import { createEnvClient, type EnvClient } from "./env/index.ts";

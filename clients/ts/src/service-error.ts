@@ -1,5 +1,5 @@
 import { ConnectError } from "@connectrpc/connect";
-import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 
 /**
  * The service's stable error code (docs/errors.md, e.g. "session_not_found") of a refused call:

@@ -5,7 +5,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 
-const BIN = path.resolve(import.meta.dirname, "../bin/skillenv.js");
+const BIN = path.resolve(import.meta.dirname, "../bin/skillenv.ts");
 
 let service: TestService;
 let skillDir: string;

@@ -2,7 +2,7 @@ import { ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
-import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
+import { ErrorInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { createServiceClient, createWebTransport } from "../src/web.ts";
 
 let service: TestService;

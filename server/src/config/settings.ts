@@ -1,5 +1,5 @@
 import * as path from "node:path";
-import { DEFAULT_BUNDLE_LIMITS } from "../../../clients/ts/src/bundle/limits.ts";
+import { DEFAULT_BUNDLE_LIMITS } from "@skillenv/client/bundle";
 import {
   parseAbsolutePaths,
   parseApiKeys,

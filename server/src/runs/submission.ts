@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { validateBundlePath, validateSkillName } from "../../../clients/ts/src/bundle/index.ts";
+import { validateBundlePath, validateSkillName } from "@skillenv/client/bundle";
 import { ImplementationSchema } from "../../../gen/skillenv/sessions/v1/common_pb.js";
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";

@@ -1,4 +1,4 @@
-import { validateSkillName } from "../../../clients/ts/src/bundle/index.ts";
+import { validateSkillName } from "@skillenv/client/bundle";
 import type { Assets } from "../assets/index.ts";
 import { checkSha256 } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";

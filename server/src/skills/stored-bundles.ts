@@ -1,4 +1,4 @@
-import { maxCanonicalArchiveBytes } from "../../../clients/ts/src/bundle/index.ts";
+import { maxCanonicalArchiveBytes } from "@skillenv/client/bundle";
 import type { AssetRecord } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
 import {

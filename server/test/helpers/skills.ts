@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { canonicalZip } from "../../../clients/ts/src/bundle/index.ts";
+import { canonicalZip } from "@skillenv/client/bundle";
 import { bearer, KEY_A, postJson, type TestService } from "./service.ts";
 
 /** Skill metadata as the JSON API returns it (int64 fields are strings, timestamps RFC 3339). */

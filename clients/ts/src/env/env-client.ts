@@ -1,7 +1,7 @@
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import { ErrorInfoSchema } from "../../../../gen/google/rpc/error_details_pb.js";
-import type { ArtifactService } from "../../../../gen/skillenv/env/v1/artifacts_pb.js";
-import type { AssetService } from "../../../../gen/skillenv/assets/v1/assets_pb.js";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import type { ArtifactService } from "../../gen/skillenv/env/v1/artifacts_pb.js";
+import type { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
 import { uploadAsset, type FetchFunction } from "../assets.ts";
 import { sha256Hex } from "../bundle/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";

@@ -1,6 +1,6 @@
 import { toJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema } from "@bufbuild/protobuf/wkt";
-import type { Command, FailureSchema } from "../../../../gen/skillenv/env/v1/host_pb.js";
+import type { Command, FailureSchema } from "../../gen/skillenv/env/v1/host_pb.js";
 import { jsonValue, required } from "../sessions/wire.ts";
 import type { ReceiptInit } from "./command-stream.ts";
 import type { HostToolContext, HostToolHandler } from "./host-env.ts";

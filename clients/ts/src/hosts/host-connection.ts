@@ -1,5 +1,5 @@
 import { ConnectError } from "@connectrpc/connect";
-import type { Command } from "../../../../gen/skillenv/env/v1/host_pb.js";
+import type { Command } from "../../gen/skillenv/env/v1/host_pb.js";
 import { serviceErrorCode } from "../service-error.ts";
 import { reconnectDelay, sleep, type ReconnectOptions } from "./backoff.ts";
 import { openCommandStream, type CommandStream, type HostRpc } from "./command-stream.ts";

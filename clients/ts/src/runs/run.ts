@@ -1,5 +1,5 @@
 import type { Client } from "@connectrpc/connect";
-import type { Run as RunMessage, RunService } from "../../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { Run as RunMessage, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { EventsOptions, SessionEvent } from "../sessions/index.ts";
 import { required } from "../sessions/wire.ts";
 import { endsRun, runRecordFrom, type RunRecord, type RunStatus } from "./wire.ts";

@@ -1,4 +1,4 @@
-import type { Run as RunMessage } from "../../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { Run as RunMessage } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { ListOptions } from "../sessions/index.ts";
 import { required } from "../sessions/wire.ts";
 import { Run, type RunEventSource, type RunRpc } from "./run.ts";

@@ -1,5 +1,5 @@
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
-import type { RunInputSchema } from "../../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { RunInputSchema } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { UploadResult } from "../assets.ts";
 import { mapBounded } from "../map-bounded.ts";
 import { Skill, type UploadedSkill } from "../skills/index.ts";

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Run as RunMessage } from "../../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { Run as RunMessage } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import { serviceErrorCode } from "../service-error.ts";
 import type { RunRpc } from "./run.ts";
 import type { RunSubmission } from "./submission.ts";

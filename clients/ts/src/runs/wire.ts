@@ -1,6 +1,6 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import type { Run as RunMessage } from "../../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { Run as RunMessage } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import { required } from "../sessions/wire.ts";
 
 // The client's own shape of a run as the server reports it, and its conversion from the message.

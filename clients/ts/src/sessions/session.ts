@@ -1,6 +1,6 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
-import type { Session as SessionMessage, SessionService } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import type { Session as SessionMessage, SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { HostConnection, type HostDeps } from "../hosts/host-connection.ts";
 import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
 import { createSessionRuns, prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type SessionRuns } from "../runs/index.ts";

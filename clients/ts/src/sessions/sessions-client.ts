@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { CreateSessionRequestSchema, Session as SessionMessage } from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import type { CreateSessionRequestSchema, Session as SessionMessage } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { HostDeps } from "../hosts/host-connection.ts";
 import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
 import { mapBounded } from "../map-bounded.ts";

@@ -1,6 +1,6 @@
 import { fromJson, fromJsonString, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
-import type { ImplementationSchema } from "../../../../gen/skillenv/sessions/v1/common_pb.js";
+import type { ImplementationSchema } from "../../gen/skillenv/sessions/v1/common_pb.js";
 import type {
   CallToolResponse,
   EnvironmentSchema,
@@ -8,7 +8,7 @@ import type {
   Session as SessionMessage,
   SessionEvent as SessionEventMessage,
   ToolPlacementSchema,
-} from "../../../../gen/skillenv/sessions/v1/sessions_pb.js";
+} from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { EnvironmentDefinition, SetupMode } from "./environments.ts";
 import { credentialOf } from "./extension.ts";
 import { jsonSnapshot } from "./json.ts";

@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
-import type { Skill as SkillMetadata, SkillService } from "../../../../gen/skillenv/skills/v1/skills_pb.js";
-import type { AssetService } from "../../../../gen/skillenv/assets/v1/assets_pb.js";
+import type { Skill as SkillMetadata, SkillService } from "../../gen/skillenv/skills/v1/skills_pb.js";
+import type { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
 import { uploadAsset, type FetchFunction } from "../assets.ts";
 import { assertWithinLimits, type BundleLimits } from "../bundle/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";

@@ -1,7 +1,7 @@
 import { constants } from "node:fs";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
-import { validateBundlePath } from "../../../../clients/ts/src/bundle/index.ts";
+import { validateBundlePath } from "@skillenv/client/bundle";
 
 /**
  * Writes `bytes` at `relative` under `root`, where guests of the environment may have written

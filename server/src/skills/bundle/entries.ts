@@ -1,5 +1,5 @@
 import type { Entry } from "yauzl";
-import { validateBundlePath } from "../../../../clients/ts/src/bundle/index.ts";
+import { validateBundlePath } from "@skillenv/client/bundle";
 import { serviceError } from "../../errors/index.ts";
 import type { BundleLimits } from "./limits.ts";
 

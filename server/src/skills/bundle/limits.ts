@@ -1,4 +1,4 @@
-import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "../../../../clients/ts/src/bundle/index.ts";
+import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "@skillenv/client/bundle";
 import type { Limits } from "../../config/index.ts";
 
 export type { BundleLimits };

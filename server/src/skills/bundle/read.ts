@@ -10,7 +10,7 @@ import {
   SKILL_MD_PATH,
   type CanonicalEntry,
   type CanonicalLayout,
-} from "../../../../clients/ts/src/bundle/index.ts";
+} from "@skillenv/client/bundle";
 import { serviceError } from "../../errors/index.ts";
 import { checkCentralEntry, checkInflatedSoFar, DEFLATED, STORED } from "./entries.ts";
 import { defaultBundleLimits, type BundleLimits } from "./limits.ts";

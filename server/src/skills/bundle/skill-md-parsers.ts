@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import { BundleFormatError } from "../../../../clients/ts/src/bundle/index.ts";
+import { BundleFormatError } from "@skillenv/client/bundle";
 import { serviceError } from "../../errors/index.ts";
 import type { SkillMdFields } from "./read.ts";
 import type { ParseReply } from "./skill-md-worker.ts";

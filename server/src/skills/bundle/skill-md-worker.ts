@@ -1,7 +1,7 @@
 // A worker thread that parses SKILL.md: UTF-8 decoding, the frontmatter bounds, YAML. Within the
 // bounds a parse still costs up to about a tenth of a second, which the main thread must not spend.
 import { parentPort } from "node:worker_threads";
-import { BundleFormatError, decodeSkillMd, parseSkillMd } from "../../../../clients/ts/src/bundle/index.ts";
+import { BundleFormatError, decodeSkillMd, parseSkillMd } from "@skillenv/client/bundle";
 import type { SkillMdFields } from "./read.ts";
 
 export type ParseReply = { ok: true; fields: SkillMdFields } | { ok: false; code?: BundleFormatError["code"]; message: string };
