@@ -112,6 +112,40 @@ describe("fuel metering of compute code (fib.wat, no imports)", () => {
   });
 });
 
+describe("how the counter crosses calls (calls.wat, tail-indirect.wat)", () => {
+  it("meters the start function at instantiation", async () => {
+    const m = await metered(await fixture("calls"), {}, 1_000n);
+    expect((m.exports.started as WebAssembly.Global).value).toBe(1);
+    expect(remaining(m.fuel)).toBe(998n);
+  });
+
+  it("meters functions reached through a table, per call", async () => {
+    const m = await metered(await fixture("calls"));
+    expect(m.fn("via_table")(10)).toBe(165);
+    // 14 in the loop, 3 in $triple.
+    expect(spent(m.fuel, () => m.fn("via_table")(11)) - spent(m.fuel, () => m.fn("via_table")(10))).toBe(17n);
+    const short = await metered(await fixture("calls"), {}, 1_000n);
+    expectFuelTrap(short.fuel, () => short.fn("via_table")(1_000));
+  });
+
+  it("keeps several results and branches to the function's own label intact", async () => {
+    const m = await metered(await fixture("calls"));
+    expect(m.fn("pair_sum")(4)).toBe(9);
+    expect([m.fn("early")(1), m.fn("early")(0), m.fn("early")(2)]).toEqual([7, 8, 9]);
+  });
+
+  it("passes the counter as a parameter, and through the global in a module whose tail call cannot pass it", async () => {
+    const passing = await print(instrumentFuel(await fixture("fib")).bytes);
+    expect(passing).toMatch(/\(param i32 i64\) \(result i32 i64\)/);
+    const bytes = await fixture("tail-indirect");
+    expect(await print(instrumentFuel(bytes).bytes)).not.toMatch(/i64\) \(result i32 i64\)/);
+    const m = await metered(bytes);
+    expect(m.fn("halve")(10)).toBe(5);
+    // Both conventions charge the same.
+    expect(spent(m.fuel, () => m.fn("fib_rec")(20))).toBe(fibRecCost(20));
+  });
+});
+
 describe("fuel exhaustion", () => {
   it("stops an infinite loop with an unreachable trap and a negative global", async () => {
     const m = await metered(await fixture("spin"), {}, 10_000n);

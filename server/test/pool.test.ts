@@ -1,7 +1,13 @@
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { transpile } from "@bytecodealliance/jco";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { capMemory, FUEL_IMPORT, instrumentFuel } from "../src/environments/service/fuel/index.ts";
+import { memoryPages, TRANSPILE_OPTIONS } from "../src/environments/service/preparation/index.ts";
 import type { HostServices, Pool, Receipt } from "../src/environments/service/pool/index.ts";
 import { testComponent } from "./helpers/components.ts";
-import { buildTestComponents, component, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "./helpers/pool.ts";
+import { buildTestComponents, component, COMPONENTS_DIR, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "./helpers/pool.ts";
 
 const echo = component("echo-wat");
 const counter = component("counter-wat");
@@ -13,6 +19,43 @@ const echoJs = component("echo-js");
 const agentLoop = component("agent-loop-js");
 
 let pool: Pool;
+
+interface InstantiationGlue {
+  instantiate(
+    getCoreModule: (file: string) => WebAssembly.Module | undefined,
+    imports: object,
+    instantiateCore: (module: WebAssembly.Module, imports: WebAssembly.Imports) => WebAssembly.Instance,
+  ): Promise<{ run(input: string, configuration: string, deadlineMs: bigint): Promise<string> }>;
+}
+
+/**
+ * Fuel one `run` uses when the component is prepared as the pool prepares it (jco with the same
+ * options, fuel, memory cap) and instantiated on this thread, with no pool, worker or spare.
+ */
+async function fuelInThisThread(name: string, input: string): Promise<number> {
+  const dir = await tempDir("fuel-here-");
+  try {
+    const options = { ...TRANSPILE_OPTIONS, asyncImports: [...TRANSPILE_OPTIONS.asyncImports], asyncExports: [...TRANSPILE_OPTIONS.asyncExports] };
+    const { files } = (await transpile(await readFile(join(COMPONENTS_DIR, `${name}.wasm`)), options as never)) as { files: Record<string, Uint8Array> };
+    const modules = new Map<string, WebAssembly.Module>();
+    for (const [file, bytes] of Object.entries(files)) {
+      if (file.endsWith(".wasm")) modules.set(file, new WebAssembly.Module(capMemory(instrumentFuel(bytes).bytes, memoryPages(256))));
+      else await writeFile(join(dir.path, "glue.mjs"), bytes);
+    }
+    const glue = (await import(pathToFileURL(join(dir.path, "glue.mjs")).href)) as InstantiationGlue;
+    const budget = 10_000_000_000n;
+    const fuel = new WebAssembly.Global({ value: "i64", mutable: true }, budget);
+    const instance = await glue.instantiate(
+      (file: string) => modules.get(file),
+      {},
+      (module: WebAssembly.Module, imports: WebAssembly.Imports) => new WebAssembly.Instance(module, { ...imports, [FUEL_IMPORT.module]: { [FUEL_IMPORT.name]: fuel } }),
+    );
+    await instance.run(input, "{}", BigInt(Date.now() + 30_000));
+    return Number(budget - (fuel.value as bigint));
+  } finally {
+    await dir.remove();
+  }
+}
 
 beforeAll(async () => {
   await buildTestComponents();
@@ -54,6 +97,15 @@ describe("pool basics", () => {
     const j2 = await run(pool, echoJs, { v: 1 });
     expect(j1.outcome === "returned" && j2.outcome === "returned" && j1.fuelUsed === j2.fuelUsed).toBe(true);
   });
+
+  it("charges exactly the fuel the same prepared component uses in this thread", async () => {
+    for (const [ref, input] of [[fib, "21"], [echoJs, JSON.stringify({ v: 1, text: "same fuel" })]] as const) {
+      const receipt = await run(pool, ref, input);
+      expect(receipt.outcome).toBe("returned");
+      if (receipt.outcome !== "returned") return;
+      expect(receipt.fuelUsed).toBe(await fuelInThisThread(ref.id, input));
+    }
+  }, 120_000);
 
   it("stops a runaway loop when its fuel runs out", async () => {
     const receipt = await run(pool, loop, {}, { fuel: 2_000_000 });

@@ -1,3 +1,4 @@
+import { CounterCannotPass, type CallPlan } from "./calls.ts";
 import { encodeCharge, encodeLoad, encodeSync, F_CHECK, F_LOAD } from "./charge.ts";
 import { Writer } from "./leb.ts";
 import {
@@ -9,6 +10,7 @@ import {
   OP_GLOBAL,
   OP_KIND,
   OP_LEB,
+  OP_LOCAL,
   OP_MEMARG,
   OP_PLAIN,
   OP_PREFIX_FC,
@@ -26,6 +28,12 @@ const FRAME_FUNC = 0;
 const FRAME_BLOCK = 1;
 const FRAME_LOOP = 2;
 
+const LOCAL_GET = 0x20;
+const LOCAL_SET = 0x21;
+const GLOBAL_GET = 0x23;
+const BLOCK = 0x02;
+const END = 0x0b;
+
 /**
  * Rewrites one function body at a time. Instances are reused across a module's functions so the
  * scratch buffers and stacks are allocated once.
@@ -33,6 +41,13 @@ const FRAME_LOOP = 2;
  * Single pass: input bytes are copied lazily (`copyFrom`) and flushed only where code is inserted.
  * Segment charges depend on the segment's length, which is known only at its end, so each segment
  * start is recorded as a slot in the scratch output and `writeTo` splices the charges in.
+ *
+ * With a call plan (calls.ts) the counter is the function's last parameter and last result: the
+ * parameter is inserted after the original ones, so every later local index moves up by one, and
+ * the body is wrapped in a block of the function's results, after which the counter is pushed.
+ * Branches to the function's own label then land on that block, and the results stay in order.
+ * Without a plan the counter is an extra local, loaded from the global at entry and written back
+ * at every exit (the convention of modules whose tail calls cannot pass it on).
  */
 export class BodyInstrumenter {
   private code: Uint8Array = new Uint8Array(0);
@@ -59,22 +74,33 @@ export class BodyInstrumenter {
   private foundNewCatchTarget = false;
 
   private counter = 0;
+  /** Local indices from here up move by one (the counter parameter); unused without a call plan. */
+  private shiftLocalsFrom = 0;
+  /** The block type of the function's results (with a call plan). */
+  private resultBlock: Uint8Array = new Uint8Array(0);
   /** The global already equals the counter: no charge since the last write-back or reload. */
   private synced = false;
   private readonly importedGlobals: number;
   /** The fuel global is appended after the imported globals, so its index is their count. */
   private readonly fuelGlobal: number;
+  private readonly calls: CallPlan | undefined;
 
-  constructor(importedGlobals: number) {
+  constructor(importedGlobals: number, calls: CallPlan | undefined) {
     this.importedGlobals = importedGlobals;
     this.fuelGlobal = importedGlobals;
+    this.calls = calls;
   }
 
-  /** Instruments the expression code[start, end) using local `counter`; `writeTo` emits the result. */
-  instrument(code: Uint8Array, start: number, end: number, counter: number): void {
+  /**
+   * Instruments the expression code[start, end) of a function with `params` parameters; with a
+   * call plan `resultBlock` is the block type of its results. `writeTo` emits the result.
+   */
+  instrument(code: Uint8Array, start: number, end: number, params: number, locals: number, resultBlock?: Uint8Array): void {
     this.code = code;
     this.end = end;
-    this.counter = counter;
+    this.counter = this.calls ? params : locals;
+    this.shiftLocalsFrom = params;
+    if (resultBlock) this.resultBlock = resultBlock;
     this.catchTargets.clear();
     this.pass(start);
     // A catch target seen only after earlier branches to it were emitted needs a second pass.
@@ -106,8 +132,16 @@ export class BodyInstrumenter {
     this.depth = 0;
     this.ordinals = 0;
     this.foundNewCatchTarget = false;
-    this.pushFrame(FRAME_FUNC, 1);
-    this.startSegment(F_LOAD | F_CHECK);
+    if (this.calls) {
+      // The block that branches to the function's label now land on (see the class comment).
+      this.out.u8(BLOCK);
+      this.out.copy(this.resultBlock, 0, this.resultBlock.length);
+      this.pushFrame(FRAME_BLOCK, 0);
+      this.startSegment(F_CHECK);
+    } else {
+      this.pushFrame(FRAME_FUNC, 1);
+      this.startSegment(F_LOAD | F_CHECK);
+    }
     this.decodeLoop();
   }
 
@@ -123,6 +157,8 @@ export class BodyInstrumenter {
     const kinds = OP_KIND;
     const plain = OP_PLAIN;
     const leb = OP_LEB;
+    const local = OP_LOCAL;
+    const shiftLocals = this.calls !== undefined;
     const memarg = OP_MEMARG;
     const f32 = OP_F32;
     const f64 = OP_F64;
@@ -135,6 +171,16 @@ export class BodyInstrumenter {
       cost += costs[op]!;
       const kind = kinds[op]!;
       if (kind === plain) continue;
+      if (kind === local) {
+        if (shiftLocals) {
+          this.pos = pos;
+          this.renumberLocal();
+          pos = this.pos;
+        } else {
+          pos = skipLeb(code, pos);
+        }
+        continue;
+      }
       if (kind === leb) {
         pos = skipLeb(code, pos);
         continue;
@@ -229,6 +275,8 @@ export class BodyInstrumenter {
         this.brTable(at);
         return false;
       case 0x10: // call
+        this.call(at);
+        return false;
       case 0x14: // call_ref
         this.skipLeb();
         this.aroundCall(at);
@@ -239,18 +287,25 @@ export class BodyInstrumenter {
         this.aroundCall(at);
         return false;
       case 0x12: // return_call
+        this.returnCall(at);
+        return false;
       case 0x15: // return_call_ref
       case 0x08: // throw
       case 0x09: // rethrow
+        if (op === 0x15) this.refuseTailCallWithCounter(at);
         this.skipLeb();
         this.syncAndSplit(at);
         return false;
       case 0x13: // return_call_indirect
+        this.refuseTailCallWithCounter(at);
         this.skipLeb();
         this.skipLeb();
         this.syncAndSplit(at);
         return false;
       case 0x0f: // return
+        if (this.calls) this.returnCounter(at);
+        else this.syncAndSplit(at);
+        return false;
       case 0x0a: // throw_ref
         this.syncAndSplit(at);
         return false;
@@ -280,7 +335,8 @@ export class BodyInstrumenter {
   private endFrame(at: number): boolean {
     const top = this.depth - 1;
     if (top === 0) {
-      this.syncBefore(at);
+      if (this.calls) this.closeBodyBlock(at);
+      else this.syncBefore(at);
       this.depth = 0;
       this.closeSegment();
       this.flush(this.pos);
@@ -309,8 +365,9 @@ export class BodyInstrumenter {
   /** Catch labels are relative to the frames enclosing the try_table (it is not yet pushed). */
   private markCatchTarget(label: number): void {
     const index = this.frameIndex(label);
-    // Landing on the function frame returns to the caller, which reloads after its call.
-    if (index === 0 || this.frameSync[index]) return;
+    // Landing on the function frame returns to the caller, which reloads after its call. With a
+    // call plan it lands on the block around the body, a catch target like any other.
+    if ((index === 0 && !this.calls) || this.frameSync[index]) return;
     this.catchTargets.add(this.frameOrdinal[index]!);
     this.foundNewCatchTarget = true;
   }
@@ -320,6 +377,69 @@ export class BodyInstrumenter {
     for (let n = this.u32() + 1; n > 0; n--) sync = this.labelNeedsSync(this.u32()) || sync;
     if (sync) this.syncBefore(at);
     this.startSegment(0);
+  }
+
+  /** A direct call: with a call plan a defined callee takes the counter along (calls.ts). */
+  private call(at: number): void {
+    const callee = this.u32();
+    const target = this.calls ? this.calls.target(callee) : -1;
+    if (target < 0) {
+      this.aroundCall(at);
+      return;
+    }
+    this.flush(at);
+    emitLocal(this.out, LOCAL_GET, this.counter);
+    this.out.u8(0x10);
+    this.out.u32(target);
+    this.copyFrom = this.pos;
+    emitLocal(this.out, LOCAL_SET, this.counter);
+    this.synced = false;
+  }
+
+  /** return_call: with a call plan only a defined callee can return the counter for this function. */
+  private returnCall(at: number): void {
+    const callee = this.u32();
+    if (!this.calls) {
+      this.syncAndSplit(at);
+      return;
+    }
+    const target = this.calls.target(callee);
+    if (target < 0) throw new CounterCannotPass(`return_call of imported function ${callee} at offset ${at}`);
+    this.flush(at);
+    emitLocal(this.out, LOCAL_GET, this.counter);
+    this.out.u8(0x12);
+    this.out.u32(target);
+    this.copyFrom = this.pos;
+    this.startSegment(0);
+  }
+
+  /** A tail call whose callee returns no counter cannot end a function that must return one. */
+  private refuseTailCallWithCounter(at: number): void {
+    if (this.calls) throw new CounterCannotPass(`indirect tail call at offset ${at}`);
+  }
+
+  /** return with a call plan: the counter joins the results. */
+  private returnCounter(at: number): void {
+    this.flush(at);
+    emitLocal(this.out, LOCAL_GET, this.counter);
+    this.startSegment(0);
+  }
+
+  /**
+   * The final end with a call plan: close the block around the body and push the counter. When
+   * a catch clause lands on that block, every way into it published the counter: read it back.
+   */
+  private closeBodyBlock(at: number): void {
+    const reload = this.frameSync[0] === 1;
+    if (reload) this.syncBefore(at);
+    this.flush(at);
+    this.out.u8(END);
+    if (reload) {
+      this.out.u8(GLOBAL_GET);
+      this.out.u32(this.fuelGlobal);
+    } else {
+      emitLocal(this.out, LOCAL_GET, this.counter);
+    }
   }
 
   private aroundCall(at: number): void {
@@ -397,6 +517,15 @@ export class BodyInstrumenter {
     encodeSync(this.out, this.counter, this.fuelGlobal);
   }
 
+  private renumberLocal(): void {
+    const immediate = this.pos;
+    const index = this.u32();
+    if (index < this.shiftLocalsFrom) return;
+    this.flush(immediate);
+    this.out.u32(index + 1);
+    this.copyFrom = this.pos;
+  }
+
   private renumberGlobal(): void {
     const immediate = this.pos;
     const index = this.u32();
@@ -466,6 +595,11 @@ export class BodyInstrumenter {
     if (b & 0x80) throw new Error(`LEB128 longer than 5 bytes at offset ${this.pos}`);
     return result >>> 0;
   }
+}
+
+function emitLocal(w: Writer, op: number, index: number): void {
+  w.u8(op);
+  w.u32(index);
 }
 
 function skipLeb(code: Uint8Array, pos: number): number {

@@ -1,4 +1,5 @@
 import { BodyInstrumenter } from "./body.ts";
+import { CallPlan, CounterCannotPass } from "./calls.ts";
 import { plainBytes, type Reader, Writer } from "./leb.ts";
 import { readModuleInfo, type ModuleInfo } from "./module-info.ts";
 import {
@@ -12,7 +13,7 @@ import {
   type GlobalMap,
 } from "./renumber.ts";
 import {
-  followsImports,
+  comesAfter,
   HEADER,
   KIND_GLOBAL,
   readSections,
@@ -21,9 +22,11 @@ import {
   SEC_DATA,
   SEC_ELEMENT,
   SEC_EXPORT,
+  SEC_FUNCTION,
   SEC_GLOBAL,
   SEC_IMPORT,
   SEC_TABLE,
+  SEC_TYPE,
   sectionReader,
   type Section,
 } from "./sections.ts";
@@ -41,19 +44,36 @@ const encoder = new TextEncoder();
 
 /**
  * Rewrites a core wasm module so every function subtracts its straight-line cost from the imported
- * i64 global and traps (unreachable) when it goes negative.
+ * i64 global and traps (unreachable) when it goes negative. Direct calls pass the counter along
+ * (calls.ts); a module with a tail call that cannot (to an import, or indirect) is rewritten
+ * with the counter going through the global at every call instead. Both charge the same fuel.
  */
 export function instrumentFuel(input: Uint8Array): InstrumentResult {
   const module = plainBytes(input);
   const sections = readSections(module);
   const info = readModuleInfo(module, sections, FUEL_IMPORT);
+  try {
+    return rewrite(module, sections, info, new CallPlan(module, info));
+  } catch (error) {
+    if (!(error instanceof CounterCannotPass)) throw error;
+    return rewrite(module, sections, info, undefined);
+  }
+}
+
+function rewrite(module: Uint8Array, sections: readonly Section[], info: ModuleInfo, calls: CallPlan | undefined): InstrumentResult {
   const map = shiftDefinedGlobals(info.importedGlobals);
   const out = new Writer(module.length + (module.length >> 1));
   out.copy(HEADER, 0, HEADER.length);
   let importsWritten = false;
-  let functionsInstrumented = 0;
+  let typesWritten = false;
   for (const s of sections) {
-    if (!importsWritten && (s.id === SEC_IMPORT || followsImports(s.id))) {
+    // A module without functions has no type section, and needs none.
+    if (calls && !typesWritten && (s.id === SEC_TYPE || comesAfter(s.id, SEC_TYPE))) {
+      out.section(SEC_TYPE, calls.typeSection(s.id === SEC_TYPE ? s : undefined));
+      typesWritten = true;
+      if (s.id === SEC_TYPE) continue;
+    }
+    if (!importsWritten && (s.id === SEC_IMPORT || comesAfter(s.id, SEC_IMPORT))) {
       out.section(SEC_IMPORT, importSectionWithFuel(module, s.id === SEC_IMPORT ? s : undefined));
       importsWritten = true;
       if (s.id === SEC_IMPORT) continue;
@@ -61,19 +81,25 @@ export function instrumentFuel(input: Uint8Array): InstrumentResult {
     if (s.id === SEC_CODE) {
       out.u8(SEC_CODE);
       const sizeAt = out.beginSized();
-      functionsInstrumented = instrumentCode(module, s, info, out);
+      instrumentCode(module, s, info, calls, out);
       out.endSized(sizeAt);
+    } else if (s.id === SEC_FUNCTION && calls) {
+      out.section(SEC_FUNCTION, calls.functionSection());
     } else {
-      writeSection(out, module, s, map);
+      writeSection(out, module, s, map, calls);
     }
   }
   if (!importsWritten) out.section(SEC_IMPORT, importSectionWithFuel(module, undefined));
-  return { bytes: out.result(), functionsInstrumented };
+  return { bytes: out.result(), functionsInstrumented: info.funcTypes.length };
 }
 
-/** Copies a section, rewriting it first when it can mention a global index. */
-function writeSection(out: Writer, module: Uint8Array, s: Section, map: GlobalMap): void {
-  const rewrite = globalRewriter(module, s);
+/** Copies a section, rewriting it first when it can mention a global index (or, for names, a local). */
+function writeSection(out: Writer, module: Uint8Array, s: Section, map: GlobalMap, calls: CallPlan | undefined): void {
+  if (s.id === SEC_CUSTOM && isNameSection(module, s)) {
+    out.section(s.id, rewriteNameSection(sectionReader(module, s), map, calls));
+    return;
+  }
+  const rewrite = globalRewriter(s);
   if (rewrite) {
     out.section(s.id, rewrite(sectionReader(module, s), map));
     return;
@@ -83,7 +109,7 @@ function writeSection(out: Writer, module: Uint8Array, s: Section, map: GlobalMa
   out.copy(module, s.start, s.end);
 }
 
-function globalRewriter(module: Uint8Array, s: Section): ((r: Reader, map: GlobalMap) => Writer) | undefined {
+function globalRewriter(s: Section): ((r: Reader, map: GlobalMap) => Writer) | undefined {
   switch (s.id) {
     case SEC_TABLE:
       return rewriteTableSection;
@@ -95,8 +121,6 @@ function globalRewriter(module: Uint8Array, s: Section): ((r: Reader, map: Globa
       return rewriteElementSection;
     case SEC_DATA:
       return rewriteDataSection;
-    case SEC_CUSTOM:
-      return isNameSection(module, s) ? rewriteNameSection : undefined;
     default:
       return undefined;
   }
@@ -134,25 +158,38 @@ function writeName(w: Writer, name: string): void {
   w.copy(bytes, 0, bytes.length);
 }
 
-/** Writes the instrumented code section's content to `w`; returns the number of bodies. */
-function instrumentCode(module: Uint8Array, s: Section, info: ModuleInfo, w: Writer): number {
+/**
+ * Writes the instrumented code section's content to `w`. With a call plan an escaping function's
+ * entry becomes its wrapper, and its metered body follows all the original entries.
+ */
+function instrumentCode(module: Uint8Array, s: Section, info: ModuleInfo, calls: CallPlan | undefined, w: Writer): void {
   const r = sectionReader(module, s);
   const count = r.u32();
   if (count !== info.funcTypes.length) {
     throw new Error(`code section has ${count} bodies but the function section declares ${info.funcTypes.length}`);
   }
-  const body = new BodyInstrumenter(info.importedGlobals);
-  w.u32(count);
-  for (let i = 0; i < count; i++) {
-    const params = info.typeParams[info.funcTypes[i]!];
-    if (params === undefined) throw new Error(`function ${i} has unknown type ${info.funcTypes[i]}`);
-    instrumentFunction(r, w, body, params);
+  const body = new BodyInstrumenter(info.importedGlobals, calls);
+  const appended = new Writer(calls?.escaping ? 1 << 16 : 0);
+  w.u32(count + (calls?.escaping ?? 0));
+  for (let d = 0; d < count; d++) {
+    const type = info.funcTypes[d]!;
+    const params = info.types[type]?.params;
+    if (params === undefined) throw new Error(`function ${d} has unknown type ${type}`);
+    if (calls && info.escapes[d]) {
+      calls.writeWrapper(w, d, info.importedGlobals);
+      instrumentFunction(r, appended, body, params, calls.resultBlock(type));
+    } else {
+      instrumentFunction(r, w, body, params, calls?.resultBlock(type));
+    }
   }
-  return count;
+  w.copy(appended.buf, 0, appended.len);
 }
 
-/** One code entry: the locals gain an i64 counter after all existing locals; the body is instrumented. */
-function instrumentFunction(r: Reader, w: Writer, body: BodyInstrumenter, params: number): void {
+/**
+ * One code entry. With a call plan the counter is a parameter (`resultBlock` given); otherwise
+ * the locals gain an i64 counter after all existing locals.
+ */
+function instrumentFunction(r: Reader, w: Writer, body: BodyInstrumenter, params: number, resultBlock: Uint8Array | undefined): void {
   const end = r.u32() + r.pos;
   if (end > r.end) throw new Error(`function body at offset ${r.pos} overruns the code section`);
   const groups = r.u32();
@@ -163,12 +200,17 @@ function instrumentFunction(r: Reader, w: Writer, body: BodyInstrumenter, params
     r.skipValType();
   }
   const groupsEnd = r.pos;
-  body.instrument(r.bytes, groupsEnd, end, locals);
+  body.instrument(r.bytes, groupsEnd, end, params, locals, resultBlock);
   const sizeAt = w.beginSized();
-  w.u32(groups + 1);
-  w.copy(r.bytes, groupsStart, groupsEnd);
-  w.u8(1); // one local of type i64: the counter
-  w.u8(I64);
+  if (resultBlock) {
+    w.u32(groups);
+    w.copy(r.bytes, groupsStart, groupsEnd);
+  } else {
+    w.u32(groups + 1);
+    w.copy(r.bytes, groupsStart, groupsEnd);
+    w.u8(1); // one local of type i64: the counter
+    w.u8(I64);
+  }
   body.writeTo(w);
   w.endSized(sizeAt);
   r.pos = end;

@@ -19,6 +19,8 @@ export const OP_PREFIX_FC = 8;
 export const OP_PREFIX_FD = 9;
 /** Control flow, calls, throws: handled one by one by the instrumenter. */
 export const OP_CONTROL = 10;
+/** local.get / local.set / local.tee: renumbered when the counter becomes a parameter. */
+export const OP_LOCAL = 11;
 
 export const OP_KIND = new Uint8Array(256);
 /** Fuel per opcode, wasmtime's model: 1 each, except operators that generate no code or only mark structure. */
@@ -35,7 +37,7 @@ OP_KIND[0x1f] = OP_CONTROL; // try_table
 OP_KIND[0x01] = OP_PLAIN; // nop
 setKind(0x1a, 0x1b, OP_PLAIN); // drop, select
 OP_KIND[0x1c] = OP_SELECT_T;
-setKind(0x20, 0x22, OP_LEB); // local.get/set/tee
+setKind(0x20, 0x22, OP_LOCAL); // local.get/set/tee
 setKind(0x23, 0x24, OP_GLOBAL);
 setKind(0x25, 0x26, OP_LEB); // table.get/set
 setKind(0x28, 0x3e, OP_MEMARG); // loads and stores

@@ -2,6 +2,7 @@
  * Rewrites the non-code sections that mention global indices. The fuel global is appended to the
  * imports, so imported globals keep their indices and every defined global moves up by one.
  */
+import type { CallPlan } from "./calls.ts";
 import { Reader, Writer } from "./leb.ts";
 import { KIND_GLOBAL, skipLimits } from "./sections.ts";
 
@@ -142,15 +143,20 @@ export function rewriteTableSection(r: Reader, map: GlobalMap): Writer {
   return w;
 }
 
+const NAME_SUBSECTION_FUNCTIONS = 1;
+const NAME_SUBSECTION_LOCALS = 2;
 const NAME_SUBSECTION_LABELS = 3;
 const NAME_SUBSECTION_GLOBALS = 7;
 
 /**
  * The "name" custom section's global names (subsection 7) follow the renumbering. Label names
  * (subsection 3) are numbered by block order, which the inserted trap checks shift, so they are
- * dropped rather than left pointing at the wrong blocks. The rest is copied.
+ * dropped rather than left pointing at the wrong blocks; so are local names (subsection 2) when
+ * the counter becomes a parameter (calls.ts) and shifts the locals. The metered body of an
+ * escaping function takes its name (its wrapper keeps it too), so traps name the function. The
+ * rest is copied.
  */
-export function rewriteNameSection(r: Reader, map: GlobalMap): Writer {
+export function rewriteNameSection(r: Reader, map: GlobalMap, calls: CallPlan | undefined): Writer {
   const w = new Writer(r.end - r.pos + 16);
   copyName(r, w); // the custom section's own name, "name"
   while (r.pos < r.end) {
@@ -158,19 +164,49 @@ export function rewriteNameSection(r: Reader, map: GlobalMap): Writer {
     const size = r.u32();
     const sub = new Reader(r.bytes, r.pos, r.pos + size);
     r.skip(size);
-    if (id === NAME_SUBSECTION_LABELS) continue;
-    if (id !== NAME_SUBSECTION_GLOBALS) {
+    if (id === NAME_SUBSECTION_LABELS || (id === NAME_SUBSECTION_LOCALS && calls)) continue;
+    if (id === NAME_SUBSECTION_GLOBALS) w.section(id, renumberNames(sub, map));
+    else if (id === NAME_SUBSECTION_FUNCTIONS && calls) w.section(id, nameBodies(sub, calls));
+    else {
       w.u8(id);
       w.u32(size);
       w.copy(r.bytes, sub.pos, sub.end);
-      continue;
     }
-    const names = new Writer(size + 16);
-    for (let count = names.copyCount(sub); count > 0; count--) {
-      names.u32(map(sub.u32()));
-      copyName(sub, names);
-    }
-    w.section(id, names);
   }
   return w;
+}
+
+function renumberNames(sub: Reader, map: GlobalMap): Writer {
+  const names = new Writer(sub.end - sub.pos + 16);
+  for (let count = names.copyCount(sub); count > 0; count--) {
+    names.u32(map(sub.u32()));
+    copyName(sub, names);
+  }
+  return names;
+}
+
+/** Function names, plus one per appended body; both lists ascend, as the section requires. */
+function nameBodies(sub: Reader, calls: CallPlan): Writer {
+  const original = new Writer(sub.end - sub.pos);
+  const appended = new Writer(64);
+  let added = 0;
+  const count = sub.u32();
+  for (let n = count; n > 0; n--) {
+    const index = sub.u32();
+    const nameStart = sub.pos;
+    sub.skipVec();
+    original.u32(index);
+    original.copy(sub.bytes, nameStart, sub.pos);
+    const body = calls.target(index);
+    if (body >= 0 && body !== index) {
+      appended.u32(body);
+      appended.copy(sub.bytes, nameStart, sub.pos);
+      added++;
+    }
+  }
+  const names = new Writer(original.len + appended.len + 8);
+  names.u32(count + added);
+  names.copy(original.buf, 0, original.len);
+  names.copy(appended.buf, 0, appended.len);
+  return names;
 }

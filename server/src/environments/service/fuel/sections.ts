@@ -8,6 +8,7 @@ export const SEC_TABLE = 4;
 export const SEC_MEMORY = 5;
 export const SEC_GLOBAL = 6;
 export const SEC_EXPORT = 7;
+export const SEC_START = 8;
 export const SEC_ELEMENT = 9;
 export const SEC_CODE = 10;
 export const SEC_DATA = 11;
@@ -47,9 +48,9 @@ export function readSections(module: Uint8Array): Section[] {
   return sections;
 }
 
-/** True when a section with this id must come after the import section. */
-export function followsImports(id: number): boolean {
-  return id !== SEC_CUSTOM && ORDER[id]! > ORDER[SEC_IMPORT]!;
+/** True when a section with this id must come after the section `other`. */
+export function comesAfter(id: number, other: number): boolean {
+  return id !== SEC_CUSTOM && ORDER[id]! > ORDER[other]!;
 }
 
 export function sectionReader(module: Uint8Array, s: Section): Reader {
