@@ -18,6 +18,7 @@ import {
   type ServiceEnvironment,
 } from "./environments/index.ts";
 import { createModelProviders } from "./models/index.ts";
+import { OPENAPI_PATH, readOpenApiFile } from "./openapi/index.ts";
 import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
@@ -38,7 +39,7 @@ export interface RunningService {
   close(): Promise<void>;
 }
 
-/** The API's services: served on every protocol, and over JSON HTTP by the transcoder from their google.api.http rules. */
+/** The API's services: served on every protocol, and over JSON HTTP by the transcoder from their google.api.http rules, which gen/openapi.json describes. */
 export const API_SERVICES = [AssetService, SkillService, ArtifactService, SessionService, RunService, HostService] as const;
 
 export interface StartOptions {
@@ -105,6 +106,7 @@ export async function startService(settings: Settings, options: StartOptions = {
       handlers: router.handlers,
       transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
       rawEndpoints: [assets.uploads],
+      publicJson: new Map([[OPENAPI_PATH, await readOpenApiFile()]]),
       corsOrigins: settings.corsOrigins,
       corsHeaders: [CHECKSUM_HEADER],
       limits: settings.http,

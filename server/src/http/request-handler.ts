@@ -27,6 +27,8 @@ export interface RequestHandlerOptions {
   handlers: readonly UniversalHandler[];
   transcoder: Transcoder;
   rawEndpoints: readonly RawEndpoint[];
+  /** Fixed JSON documents anyone may GET without a key, by path (the OpenAPI document). */
+  publicJson: ReadonlyMap<string, Uint8Array>;
   corsOrigins: readonly string[];
   corsHeaders: readonly string[];
   /** The body idle timeout and in-memory budgets. */
@@ -51,9 +53,10 @@ interface Exchange {
 
 /**
  * The one listener behind every protocol: CORS, then the object store, then Connect routes
- * (gRPC, gRPC-Web, Connect), then the REST transcoder, else a JSON 404. Every request body is read
- * through a RequestBody (idle timeout, memory budget, drained when left unread). Authentication is
- * the Connect request gate's: it runs before the body is read, for REST too.
+ * (gRPC, gRPC-Web, Connect), then the public JSON documents, then the REST transcoder, else a JSON
+ * 404. Every request body is read through a RequestBody (idle timeout, memory budget, drained when
+ * left unread). Authentication is the Connect request gate's: it runs before the body is read, for
+ * REST too.
  */
 export function createRequestListener(options: RequestHandlerOptions): RequestListener {
   const routes = new Map(options.handlers.map((handler) => [handler.requestPath, handler]));
@@ -94,6 +97,11 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     if (handler) {
       if (record.protocol === "http") record.protocol = "connect";
       await writeResponse(await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method)))), exchange);
+      return;
+    }
+    const document = req.method === "GET" ? options.publicJson.get(url.pathname) : undefined;
+    if (document) {
+      writeJsonBytes(res, body, 200, document);
       return;
     }
     const rest = options.transcoder.match(req.method ?? "", req.url ?? "");
@@ -138,8 +146,11 @@ function writeError(res: NodeResponse, body: RequestBody, record: RequestRecord,
 }
 
 function writeJson(res: NodeResponse, body: RequestBody, status: number, json: unknown): void {
+  writeJsonBytes(res, body, status, Buffer.from(JSON.stringify(json)));
+}
+
+function writeJsonBytes(res: NodeResponse, body: RequestBody, status: number, bytes: Uint8Array): void {
   body.prepareResponse(res);
-  const bytes = Buffer.from(JSON.stringify(json));
   res.statusCode = status;
   res.setHeader("content-type", "application/json");
   res.setHeader("content-length", bytes.byteLength);
