@@ -64,7 +64,7 @@ export async function toolchain(memoryMib: number): Promise<Toolchain> {
   for (const name of ["transpile-worker.ts", "glue.ts"]) stepsHash.update(await readFile(fileURLToPath(new URL(`./${name}`, import.meta.url))));
   const pages = memoryPages(memoryMib);
   const id = createHash("sha256")
-    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../world/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
+    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../../../world/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
     .digest("hex")
     .slice(0, 16);
   return { id, jco, jcoTranspile, fuelSourceHash, memoryPages: pages };
