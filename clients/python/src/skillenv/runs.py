@@ -1,0 +1,285 @@
+"""Runs (docs/runs.md): one message to a model with the session's tools and skills, driven by an agent loop."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol, Union
+
+import grpc
+
+from skillenv._gen.skillenv.sessions.v1 import runs_pb2
+from skillenv._rpc import Rpc
+from skillenv._wire import datetime_of, from_struct, optional_datetime_of, to_struct
+from skillenv.assets import UploadResult
+from skillenv.errors import ServiceError
+from skillenv.events import EventStream, SessionEvent
+from skillenv.skill import Skill
+from skillenv.skills import UploadedSkill
+
+# Uploads at once per pass (skills, files), as for skill uploads.
+_UPLOAD_CONCURRENCY = 4
+
+# What transports report for a call whose answer never arrived: a refused or reset connection, a broken stream.
+_LOST_IN_TRANSPORT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
+
+# Exactly one of them is a run's last event.
+_RUN_END_TYPES = frozenset({"turn.completed", "turn.failed", "run.cancelled"})
+
+RunStatus = Literal["running", "completed", "failed", "cancelled"]
+
+RunSkill = Union[Skill, str, UploadedSkill]
+"""A draft (uploaded before the run is submitted, once per object and client), the name of a
+workspace skill, or what `client.skills.upload` answered."""
+
+
+@dataclass(frozen=True)
+class Model:
+    provider: str
+    """"anthropic" or "openai"."""
+    name: str
+    """The provider's model name, e.g. "claude-sonnet-4-5"."""
+    max_tokens: int = 0
+    """Largest reply; 0 is the server's default, 4096."""
+    parameters: Mapping[str, Any] | None = None
+    """Passed to the provider as is, e.g. {"temperature": 0.2}."""
+
+
+@dataclass(frozen=True)
+class RunFile:
+    """A file staged at /workspace/<path> before the first turn: bytes to upload, or an asset this
+    workspace finalized already (`asset_sha256`)."""
+
+    path: str
+    data: bytes | None = None
+    asset_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.asset_sha256 is None):
+            raise ValueError(f"run file {self.path}: give exactly one of data and asset_sha256")
+
+
+@dataclass(frozen=True)
+class SkillSnapshot:
+    """A skill as the run snapshotted it at submit (spec §3 rule 8)."""
+
+    name: str
+    content_hash: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class RunError:
+    code: str
+    """e.g. model_auth_failed, max_rounds_exceeded, cancelled."""
+    message: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run as the server last reported it."""
+
+    id: str
+    session_id: str
+    status: RunStatus
+    model: Model
+    skills: list[SkillSnapshot]
+    created_at: datetime
+    finished_at: datetime | None
+    usage: Usage
+    stop_reason: str | None
+    """Why the model ended the turn ("end_turn", "max_tokens", ...); None unless completed."""
+    rounds: int
+    tool_calls: int
+    """Tool calls dispatched, the skills tool included."""
+    output_text: str
+    error: RunError | None
+    """Why a failed or cancelled run ended."""
+    idempotency_key: str
+    idempotency_hash: str
+
+    @classmethod
+    def from_message(cls, message: runs_pb2.Run) -> RunRecord:
+        model = message.model
+        return cls(
+            id=message.id,
+            session_id=message.session_id,
+            status=message.status,  # type: ignore[arg-type]
+            model=Model(model.provider, model.name, model.max_tokens, from_struct(model.parameters)),
+            skills=[SkillSnapshot(skill.name, skill.content_hash, skill.description) for skill in message.skills],
+            created_at=datetime_of(message.created_at),
+            finished_at=optional_datetime_of(message, "finished_at"),
+            usage=Usage(message.usage.input_tokens, message.usage.output_tokens),
+            stop_reason=message.stop_reason or None,
+            rounds=message.rounds,
+            tool_calls=message.tool_calls,
+            output_text=message.output_text,
+            error=RunError(message.error.code, message.error.message) if message.HasField("error") else None,
+            idempotency_key=message.idempotency_key,
+            idempotency_hash=message.idempotency_hash,
+        )
+
+
+class RunUploads(Protocol):
+    """What preparing a run uploads through: the client's skills and assets flows."""
+
+    def upload_skill(self, skill: Skill) -> UploadedSkill: ...
+
+    def upload_asset(self, data: bytes) -> UploadResult: ...
+
+
+class RunSession(Protocol):
+    """A session, as its runs see it: an id and a journal."""
+
+    @property
+    def id(self) -> str: ...
+
+    def events(self, after: int = 0, timeout: float | None = None) -> EventStream: ...
+
+
+class Run:
+    """A handle on one run. `record` is what the server last answered (on submission, `refresh`,
+    `cancel` or `result`); the run's progress is its events."""
+
+    def __init__(self, rpc: Rpc, session: RunSession, record: RunRecord) -> None:
+        self.id = record.id
+        self.session_id = record.session_id
+        self.record = record
+        self._rpc = rpc
+        self._session = session
+        # Where reading the journal starts: just before the run's run.submitted, once it was seen.
+        self._after = 0
+
+    @property
+    def status(self) -> RunStatus:
+        return self.record.status
+
+    def events(self, timeout: float | None = None) -> Iterator[SessionEvent]:
+        """This run's events in journal order, replayed and then live, from its `run.submitted` to
+        its last (`turn.completed`, `turn.failed` or `run.cancelled`): the session's events that
+        carry the run's id, and the operation events of the operations it sent. Ends early when
+        the session is deleted or `timeout` seconds have passed."""
+        with self._session.events(after=self._after, timeout=timeout) as stream:
+            yield from self._own(stream)
+
+    def result(self, timeout: float | None = None) -> RunRecord:
+        """Waits until the run has ended and answers its final record; a failed run is a record
+        too, not an exception. TimeoutError after `timeout` seconds."""
+        if self.record.status != "running":
+            return self.record
+        with self._session.events(after=self._after, timeout=timeout) as stream:
+            for _ in self._own(stream):
+                pass
+        if stream.timed_out:
+            raise TimeoutError(f"run {self.id} did not end within {timeout} s")
+        return self.refresh()
+
+    def cancel(self) -> RunRecord:
+        """Stops the run: the model call is abandoned and the operations in flight are sent a
+        cancel. Answers once the run has ended; cancelling a finished run changes nothing."""
+        response = self._rpc.call(self._rpc.runs.CancelRun, runs_pb2.CancelRunRequest(session_id=self.session_id, run_id=self.id))
+        return self._remember(response.run)
+
+    def refresh(self) -> RunRecord:
+        response = self._rpc.call(self._rpc.runs.GetRun, runs_pb2.GetRunRequest(session_id=self.session_id, run_id=self.id))
+        return self._remember(response.run)
+
+    def delete(self) -> None:
+        """Removes a finished run, its part of the session's conversation and its skill snapshots."""
+        self._rpc.call(self._rpc.runs.DeleteRun, runs_pb2.DeleteRunRequest(session_id=self.session_id, run_id=self.id))
+
+    def _own(self, stream: EventStream) -> Iterator[SessionEvent]:
+        """The run's events of the stream, up to its last."""
+        operations: set[str] = set()
+        for event in stream:
+            if not self._owns(event, operations):
+                continue
+            if event.type == "run.submitted":
+                self._after = event.seq - 1
+            yield event
+            if event.type in _RUN_END_TYPES:
+                return
+
+    def _owns(self, event: SessionEvent, operations: set[str]) -> bool:
+        """An event is the run's when it carries the run's id, or concerns an operation the run sent."""
+        operation_id = event.data.get("operationId")
+        if event.data.get("runId") == self.id:
+            if event.type == "operation.sent" and isinstance(operation_id, str):
+                operations.add(operation_id)
+            return True
+        return operation_id in operations
+
+    def _remember(self, message: runs_pb2.Run) -> RunRecord:
+        self.record = RunRecord.from_message(message)
+        return self.record
+
+
+def prepare_run_input(
+    uploads: RunUploads,
+    *,
+    message: str,
+    model: Model,
+    provider_keys: Mapping[str, str],
+    skills: Sequence[RunSkill] = (),
+    files: Sequence[RunFile] = (),
+    agents_md: str = "",
+    idempotency_key: str | None = None,
+    max_rounds: int = 0,
+) -> runs_pb2.RunInput:
+    """The submission (spec §4.1): draft skills upserted and file bytes uploaded first, both passes
+    at once and each with bounded concurrency, so that it carries only skill names and asset hashes.
+
+    Without an idempotency key one is generated, so that a submission whose answer was lost can be
+    sent again safely. Zero and empty fields take the server's defaults.
+    """
+    with ThreadPoolExecutor(max_workers=_UPLOAD_CONCURRENCY) as pool:
+        skill_names = [pool.submit(_skill_name, skill, uploads) for skill in skills]
+        staged = [pool.submit(_staged_file, file, uploads) for file in files]
+        run_input = runs_pb2.RunInput(
+            model=runs_pb2.Model(provider=model.provider, name=model.name, max_tokens=model.max_tokens),
+            skills=[runs_pb2.SkillReference(kind="skill", name=name.result()) for name in skill_names],
+            message=message,
+            agents_md=agents_md,
+            files=[file.result() for file in staged],
+            provider_keys=dict(provider_keys),
+            idempotency_key=idempotency_key or str(uuid.uuid4()),
+            max_rounds=max_rounds,
+        )
+    if model.parameters is not None:
+        run_input.model.parameters.CopyFrom(to_struct(model.parameters))
+    return run_input
+
+
+def _skill_name(skill: RunSkill, uploads: RunUploads) -> str:
+    if isinstance(skill, str):
+        return skill
+    if isinstance(skill, Skill):
+        return uploads.upload_skill(skill).name
+    return skill.name
+
+
+def _staged_file(file: RunFile, uploads: RunUploads) -> runs_pb2.RunFile:
+    sha256 = file.asset_sha256 if file.data is None else uploads.upload_asset(file.data).sha256
+    return runs_pb2.RunFile(path=file.path, asset_sha256=sha256)
+
+
+def submit_run(rpc: Rpc, session_id: str, run_input: runs_pb2.RunInput) -> runs_pb2.Run:
+    """CreateRun, sent once more when its answer was lost on the way. The idempotency key makes that
+    safe: had the first try started the run, the second answers that run instead of starting another."""
+    request = runs_pb2.CreateRunRequest(session_id=session_id, run=run_input)
+    try:
+        return rpc.call(rpc.runs.CreateRun, request).run
+    except ServiceError as error:
+        # The service answers every refusal with its code; a failure without one never reached an answer.
+        if error.code is not None or error.status not in _LOST_IN_TRANSPORT:
+            raise
+        return rpc.call(rpc.runs.CreateRun, request).run

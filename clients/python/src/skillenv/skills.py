@@ -1,0 +1,114 @@
+"""The workspace's skill registry: upload (presign -> PUT -> finalize -> PutSkill), list, get, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from skillenv._gen.skillenv.skills.v1 import skills_pb2
+from skillenv._once import OncePerInstance
+from skillenv._rpc import Rpc
+from skillenv._wire import datetime_of
+from skillenv.assets import upload_asset
+from skillenv.bundle import BundleLimits, assert_within_limits
+from skillenv.skill import Skill
+
+
+@dataclass(frozen=True)
+class SkillMetadata:
+    """A workspace skill as the registry reports it: never its bytes."""
+
+    name: str
+    description: str
+    content_hash: str
+    bundle_bytes: int
+    file_count: int
+    total_file_bytes: int
+    created_at: datetime
+    """When the name was first bound."""
+    updated_at: datetime
+    """When the name was last bound to different bytes."""
+
+    @classmethod
+    def from_message(cls, message: skills_pb2.Skill) -> SkillMetadata:
+        return cls(
+            name=message.name,
+            description=message.description,
+            content_hash=message.content_hash,
+            bundle_bytes=message.bundle_bytes,
+            file_count=message.file_count,
+            total_file_bytes=message.total_file_bytes,
+            created_at=datetime_of(message.created_at),
+            updated_at=datetime_of(message.updated_at),
+        )
+
+
+@dataclass(frozen=True)
+class UploadedSkill:
+    name: str
+    content_hash: str
+    bytes_sent: int
+    """Bundle bytes sent to the object store; 0 when the workspace had them already."""
+    changed: bool
+    """False when the name was bound to these bytes already."""
+    metadata: SkillMetadata
+
+
+@dataclass(frozen=True)
+class SkillPage:
+    skills: list[SkillMetadata]
+    """In name order."""
+    next_page_token: str
+    """Empty on the last page."""
+
+
+class SkillsClient:
+    """`client.skills`. Uploads are kept per skill object: repeated or concurrent uploads of one
+    `Skill` cost one set of round trips, and a run given that object needs none."""
+
+    def __init__(self, rpc: Rpc, limits: BundleLimits) -> None:
+        self._rpc = rpc
+        self._limits = limits
+        self._upload = OncePerInstance(self._upload_once)
+
+    def upload(self, skill: Skill) -> UploadedSkill:
+        """presign -> PUT (skipped when the workspace has the bytes) -> finalize -> PutSkill.
+
+        A bundle breaking the bundle limits is refused before anything is sent.
+        """
+        return self._upload(skill)
+
+    def upload_all(self, skills: Sequence[Skill], concurrency: int = 4) -> list[UploadedSkill]:
+        """Uploads several skills, at most `concurrency` at a time; the results in the given order."""
+        if not skills:
+            return []
+        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(skills)))) as pool:
+            return list(pool.map(self.upload, skills))
+
+    def list(self, page_size: int = 0, page_token: str = "") -> SkillPage:
+        """A page of skills in name order: 50 by default, at most 1000."""
+        page = self._rpc.call(self._rpc.skills.ListSkills, skills_pb2.ListSkillsRequest(page_size=page_size, page_token=page_token))
+        return SkillPage([SkillMetadata.from_message(skill) for skill in page.skills], page.next_page_token)
+
+    def get(self, name: str) -> SkillMetadata:
+        response = self._rpc.call(self._rpc.skills.GetSkill, skills_pb2.GetSkillRequest(name=name))
+        return SkillMetadata.from_message(response.skill)
+
+    def delete(self, name: str) -> None:
+        """Removes the skill; runs that snapshotted it keep their copy."""
+        self._rpc.call(self._rpc.skills.DeleteSkill, skills_pb2.DeleteSkillRequest(name=name))
+
+    def _upload_once(self, skill: Skill) -> UploadedSkill:
+        bundle = skill.bundle()
+        assert_within_limits(bundle.file_sizes, self._limits)
+        asset = upload_asset(self._rpc, bundle.zip, bundle.content_hash)
+        response = self._rpc.call(self._rpc.skills.PutSkill, skills_pb2.PutSkillRequest(name=bundle.name, content_hash=bundle.content_hash))
+        return UploadedSkill(
+            name=bundle.name,
+            content_hash=bundle.content_hash,
+            bytes_sent=asset.size_bytes if asset.uploaded else 0,
+            changed=response.changed,
+            metadata=SkillMetadata.from_message(response.skill),
+        )

@@ -1,0 +1,118 @@
+"""The real service and the scripted model provider as child processes, as the TypeScript tests run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from skillenv import Client
+
+REPO = Path(__file__).resolve().parents[3]
+API_KEY = "python-client-key-0001"
+SCRIPTED_MODEL = "scripted-model"
+
+# npm scripts put the project's Node 24 on PATH; run directly, the system's Node may be older.
+NODE = str(REPO / "node_modules" / ".bin" / "node") if (REPO / "node_modules" / ".bin" / "node").exists() else "node"
+
+
+@dataclass
+class NodeProcess:
+    """A Node program of this repository, its output kept (for failure messages) and drained (so it never blocks)."""
+
+    child: subprocess.Popen[str]
+    output: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, args: list[str], env: dict[str, str], announces: str, on_stderr: bool) -> tuple[NodeProcess, re.Match[str]]:
+        """Starts `node <args>` and waits for the line matching `announces` (its listening address)."""
+        child = subprocess.Popen(
+            [NODE, *args], cwd=REPO, env=env, text=True, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if on_stderr else subprocess.PIPE,
+            stderr=subprocess.PIPE if on_stderr else subprocess.DEVNULL,
+        )  # fmt: skip
+        process = cls(child)
+        pipe = child.stderr if on_stderr else child.stdout
+        assert pipe is not None
+        match = process._read_until(pipe, re.compile(announces))
+        threading.Thread(target=process._drain, args=(pipe,), daemon=True).start()
+        return process, match
+
+    def _read_until(self, pipe: IO[str], pattern: re.Pattern[str]) -> re.Match[str]:
+        for line in pipe:
+            self.output.append(line)
+            if match := pattern.search(line):
+                return match
+        self.child.wait()
+        raise RuntimeError(f"{self.child.args} exited with {self.child.returncode} before listening:\n{''.join(self.output)}")
+
+    def _drain(self, pipe: IO[str]) -> None:
+        self.output.extend(pipe)
+
+    def stop(self) -> None:
+        self.child.terminate()
+        try:
+            self.child.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.child.kill()
+            self.child.wait()
+
+
+@dataclass
+class ScriptedProvider:
+    """testing/scripted-provider: a real HTTP server that answers model requests from scripts."""
+
+    process: NodeProcess
+    url: str
+    anthropic_base_url: str
+
+    @classmethod
+    def start(cls) -> ScriptedProvider:
+        args = ["testing/scripted-provider/main.ts", "--port", "0"]
+        process, match = NodeProcess.start(args, {"PATH": os.environ.get("PATH", "")}, r"listening on (\S+) \(anthropic base URL (\S+),", on_stderr=False)
+        return cls(process, match[1], match[2])
+
+    def script(self, model: str, steps: list[dict[str, object]]) -> None:
+        """Loads the replies of the next requests for `model`, through the provider's control endpoint."""
+        body = json.dumps({"steps": steps}).encode()
+        request = urllib.request.Request(f"{self.url}/_scripts/{model}", data=body, method="PUT", headers={"content-type": "application/json"})
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10):
+            pass
+
+
+@dataclass
+class Service:
+    """`node server/src/main.ts` on a loopback port with a data directory of its own."""
+
+    process: NodeProcess
+    url: str
+    data_dir: str
+    env: dict[str, str]
+
+    @classmethod
+    def start(cls, data_dir: str, extra_env: dict[str, str] | None = None) -> Service:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "SERVICE_LISTEN": "127.0.0.1:0",
+            "SERVICE_DATA_DIR": data_dir,
+            "SERVICE_API_KEYS": f"python={API_KEY}",
+            "SERVICE_LOG_REQUESTS": "false",
+            "SERVICE_SHUTDOWN_GRACE_SECS": "2",
+            **(extra_env or {}),
+        }
+        process, match = NodeProcess.start(["server/src/main.ts"], env, r"listening on (\S+)", on_stderr=True)
+        return cls(process, match[1], data_dir, env)
+
+    def restart(self) -> Service:
+        """Stops the service and starts it again on the same port and data: a deployment's restart, as clients see it."""
+        self.process.stop()
+        return Service.start(self.data_dir, {**self.env, "SERVICE_LISTEN": self.url.removeprefix("http://")})
+
+    def client(self, **options: object) -> Client:
+        return Client(self.url, API_KEY, **options)  # type: ignore[arg-type]
