@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, Union
 
-from google.protobuf import duration_pb2
-
 from skillenv._gen.skillenv.sessions.v1 import common_pb2, runs_pb2, sessions_pb2
 from skillenv._rpc import Rpc
 from skillenv._wire import datetime_of, from_value, optional_datetime_of, to_struct, to_value
@@ -203,7 +201,7 @@ class Session:
         if input is not None:
             request.input.CopyFrom(to_value(input))
         if timeout is not None:
-            request.timeout.CopyFrom(duration_pb2.Duration(seconds=int(timeout), nanos=int(timeout % 1 * 1e9)))
+            request.timeout.FromNanoseconds(int(timeout * 1e9))
         response = self._rpc.call(self._rpc.sessions.CallTool, request)
         return receipt_of(response.receipt, response.operation_id)
 
