@@ -10,7 +10,7 @@ import threading
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from skillenv import Client
 
@@ -114,5 +114,5 @@ class Service:
         self.process.stop()
         return Service.start(self.data_dir, {**self.env, "SERVICE_LISTEN": self.url.removeprefix("http://")})
 
-    def client(self, **options: object) -> Client:
-        return Client(self.url, API_KEY, **options)  # type: ignore[arg-type]
+    def client(self, **options: Any) -> Client:
+        return Client(self.url, API_KEY, **options)

@@ -308,7 +308,7 @@ _CoreSchemaLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 def _parse_yaml(yaml_text: str) -> dict[str, object]:
     try:
-        value = yaml.load(yaml_text, Loader=_CoreSchemaLoader)  # noqa: S506 - a safe loader
+        value = yaml.load(yaml_text, Loader=_CoreSchemaLoader)  # a safe loader: plain data only
     except yaml.YAMLError as error:
         raise BundleFormatError("frontmatter_invalid", f"the {SKILL_MD_PATH} frontmatter is not valid YAML: {error}") from None
     # An empty block is an empty mapping, so it is reported as the missing description it lacks.

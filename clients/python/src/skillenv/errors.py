@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import grpc
 
 from skillenv._gen.google.rpc import error_details_pb2, status_pb2
@@ -31,7 +33,7 @@ class ServiceError(Exception):
     @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> ServiceError:
         # Every RpcError grpcio raises from a call is also a grpc.Call with the status and trailers.
-        call: grpc.Call = error  # type: ignore[assignment]
+        call = cast(grpc.Call, error)
         info = _error_info(call.trailing_metadata() or ())
         return cls(
             code=info.reason if info else None,

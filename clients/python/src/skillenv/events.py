@@ -74,5 +74,5 @@ class EventStream(Iterator[SessionEvent]):
         """The caller stopped watching, or let it run for as long as it wanted: that is how a live stream ends."""
         if self._cancelled.is_set():
             return True
-        self.timed_out = self._timeout is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # type: ignore[attr-defined]
+        self.timed_out = self._timeout is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         return self.timed_out

@@ -311,7 +311,7 @@ def _run_command(command: host_pb2.Command, definition: HostEnvironment, cancell
     try:
         output = handler(from_value(command.input), _context(command, cancelled, progress))
         terminal = host_pb2.HostReceipt(operation_id=operation_id, returned=host_pb2.Returned(output=_output_value(output)))
-    except Exception as error:  # noqa: BLE001 - every failure of a handler is the tool's failure
+    except Exception as error:  # every failure of a handler is the tool's failure
         terminal = host_pb2.HostReceipt(operation_id=operation_id, failure=_failure_of(error, cancelled))
     finished.set()
     send(terminal)

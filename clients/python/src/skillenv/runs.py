@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, Union
+from typing import Any, Literal, Protocol, Union, cast
 
 import grpc
 
@@ -113,7 +113,7 @@ class RunRecord:
         return cls(
             id=message.id,
             session_id=message.session_id,
-            status=message.status,  # type: ignore[arg-type]
+            status=cast(RunStatus, message.status),
             model=Model(model.provider, model.name, model.max_tokens, from_struct(model.parameters)),
             skills=[SkillSnapshot(skill.name, skill.content_hash, skill.description) for skill in message.skills],
             created_at=datetime_of(message.created_at),

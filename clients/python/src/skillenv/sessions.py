@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal, Union, cast
 
 from skillenv._gen.skillenv.sessions.v1 import common_pb2, runs_pb2, sessions_pb2
 from skillenv._rpc import Rpc
 from skillenv._wire import datetime_of, from_value, optional_datetime_of, to_struct, to_value
-from skillenv.environments import ServiceEnvironment
+from skillenv.environments import ServiceEnvironment, SetupMode
 from skillenv.events import EventStream
 from skillenv.hosts import HostConnection, HostEnvironment, Reconnect
 from skillenv.runs import Model, Run, RunFile, RunRecord, RunSkill, RunUploads, prepare_run_input, submit_run
@@ -77,12 +77,13 @@ def receipt_of(message: common_pb2.Receipt, operation_id: str = "") -> Receipt:
 class EnvironmentStatus:
     name: str
     kind: Literal["service", "host", "extension"]
-    setup: str
+    setup: SetupMode
     state: EnvironmentState
 
     @classmethod
     def from_message(cls, message: sessions_pb2.Environment) -> EnvironmentStatus:
-        return cls(message.name, message.WhichOneof("kind"), message.setup, message.state)  # type: ignore[arg-type]
+        kind = cast(Literal["service", "host", "extension"], message.WhichOneof("kind"))
+        return cls(message.name, kind, cast(SetupMode, message.setup), cast(EnvironmentState, message.state))
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class SessionRecord:
     def from_message(cls, message: sessions_pb2.Session) -> SessionRecord:
         return cls(
             id=message.id,
-            state=message.state,  # type: ignore[arg-type]
+            state=cast(SessionState, message.state),
             environments=[EnvironmentStatus.from_message(environment) for environment in message.environments],
             tools=[PlacedTool(tool.name, tool.description, tool.environment) for tool in message.tools],
             created_at=datetime_of(message.created_at),
