@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when generated code differs from what `npm run generate` and `npm run generate:python`
-# produce from the protos: the service's gen/, the TypeScript client's clients/ts/gen, the tests'
-# server/test/gen and the Python client's clients/python/src/skillenv/_gen.
+# produce from the protos: the service's gen/ (gen/openapi.json included, npm run generate:openapi),
+# the TypeScript client's clients/ts/gen, the tests' server/test/gen and the Python client's
+# clients/python/src/skillenv/_gen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 npm run --silent generate
