@@ -4,6 +4,7 @@ import { ArtifactService, createArtifacts } from "./artifacts/index.ts";
 import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
 import { ApiKeys, DEV_WORKSPACE, authenticationGate, loadOrCreateDevKey } from "./auth/index.ts";
 import type { Settings } from "./config/index.ts";
+import { loadConsole } from "./console/index.ts";
 import { Health, HealthState } from "./health/index.ts";
 import { createRequestListener, listen, recordingGate, type LogSink } from "./http/index.ts";
 import {
@@ -45,6 +46,8 @@ export const API_SERVICES = [AssetService, SkillService, ArtifactService, Sessio
 export interface StartOptions {
   /** Where request log lines go; default stdout when settings.logRequests is on. */
   log?: LogSink;
+  /** The built web console to serve at /console/; default build/console (clients/console/build.ts). */
+  consoleDir?: string;
 }
 
 /** Composition root: opens storage, starts the worker pool, wires the services and starts the one-port listener. */
@@ -107,6 +110,7 @@ export async function startService(settings: Settings, options: StartOptions = {
       transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
       rawEndpoints: [assets.uploads],
       publicJson: new Map([[OPENAPI_PATH, await readOpenApiFile()]]),
+      staticSites: [await loadConsole(options.consoleDir)],
       corsOrigins: settings.corsOrigins,
       corsHeaders: [CHECKSUM_HEADER],
       limits: settings.http,

@@ -10,6 +10,7 @@ import { applyCors } from "./cors.ts";
 import type { NodeRequest, NodeResponse } from "./node-types.ts";
 import { RequestBody, type ReadLimits } from "./request-body.ts";
 import { logRequest, protocolOf, requestRecordKey, type LogSink, type RequestRecord } from "./request-log.ts";
+import type { StaticAnswer, StaticSite } from "./static-files.ts";
 
 /** A plain HTTP endpoint outside the API (the embedded object store). */
 export interface RawEndpoint {
@@ -29,6 +30,8 @@ export interface RequestHandlerOptions {
   rawEndpoints: readonly RawEndpoint[];
   /** Fixed JSON documents anyone may GET without a key, by path (the OpenAPI document). */
   publicJson: ReadonlyMap<string, Uint8Array>;
+  /** Static files anyone may GET without a key (the web console), with their redirects. */
+  staticSites: readonly StaticSite[];
   corsOrigins: readonly string[];
   corsHeaders: readonly string[];
   /** The body idle timeout and in-memory budgets. */
@@ -53,8 +56,8 @@ interface Exchange {
 
 /**
  * The one listener behind every protocol: CORS, then the object store, then Connect routes
- * (gRPC, gRPC-Web, Connect), then the public JSON documents, then the REST transcoder, else a JSON
- * 404. Every request body is read through a RequestBody (idle timeout, memory budget, drained when
+ * (gRPC, gRPC-Web, Connect), then the public JSON documents, then the static sites, then the REST
+ * transcoder, else a JSON 404. Every request body is read through a RequestBody (idle timeout, memory budget, drained when
  * left unread). Authentication is the Connect request gate's: it runs before the body is read, for
  * REST too.
  */
@@ -104,6 +107,11 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
       writeJsonBytes(res, body, 200, document);
       return;
     }
+    const page = req.method === "GET" || req.method === "HEAD" ? findStatic(options.staticSites, url.pathname, req) : undefined;
+    if (page) {
+      writeStatic(res, body, req.method === "HEAD", page);
+      return;
+    }
     const rest = options.transcoder.match(req.method ?? "", req.url ?? "");
     if (rest) {
       record.protocol = "rest";
@@ -143,6 +151,24 @@ function writeError(res: NodeResponse, body: RequestBody, record: RequestRecord,
     return;
   }
   writeJson(res, body, httpStatus, errorBody);
+}
+
+function findStatic(sites: readonly StaticSite[], pathname: string, req: NodeRequest): StaticAnswer | undefined {
+  for (const site of sites) {
+    const answer = site.answer(pathname, req.headers);
+    if (answer) return answer;
+  }
+  return undefined;
+}
+
+function writeStatic(res: NodeResponse, body: RequestBody, head: boolean, page: StaticAnswer): void {
+  body.prepareResponse(res);
+  res.statusCode = page.status;
+  for (const [name, value] of Object.entries(page.headers)) res.setHeader(name, value);
+  // A 304 stands for the cached copy and says nothing of a length; a HEAD is told the length its GET would have.
+  if (page.status !== 304) res.setHeader("content-length", page.body.byteLength);
+  if (head) res.end();
+  else res.end(page.body);
 }
 
 function writeJson(res: NodeResponse, body: RequestBody, status: number, json: unknown): void {
