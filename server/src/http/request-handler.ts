@@ -57,9 +57,9 @@ interface Exchange {
 /**
  * The one listener behind every protocol: CORS, then the object store, then Connect routes
  * (gRPC, gRPC-Web, Connect), then the public JSON documents, then the static sites, then the REST
- * transcoder, else a JSON 404. Every request body is read through a RequestBody (idle timeout, memory budget, drained when
- * left unread). Authentication is the Connect request gate's: it runs before the body is read, for
- * REST too.
+ * transcoder, else a JSON 404. Every request body is read through a RequestBody (idle timeout,
+ * memory budget, drained when left unread). Authentication is the Connect request gate's: it runs
+ * before the body is read, for REST too.
  */
 export function createRequestListener(options: RequestHandlerOptions): RequestListener {
   const routes = new Map(options.handlers.map((handler) => [handler.requestPath, handler]));
