@@ -1,2 +1,3 @@
-export { FUEL_IMPORT, instrumentFuel, type InstrumentResult } from "./instrument.ts";
+export { FUEL_IMPORT } from "./import.ts";
+export { instrumentFuel, type InstrumentResult } from "./instrument.ts";
 export { capMemory, definedMemoryPages } from "./memory.ts";

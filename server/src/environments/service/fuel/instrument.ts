@@ -1,4 +1,5 @@
 import { BodyInstrumenter } from "./body.ts";
+import { FUEL_IMPORT } from "./import.ts";
 import { CallPlan, CounterCannotPass } from "./calls.ts";
 import { plainBytes, type Reader, Writer } from "./leb.ts";
 import { readModuleInfo, type ModuleInfo } from "./module-info.ts";
@@ -31,8 +32,6 @@ import {
   type Section,
 } from "./sections.ts";
 
-/** The fuel counter every instrumented module imports: a mutable i64 holding the remaining fuel. */
-export const FUEL_IMPORT = { module: "skillenv:fuel", name: "remaining" } as const;
 
 export interface InstrumentResult {
   bytes: Uint8Array<ArrayBuffer>;

@@ -1,8 +1,10 @@
 // Guest instances inside a worker: instantiating a prepared component with its per-instance fuel
 // counter and imports, keeping a few fresh instances ready ahead of demand, and turning how a
 // call ended into a receipt.
-import { FUEL_IMPORT } from "../fuel/index.ts";
-import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../../../world/index.ts";
+import { FUEL_IMPORT } from "../fuel/import.ts";
+// The contract alone: the world's index also brings in the service's error types (Connect,
+// protobuf), about 24 MB of every worker's heap for nothing a worker uses.
+import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../../../world/contract.ts";
 import { missingImports } from "./imports.ts";
 import type { ComponentFacts, FailureBody, WorkerReceipt } from "./protocol.ts";
 import { GuestExit, wasiImports, type WasiContext } from "./wasi.ts";
@@ -119,8 +121,8 @@ export function memoryBytes(instance: GuestInstance): number {
 }
 
 /**
- * Keeps up to `depth` fresh instances per recently used component, within a memory budget
- * shared by the worker. A spare is instantiated only when its memory fits beside the spares
+ * Keeps up to `depth` fresh instances per recently used component (one this worker invoked),
+ * within a memory budget shared by the worker, instantiated when the worker is idle. A spare is instantiated only when its memory fits beside the spares
  * already held, after dropping those of less recently used components if need be; the spares of
  * the component itself and of more recently used ones are never dropped to make room, so
  * refilling stops instead of cycling. A spare is instantiated with `spareFuel`; its start-up

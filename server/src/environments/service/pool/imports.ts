@@ -2,7 +2,8 @@
 // them. The names come from the component's own import types (server/src/world), the objects
 // are the real ones (wasi.ts, guest.ts), and jco's glue looks each function and resource up by
 // its JavaScript name; a missing one would fail every instantiation, so loading fails instead.
-import { unversioned, type ImportedInterface } from "../../../world/index.ts";
+import { unversioned } from "../../../world/contract.ts";
+import type { ImportedInterface } from "../../../world/index.ts";
 
 type Namespace = Readonly<Record<string, unknown>>;
 
