@@ -234,6 +234,20 @@ describe("spare instances", () => {
     }
   }, 60_000);
 
+  it("are kept only for components in use: none after preparation, then refilled after a call", async () => {
+    const lazy = await startPool({ workers: 1, spareInstances: 2, spareMemoryMib: 256 });
+    try {
+      await Promise.all([echo, echoJs, fib].map((ref) => lazy.prepare(ref)));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await lazy.testing.spares(0)).toEqual({ instances: 0, bytes: 0, instantiated: 0 });
+      await run(lazy, echo, { v: 1 });
+      await waitForSpares(lazy, 2);
+      expect((await lazy.testing.spares(0)).instantiated).toBe(2);
+    } finally {
+      await lazy.close();
+    }
+  }, 60_000);
+
   it("are never instantiated when one would not fit in the budget at all", async () => {
     const big = component("big-memory-wat");
     const frugal = await startPool({ workers: 1, spareInstances: 2, spareMemoryMib: 128 });

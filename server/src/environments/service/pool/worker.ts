@@ -164,8 +164,8 @@ function load(message: Extract<ToWorker, { t: "load" }>): void {
     const glue = (await import(message.glueUrl)) as { instantiate?: unknown };
     const component = loadComponent(message.id, glue, message.modules, message.facts);
     components.set(message.id, component);
-    // Have fresh instances waiting before the first call, too.
-    spares.schedule(component);
+    // No spares yet: they are kept for components in use (after an invocation), so that
+    // preparing many components costs no guest memory until they are called.
     return component;
   })();
   loading.set(message.id, promise);
