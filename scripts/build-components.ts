@@ -6,11 +6,15 @@
 //
 // A component directory holds component.wat (a hand-written core module) or
 // component.js (componentize-js), an optional component.json
-// {"world": "tool" | "agent-loop" | <a world of world.wit>, "features": [...]}
+// {"world": "tool" | "agent-loop" | <a world of world.wit>, "features": [...],
+//  "engine": "starlingmonkey" | "quickjs"}
 // and, for JS components that import WASI beyond wit/env.wit, a world.wit that
 // includes skillenv:env/<world>@0.1.0 and imports wasi:*@0.2.12 interfaces.
 // `features` are the componentize-js engine features to keep (default none);
 // every other one is disabled, so a component imports only what it uses.
+// `engine` "quickjs" builds with componentize-qjs instead of StarlingMonkey: a
+// ~1.6 MB component whose fresh instance costs a fraction of StarlingMonkey's
+// (synchronous exports only, no features, no world.wit; docs/components.md).
 //
 // A component is skipped when a content hash of its sources, the env contract,
 // this builder and the toolchain versions matches the stamp of its last build.
@@ -31,6 +35,8 @@ const WASI_VERSION = "0.2.12";
 const ENV_WORLDS = ["tool", "agent-loop"];
 const ENGINE_FEATURES = ["stdio", "random", "clocks", "http", "fetch-event"] as const;
 type Feature = (typeof ENGINE_FEATURES)[number];
+const ENGINES = ["starlingmonkey", "quickjs"] as const;
+type Engine = (typeof ENGINES)[number];
 
 interface Spec {
   name: string;
@@ -39,6 +45,8 @@ interface Spec {
   world: string;
   /** Engine features kept (JS only). */
   features: Feature[];
+  /** The JavaScript engine (JS only). */
+  engine: Engine;
   /** Set when the directory brings its own world.wit. */
   worldWit: boolean;
 }
@@ -140,10 +148,16 @@ async function build(outDir: string, options: BuildOptions): Promise<BuiltCompon
   // compiler threads): on 2 cores one child building 4 components took 13-14 s,
   // two children 13.5-15 s, one child per component 31-39 s.
   const js = stale.filter((job) => job.spec.kind === "js");
+  const quickjs = js.filter((job) => job.spec.engine === "quickjs");
+  const starlingmonkey = js.filter((job) => job.spec.engine === "starlingmonkey");
   const concurrency = options.concurrency ?? Math.max(1, Math.floor(availableParallelism() / 2));
   await Promise.all([
     ...stale.filter((job) => job.spec.kind === "wat").map(async (job) => finish(job, await buildWat(job))),
-    ...shares(js, concurrency).map((share) => componentizeInChild(share, finish)),
+    // componentize-qjs is native code taking the source as text: about a second each, in-process.
+    (async () => {
+      for (const job of quickjs) await finish(job, await buildQuickJs(job));
+    })(),
+    ...shares(starlingmonkey, concurrency).map((share) => componentizeInChild(share, finish)),
   ]);
   if (failures.length > 0) throw new Error(`component build failed:\n  ${failures.join("\n  ")}`);
   return built;
@@ -170,9 +184,13 @@ async function readSpec(dir: string): Promise<Spec> {
   const files = await readdir(dir);
   const manifest = files.includes("component.json") ? parseManifest(dir, await readFile(join(dir, "component.json"), "utf8")) : {};
   const worldWit = files.includes("world.wit");
-  const spec: Spec = { name: basename(dir), dir, kind, world: manifest.world ?? "tool", features: manifest.features ?? [], worldWit };
-  if (kind === "wat" && (worldWit || spec.features.length > 0)) {
-    throw new Error(`${dir}: a WAT component targets a world of wit/env.wit and has no engine features`);
+  const engine = manifest.engine ?? "starlingmonkey";
+  const spec: Spec = { name: basename(dir), dir, kind, world: manifest.world ?? "tool", features: manifest.features ?? [], engine, worldWit };
+  if (kind === "wat" && (worldWit || spec.features.length > 0 || manifest.engine)) {
+    throw new Error(`${dir}: a WAT component targets a world of wit/env.wit and has no engine or engine features`);
+  }
+  if (engine === "quickjs" && (worldWit || spec.features.length > 0)) {
+    throw new Error(`${dir}: a QuickJS component targets a world of wit/env.wit and has no engine features`);
   }
   if (!worldWit && !ENV_WORLDS.includes(spec.world)) {
     throw new Error(`${dir}: world "${spec.world}" is not in wit/env.wit (${ENV_WORLDS.join(", ")}); add a world.wit`);
@@ -180,15 +198,18 @@ async function readSpec(dir: string): Promise<Spec> {
   return spec;
 }
 
-function parseManifest(dir: string, text: string): { world?: string; features?: Feature[] } {
+function parseManifest(dir: string, text: string): { world?: string; features?: Feature[]; engine?: Engine } {
   const manifest: unknown = JSON.parse(text);
   if (typeof manifest !== "object" || manifest === null) throw new Error(`${dir}/component.json: not an object`);
-  const { world, features } = manifest as Record<string, unknown>;
+  const { world, features, engine } = manifest as Record<string, unknown>;
+  if (engine !== undefined && !(ENGINES as readonly unknown[]).includes(engine)) {
+    throw new Error(`${dir}/component.json: "engine" must be one of ${ENGINES.join(", ")}`);
+  }
   if (world !== undefined && typeof world !== "string") throw new Error(`${dir}/component.json: "world" must be a string`);
   if (features !== undefined && !(Array.isArray(features) && features.every(isFeature))) {
     throw new Error(`${dir}/component.json: "features" must list some of ${ENGINE_FEATURES.join(", ")}`);
   }
-  return { world, features };
+  return { world, features, engine: engine as Engine | undefined };
 }
 
 function isFeature(value: unknown): value is Feature {
@@ -202,7 +223,7 @@ async function toolchainFingerprint(): Promise<string> {
   hash.update(await readFile(ENV_WIT));
   // Modules under components/shared/ are imported by components (compiled into them).
   for (const file of (await readdir(SHARED)).sort()) hash.update(`\0${file}\0`).update(await readFile(join(SHARED, file)));
-  for (const pkg of ["@bytecodealliance/jco", "@bytecodealliance/componentize-js"]) {
+  for (const pkg of ["@bytecodealliance/jco", "@bytecodealliance/componentize-js", "componentize-qjs"]) {
     const manifest = JSON.parse(await readFile(join(ROOT, "node_modules", pkg, "package.json"), "utf8")) as { version: string };
     hash.update(`${pkg}@${manifest.version}`);
   }
@@ -245,6 +266,31 @@ async function buildWat({ spec, tmp }: Job): Promise<{ ms: number } | { error: s
     // The WIT goes in as source text: jco's own file reads would need the WASI shim's preopens.
     const embedded = await componentEmbed({ binary: core, witSource: await readFile(ENV_WIT, "utf8"), world: spec.world });
     await writeFile(tmp, await componentNew(embedded));
+    return { ms: Math.round(performance.now() - started) };
+  } catch (error) {
+    return { error: error instanceof Error ? error.message : String(error) };
+  }
+}
+
+/**
+ * QuickJS: synchronous exports (a returned promise is not awaited) and every WASI import
+ * replaced by a trap, so the component imports nothing but wit/env.wit.
+ */
+async function buildQuickJs({ spec, tmp }: Job): Promise<{ ms: number } | { error: string }> {
+  const started = performance.now();
+  try {
+    const { componentize } = await import("componentize-qjs");
+    const jsPath = join(spec.dir, "component.js");
+    const { component } = await componentize({
+      witPath: ENV_WIT,
+      world: spec.world,
+      jsSource: await readFile(jsPath, "utf8"),
+      jsPath,
+      moduleRoot: SOURCES,
+      sync: true,
+      stubWasi: true,
+    });
+    await writeFile(tmp, component);
     return { ms: Math.round(performance.now() - started) };
   } catch (error) {
     return { error: error instanceof Error ? error.message : String(error) };
