@@ -1,29 +1,39 @@
-// Unary round trip and throughput of each wire protocol the service speaks, against a bare
-// node:http2 round trip measured in the same run (same machine state, same process layout).
+// Unary Presign (dedup hit) over each wire protocol the service speaks, each beside baselines
+// measured in the same run, all in interleaved rounds (lib/variants.ts), so that the machine's
+// load hits every row alike:
+//   - bare connect-node: the same protocol, client and wire format against connect-node's stock
+//     adapter answering Presign with a constant (servers/bare-connect.ts), called with
+//     connect-node's stock transport. Service minus this is our own cost per call: the HTTP
+//     layer, the auth gate, the body budget, the call record and log line, the LevelDB read, and
+//     our client's transport options;
+//   - bare http2: a node:http2 round trip with a body of about the same size
+//     (servers/bare-http2.ts). Bare connect-node over this is connect-node's own cost per call.
+// The REST row's baseline is the same fetch client posting Connect JSON to the bare adapter.
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import * as http2 from "node:http2";
 import * as path from "node:path";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
+import { createClient, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { createNodeTransport, createServiceClient, type NodeTransportOptions } from "@skillenv/client/node";
-import { BENCH_API_KEY, withServiceBesideBaseline } from "./lib/child.ts";
-import { MiB, summarize, throughput } from "./lib/stats.ts";
+import { AssetService } from "../gen/skillenv/assets/v1/assets_pb.js";
+import { BENCH_API_KEY, spawnServer } from "./lib/child.ts";
+import { formatFigures, type Figure } from "./lib/figures.ts";
+import { withChildren } from "./lib/services.ts";
+import { MiB } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
-import { measure, type Workload } from "./lib/timing.ts";
+import { fixed } from "./lib/table.ts";
+import { childSide, measureVariants, type Plan, type Side, type Variant } from "./lib/variants.ts";
 
-const WORK: Workload = { warmup: 300, sequential: 2000, concurrent: 5000, inFlight: 64, phaseBudgetMs: 8_000 };
+const PLAN: Plan = { rounds: 10, inFlight: 64, budgetMs: 10_000 };
+const COUNTS = { warmup: 300, perRound: 200, concurrent: 5000 };
+/** Issue #12: the service beside the bare connect-node handler on the same protocol, and connect binary h2 and gRPC beside bare http2. */
+const TARGET_OVER_BARE_CONNECT = 1.1;
+const TARGET_OVER_BARE_HTTP2 = 2;
 
-interface Caller {
-  call(): Promise<void>;
-  close(): void;
-}
-
-interface Target {
-  name: string;
-  server: "service" | "bare";
-  open(url: string, asset: Asset): Promise<Caller>;
-}
+type Call = () => Promise<void>;
 
 /** Content the workspace has already finalized: Presign on it is a dedup hit (auth + one LevelDB read). */
 interface Asset {
@@ -31,66 +41,79 @@ interface Asset {
   sizeBytes: number;
 }
 
-function connectClient(options: Omit<NodeTransportOptions, "baseUrl" | "apiKey">): Target["open"] {
-  return async (url, asset) => {
-    const client = createServiceClient(createNodeTransport({ baseUrl: url, apiKey: BENCH_API_KEY, ...options }));
-    const request = { sha256: asset.sha256, sizeBytes: BigInt(asset.sizeBytes) };
-    return {
-      async call() {
-        // Checked on every call: a refusal or a miss would measure the wrong path.
-        if (!(await client.assets.presign(request)).exists) throw new Error("presign: expected a dedup hit");
-      },
-      // connect-node exposes no close; the server child closes the connections when it stops.
-      close() {},
-    };
+type ClientOptions = Omit<NodeTransportOptions, "baseUrl" | "apiKey">;
+
+interface Protocol {
+  name: string;
+  client: ClientOptions;
+}
+
+const PROTOCOLS: Protocol[] = [
+  { name: "connect binary (h2)", client: { protocol: "connect", httpVersion: "2", useBinaryFormat: true } },
+  { name: "grpc (h2)", client: { protocol: "grpc", httpVersion: "2" } },
+  { name: "connect json (http/1.1)", client: { protocol: "connect", httpVersion: "1.1", useBinaryFormat: false } },
+  { name: "grpc-web binary (http/1.1)", client: { protocol: "grpc-web", httpVersion: "1.1", useBinaryFormat: true } },
+];
+const REST = "rest json (fetch, http/1.1)";
+
+/** Our client, as an application makes it. */
+function serviceCaller(url: string, client: ClientOptions, asset: Asset): Call {
+  return presignCaller(createNodeTransport({ baseUrl: url, apiKey: BENCH_API_KEY, ...client }), asset);
+}
+
+/** connect-node's transport with its defaults, as the baseline's client. */
+function stockCaller(urls: BareUrls, { protocol, httpVersion, useBinaryFormat }: ClientOptions, asset: Asset): Call {
+  const baseUrl = protocol === "grpc" || httpVersion === "2" ? urls.h2 : urls.h1;
+  const transport =
+    protocol === "grpc"
+      ? createGrpcTransport({ baseUrl, useBinaryFormat })
+      : protocol === "grpc-web"
+        ? createGrpcWebTransport({ baseUrl, httpVersion: httpVersion ?? "1.1", useBinaryFormat })
+        : createConnectTransport({ baseUrl, httpVersion: httpVersion ?? "1.1", useBinaryFormat });
+  return presignCaller(transport, asset);
+}
+
+function presignCaller(transport: Transport, asset: Asset): Call {
+  const client = createClient(AssetService, transport);
+  const request = { sha256: asset.sha256, sizeBytes: BigInt(asset.sizeBytes) };
+  return async () => {
+    // Checked on every call: a refusal or a miss would measure the wrong path.
+    if (!(await client.presign(request)).exists) throw new Error("presign: expected a dedup hit");
   };
 }
 
-const TARGETS: Target[] = [
-  {
-    name: "bare http2 (baseline)",
-    server: "bare",
-    async open(url) {
-      const session = http2.connect(url);
-      await once(session, "connect");
-      const body = Buffer.from(JSON.stringify({ sha256: "0".repeat(64), sizeBytes: 1024 }));
-      return {
-        call: () =>
-          new Promise<void>((resolve, reject) => {
-            const stream = session.request({ ":method": "POST", ":path": "/", "content-type": "application/octet-stream" });
-            stream.on("data", () => {});
-            stream.once("end", resolve);
-            stream.once("error", reject);
-            stream.end(body);
-          }),
-        close: () => session.close(),
-      };
-    },
-  },
-  { name: "grpc (h2)", server: "service", open: connectClient({ protocol: "grpc", httpVersion: "2" }) },
-  { name: "connect binary (h2)", server: "service", open: connectClient({ protocol: "connect", httpVersion: "2", useBinaryFormat: true }) },
-  { name: "connect json (http/1.1)", server: "service", open: connectClient({ protocol: "connect", httpVersion: "1.1", useBinaryFormat: false }) },
-  { name: "grpc-web binary (http/1.1)", server: "service", open: connectClient({ protocol: "grpc-web", httpVersion: "1.1", useBinaryFormat: true }) },
-  {
-    name: "rest json (fetch, http/1.1)",
-    server: "service",
-    async open(url, asset) {
-      const init: RequestInit = {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${BENCH_API_KEY}` },
-        body: JSON.stringify({ sha256: asset.sha256, sizeBytes: asset.sizeBytes }),
-      };
-      return {
-        async call() {
-          const response = await fetch(`${url}/assets/presign`, init);
-          const body = (await response.json()) as { exists?: boolean };
-          if (!response.ok || body.exists !== true) throw new Error(`REST presign: HTTP ${response.status} ${JSON.stringify(body)}`);
-        },
-        close() {},
-      };
-    },
-  },
-];
+/** POST of a JSON body with fetch, the answer checked. */
+function fetchCaller(url: string, headers: Record<string, string>, asset: Asset): Call {
+  const init: RequestInit = {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({ sha256: asset.sha256, sizeBytes: asset.sizeBytes }),
+  };
+  return async () => {
+    const response = await fetch(url, init);
+    const body = (await response.json()) as { exists?: boolean };
+    if (!response.ok || body.exists !== true) throw new Error(`${url}: HTTP ${response.status} ${JSON.stringify(body)}`);
+  };
+}
+
+async function bareHttp2Caller(url: string): Promise<Call> {
+  const session = http2.connect(url);
+  await once(session, "connect");
+  const body = Buffer.from(JSON.stringify({ sha256: "0".repeat(64), sizeBytes: 1024 }));
+  return () =>
+    new Promise<void>((resolve, reject) => {
+      const stream = session.request({ ":method": "POST", ":path": "/", "content-type": "application/octet-stream" });
+      stream.on("data", () => {});
+      stream.once("end", resolve);
+      stream.once("error", reject);
+      stream.end(body);
+    });
+}
+
+interface BareUrls {
+  h2: string;
+  h1: string;
+}
 
 // A forced GC before reading the client heap makes before/after comparable (live data, not
 // garbage timing). `npm run bench` runs plain `node`, so expose gc at runtime instead of a flag.
@@ -103,69 +126,122 @@ function clientHeapMiB(): number {
 
 async function run(): Promise<SuiteReport> {
   const heapBefore = clientHeapMiB();
-  // BENCH_CPU_PROF=<dir> profiles the service child (written when it exits cleanly).
-  const profDir = process.env.BENCH_CPU_PROF;
-  const profArgv = profDir ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(profDir)}`] : [];
-  const bareScript = path.join(import.meta.dirname, "servers/bare-http2.ts");
-  return withServiceBesideBaseline(bareScript, profArgv, async ({ service, baseline: bare }) => {
-    const before = { service: await service.stats(), bare: await bare.stats() };
+  return withChildren(async (started) => {
+    const [service, bareConnect, bareHttp2] = await Promise.all([
+      spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), {
+        // The request log is on in production; here its lines go to /dev/null, written as to a file.
+        env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1", BENCH_REQUEST_LOG: "/dev/null" },
+        execArgv: cpuProfileArgv(),
+      }).then(started),
+      spawnServer(path.join(import.meta.dirname, "servers", "bare-connect.ts")).then(started),
+      spawnServer(path.join(import.meta.dirname, "servers", "bare-http2.ts")).then(started),
+    ]);
+    const [h2, h1] = bareConnect.url.split(" ") as [string, string];
+    const bare: BareUrls = { h2, h1 };
+    const before = await service.stats();
 
     const bytes = randomBytes(1024);
     const asset = { sha256: createHash("sha256").update(bytes).digest("hex"), sizeBytes: bytes.byteLength };
     await createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: BENCH_API_KEY })).uploadAsset(bytes);
 
-    const rows: ResultRow[] = [];
-    const truncated: string[] = [];
-    for (const target of TARGETS) {
-      const server = target.server === "service" ? service : bare;
-      const startedAt = performance.now();
-      const caller = await target.open(server.url, asset);
-      try {
-        const serverBefore = await server.stats();
-        const clientBefore = process.cpuUsage();
-        const m = await measure(caller.call, WORK);
-        const client = process.cpuUsage(clientBefore);
-        const serverAfter = await server.stats();
-        const s = summarize(m.latenciesMs);
-        if (s.n < WORK.sequential || m.concurrentCalls < WORK.concurrent) truncated.push(target.name);
-        rows.push({
-          name: target.name,
-          n: s.n,
-          medianMs: s.medianMs,
-          p99Ms: s.p99Ms,
-          callsPerSec: throughput(m.concurrentCalls, m.concurrentMs),
-          serverRssMiB: serverAfter.rssBytes / MiB,
-          serverCpuUs: (serverAfter.cpuMicros - serverBefore.cpuMicros) / m.calls,
-          clientCpuUs: (client.user + client.system) / m.calls,
-        });
-      } finally {
-        caller.close();
-      }
-      process.stderr.write(`  ${target.name}: ${((performance.now() - startedAt) / 1000).toFixed(1)} s\n`);
-    }
+    const sides = { service: childSide("service", service), bareConnect: childSide("bare connect-node", bareConnect), bareHttp2: childSide("bare http2", bareHttp2) };
+    const variant = (name: string, call: Call, side: Side): Variant => ({ name, call, sides: [side], ...COUNTS });
+    const variants: Variant[] = [
+      variant("bare http2 (floor)", await bareHttp2Caller(bareHttp2.url), sides.bareHttp2),
+      ...PROTOCOLS.flatMap(({ name, client }) => [
+        variant(`${name}: bare connect-node`, stockCaller(bare, client, asset), sides.bareConnect),
+        variant(`${name}: service`, serviceCaller(service.url, client, asset), sides.service),
+      ]),
+      variant(`${REST}: bare connect-node`, fetchCaller(`${bare.h1}/${AssetService.typeName}/Presign`, {}, asset), sides.bareConnect),
+      variant(`${REST}: service`, fetchCaller(`${service.url}/assets/presign`, { authorization: `Bearer ${BENCH_API_KEY}` }, asset), sides.service),
+    ];
+    const startedAt = performance.now();
+    const results = await measureVariants(variants, PLAN);
+    process.stderr.write(`  calls: ${((performance.now() - startedAt) / 1000).toFixed(1)} s\n`);
 
-    const heapAfter = clientHeapMiB();
-    const after = { service: await service.stats(), bare: await bare.stats() };
-    const mib = (bytes: number) => (bytes / MiB).toFixed(1);
-    const median = (name: string) => rows.find((row) => row.name === name)!.medianMs;
-    const base = median("bare http2 (baseline)");
-    const ratio = (name: string) => median(name) / base;
-    const ratios = ["connect binary (h2)", "grpc (h2)"].map((name) => `${name} ${ratio(name).toFixed(2)}x`);
-    const met = ratio("connect binary (h2)") <= 2 && ratio("grpc (h2)") <= 2;
+    const after = await service.stats();
+    const rows = results.map((result) => result.row);
+    const truncated = results.filter((result) => result.truncated).map((result) => result.row.name);
+    const mib = (bytes: number) => fixed(bytes / MiB, 1);
     return {
       rows,
       notes: [
-        `memory (before -> after, MiB): service RSS ${mib(before.service.rssBytes)} -> ${mib(after.service.rssBytes)}, heap after gc ${mib(before.service.heapUsedBytes)} -> ${mib(after.service.heapUsedBytes)}; ` +
-          `bare http2 RSS ${mib(before.bare.rssBytes)} -> ${mib(after.bare.rssBytes)}; client heap after gc ${heapBefore.toFixed(1)} -> ${heapAfter.toFixed(1)}`,
-        `median vs bare http2 (${base.toFixed(3)} ms): ${ratios.join(", ")} of bare http2; target <= 2x: ${met ? "met" : "MISSED"}`,
-        ...(truncated.length > 0 ? [`cut short by the ${WORK.phaseBudgetMs / 1000} s phase budget (fewer calls than planned): ${truncated.join(", ")}`] : []),
+        "",
+        formatFigures(figures(rows)),
+        "",
+        `Rows: ${PLAN.rounds} interleaved rounds of ${COUNTS.perRound} sequential calls per variant (order rotated each round, ${COUNTS.warmup} warm-up calls first), ` +
+          `then ${COUNTS.concurrent} calls with ${PLAN.inFlight} in flight per variant. Every answer is checked (exists: true).`,
+        `"service" = our client (@skillenv/client/node: createNodeTransport, API key interceptor) -> the service (one-port listener, request listener, auth gate, body budget, ` +
+          `call record and log line (to /dev/null), LevelDB read) -> answer. "bare connect-node" = connect-node's stock transport (default options, no interceptor) -> ` +
+          `connect-node's stock adapter on node:http2 or node:http answering a constant; REST's baseline: the same fetch client posting Connect JSON to it. ` +
+          `"bare http2" = node:http2 client and server, no framework. Each server in its own process; "server" columns are that process (CPU read around every chunk, ` +
+          `a forced GC per read subtracted); client CPU = this process's main thread.`,
+        `memory (MiB): service RSS ${mib(before.rssBytes)} -> ${mib(after.rssBytes)}, heap after gc ${mib(before.heapUsedBytes)} -> ${mib(after.heapUsedBytes)}; ` +
+          `client heap after gc ${fixed(heapBefore, 1)} -> ${fixed(clientHeapMiB(), 1)}`,
+        ...(truncated.length > 0 ? [`cut short by the ${PLAN.budgetMs / 1000} s phase budget (fewer calls than planned): ${truncated.join(", ")}`] : []),
       ],
     };
   });
 }
 
+function figures(rows: readonly ResultRow[]): Figure[] {
+  const row = (name: string) => rows.find((r) => r.name === name)!;
+  const floor = row("bare http2 (floor)");
+  const ratio = (ours: number, baseline: number) => `${fixed(ours / baseline, 2)}x`;
+  const overBareConnect = (name: string): Figure[] => {
+    const ours = row(`${name}: service`);
+    const base = row(`${name}: bare connect-node`);
+    return [
+      {
+        figure: `${name} p50`,
+        ours: `${fixed(ours.medianMs, 3)} ms = ${ratio(ours.medianMs, base.medianMs)}`,
+        baseline: `bare connect-node ${fixed(base.medianMs, 3)} ms`,
+        target: `<= ${TARGET_OVER_BARE_CONNECT}x`,
+        met: ours.medianMs <= TARGET_OVER_BARE_CONNECT * base.medianMs,
+      },
+      {
+        figure: `${name} CPU per call, server / client`,
+        ours: `${fixed(ours.serverCpuUs, 0)} / ${fixed(ours.clientCpuUs, 0)} µs`,
+        baseline: `bare connect-node ${fixed(base.serverCpuUs, 0)} / ${fixed(base.clientCpuUs, 0)} µs`,
+        target: "-",
+      },
+    ];
+  };
+  const overFloor = (name: string): Figure[] => {
+    const ours = row(`${name}: service`);
+    const bare = row(`${name}: bare connect-node`);
+    return [
+      {
+        figure: `${name} p50 over bare http2`,
+        ours: `${ratio(ours.medianMs, floor.medianMs)} (bare connect-node ${ratio(bare.medianMs, floor.medianMs)})`,
+        baseline: `bare http2 ${fixed(floor.medianMs, 3)} ms`,
+        target: `<= ${TARGET_OVER_BARE_HTTP2}x`,
+        met: ours.medianMs <= TARGET_OVER_BARE_HTTP2 * floor.medianMs,
+      },
+    ];
+  };
+  return [
+    ...PROTOCOLS.flatMap(({ name }) => overBareConnect(name)),
+    ...overBareConnect(REST),
+    ...overFloor("connect binary (h2)"),
+    ...overFloor("grpc (h2)"),
+    {
+      figure: "bare http2 CPU per call, server / client",
+      ours: `${fixed(floor.serverCpuUs, 0)} / ${fixed(floor.clientCpuUs, 0)} µs`,
+      baseline: "-",
+      target: "-",
+    },
+  ];
+}
+
+/** BENCH_CPU_PROF=<dir> profiles the service child (written when it stops cleanly). */
+function cpuProfileArgv(): string[] {
+  const dir = process.env.BENCH_CPU_PROF;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(dir)}`] : [];
+}
+
 export const protocolsSuite: Suite = {
   name: "protocols",
-  title: `Unary Presign (dedup hit) per protocol: ${WORK.sequential} sequential round trips, ${WORK.concurrent} calls with ${WORK.inFlight} in flight`,
+  title: `Unary Presign (dedup hit) per protocol beside bare connect-node and bare http2: ${PLAN.rounds} x ${COUNTS.perRound} sequential round trips, ${COUNTS.concurrent} calls with ${PLAN.inFlight} in flight`,
   run,
 };
