@@ -71,7 +71,12 @@ const PROVIDER_KEY = "sk-bench-scripted-provider";
 const MESSAGE = "Say hello.";
 const REPLY = "Hello from the scripted model.";
 /** Model names, each with its own script in the provider: a script's position is per model, not per session. */
-const MODELS = { baseline: "bench-baseline", text: "bench-text", tools: (session: number) => `bench-tools-${session}` };
+const MODELS = {
+  baseline: "bench-baseline",
+  text: "bench-text",
+  tools: (session: number) => `bench-tools-${session}`,
+  loops: (session: number) => `bench-loops-${session}`,
+};
 /**
  * The pool's default 2 workers x 4 tool slots has no queue: 64 sessions with 4 calls each would
  * be refused with pool_saturated. 2 x 128 slots hold them all.
@@ -80,6 +85,8 @@ const serviceEnv = (provider: ServerChild) => ({
   SERVICE_ANTHROPIC_BASE_URL: provider.url,
   SERVICE_MODEL_MAX_RETRIES: "0",
   SERVICE_ENV_TOOL_SLOTS: String((SESSIONS * TOOLS_PER_ROUND) / 2),
+  // The custom-loop sessions hold one agent-loop invocation each.
+  SERVICE_ENV_AGENT_LOOP_SLOTS: String(SESSIONS / 2),
 });
 
 type Sessions = Client<typeof SessionService>;
@@ -87,7 +94,8 @@ type Runs = Client<typeof RunService>;
 
 async function run(): Promise<SuiteReport> {
   const { buildComponents } = await import("../scripts/build-components.ts");
-  await buildComponents({ dirs: [path.join(ROOT, "components", "echo-wat")], log: (line) => process.stderr.write(`  ${line}\n`) });
+  const dirs = ["echo-wat", "agent-loop-js"].map((name) => path.join(ROOT, "components", name));
+  await buildComponents({ dirs, log: (line) => process.stderr.write(`  ${line}\n`) });
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-bench-runs-"));
   try {
     return await withChildren(async (started) => {
@@ -96,6 +104,7 @@ async function run(): Promise<SuiteReport> {
       started(service.child);
       await loadScripts(provider.url);
       const toolId = await admitTool(service.url, "echo-wat");
+      const loopId = await admitTool(service.url, "agent-loop-js", "agentloops");
       const calls = connectH2(service.url);
       const sessions = sessionClient(calls);
       const runs = runClient(calls);
@@ -110,6 +119,7 @@ async function run(): Promise<SuiteReport> {
       startedAt = performance.now();
       const textSessions = await SessionPool.open(sessions, sessionClient(connectH2(service.url)), toolId, () => MODELS.text);
       const toolSessions = await SessionPool.open(sessions, sessionClient(connectH2(service.url)), toolId, (index) => MODELS.tools(index));
+      const loopSessions = await SessionPool.open(sessions, sessionClient(connectH2(service.url)), toolId, (index) => MODELS.loops(index));
       const server = childSide("service", service.child);
       const model = childSide("provider", provider);
       try {
@@ -124,6 +134,12 @@ async function run(): Promise<SuiteReport> {
               sides: [server, model],
               ...COUNTS.toolLoop,
             },
+            {
+              name: `the same, custom loop (agent-loop-js component)`,
+              call: loopSessions.turnCaller(runs, TOOL_CALLS_PER_TURN, loopId),
+              sides: [server, model],
+              ...COUNTS.toolLoop,
+            },
           ],
           PLAN,
         );
@@ -132,6 +148,7 @@ async function run(): Promise<SuiteReport> {
       } finally {
         textSessions.close();
         toolSessions.close();
+        loopSessions.close();
       }
     });
   } finally {
@@ -145,7 +162,7 @@ function phase(name: string, startedAt: number): void {
 
 function report(results: Awaited<ReturnType<typeof measureVariants>>, memory: [Batch, Batch], pools: SessionPool[]): SuiteReport {
   const rows = results.map((result) => result.row);
-  const [post, text, callTool, toolLoop] = [rows[0]!, rows[1]!, rows[2]!, rows[3]!];
+  const [post, text, callTool, toolLoop, customLoop] = [rows[0]!, rows[1]!, rows[2]!, rows[3]!, rows[4]!];
   const providerCpu = (index: number) => fixed(results[index]!.cpuUsPerCall.get("provider") ?? Number.NaN, 0);
   const toolCallsPerSec = toolLoop.callsPerSec * TOOL_CALLS_PER_TURN;
   const kib = (bytes: number) => `${fixed(bytes / KiB, 1)} KiB`;
@@ -200,6 +217,9 @@ function report(results: Awaited<ReturnType<typeof measureVariants>>, memory: [B
         REFERENCE_HEADER,
       ),
       "",
+      `Default loop (native) vs custom loop (agent-loop-js, one guest per turn on the pool, its model and tool calls through host imports), ` +
+        `same tool loop turn: p50 ${fixed(toolLoop.medianMs, 3)} vs ${fixed(customLoop.medianMs, 3)} ms, turns/s ${fixed(toolLoop.callsPerSec, 0)} vs ${fixed(customLoop.callsPerSec, 0)}, ` +
+        `service CPU per turn ${fixed(toolLoop.serverCpuUs, 0)} vs ${fixed(customLoop.serverCpuUs, 0)} µs (docs/runs.md: why the default loop is native).`,
       `Rows: ${PLAN.rounds} interleaved rounds of sequential calls per variant (order rotated each round; provider and CallTool ${COUNTS.provider.perRound} a round, ` +
         `text turns ${COUNTS.text.perRound}, tool loop turns ${COUNTS.toolLoop.perRound}), then a closed loop with ${PLAN.inFlight} in flight per variant ` +
         `(${COUNTS.text.concurrent} text turns, ${COUNTS.toolLoop.concurrent} tool loop turns = ${COUNTS.toolLoop.concurrent * TOOL_CALLS_PER_TURN} tool calls). ` +
@@ -229,7 +249,10 @@ async function loadScripts(providerUrl: string): Promise<void> {
     [MODELS.baseline]: [{ text: REPLY }],
     [MODELS.text]: [{ text: REPLY }],
   };
-  for (let i = 0; i < SESSIONS; i++) scripts[MODELS.tools(i)] = [...Array.from({ length: TOOL_ROUNDS }, () => toolRound), { text: "Done." }];
+  for (let i = 0; i < SESSIONS; i++) {
+    scripts[MODELS.tools(i)] = [...Array.from({ length: TOOL_ROUNDS }, () => toolRound), { text: "Done." }];
+    scripts[MODELS.loops(i)] = scripts[MODELS.tools(i)]!;
+  }
   for (const [model, steps] of Object.entries(scripts)) {
     const response = await fetch(`${providerUrl}/_scripts/${encodeURIComponent(model)}`, { method: "PUT", body: JSON.stringify({ steps, loop: true }) });
     if (response.status !== 204) throw new Error(`loading the script of ${model}: HTTP ${response.status} ${await response.text()}`);
@@ -253,8 +276,10 @@ function providerPost(providerUrl: string): () => Promise<void> {
   };
 }
 
-function runInput(model: string): MessageInitShape<typeof RunInputSchema> {
-  return { model: { provider: "anthropic", name: model }, message: MESSAGE, providerKeys: { anthropic: PROVIDER_KEY } };
+/** A run of `model`; with `agentLoop` (an admitted agent-loop id), driven by that custom loop in the session's sandbox. */
+function runInput(model: string, agentLoop?: string): MessageInitShape<typeof RunInputSchema> {
+  const loop = agentLoop ? { agentloop: { environment: "sandbox", implementation: { kind: { case: "agentloop" as const, value: agentLoop } } } } : {};
+  return { model: { provider: "anthropic", name: model }, message: MESSAGE, providerKeys: { anthropic: PROVIDER_KEY }, ...loop };
 }
 
 const TERMINAL = new Set(["turn.completed", "turn.failed", "run.cancelled"]);
@@ -351,14 +376,14 @@ class SessionPool {
     return new SessionPool(ids.map((id, index) => ({ watcher: new SessionWatcher(watch, id), model: model(index), turns: 0 })));
   }
 
-  /** A turn in the next free session, checked (see SessionWatcher.turn). */
-  turnCaller(runs: Runs, toolCalls: number): () => Promise<void> {
+  /** A turn in the next free session, checked (see SessionWatcher.turn); `agentLoop` runs it on that custom loop. */
+  turnCaller(runs: Runs, toolCalls: number, agentLoop?: string): () => Promise<void> {
     return async () => {
       const session = this.#free.shift();
       if (!session) throw new Error(`more turns in flight than the ${SESSIONS} sessions`);
       try {
         const sessionId = session.watcher.sessionId;
-        await session.watcher.turn(() => runs.createRun({ sessionId, run: runInput(session.model) }), toolCalls);
+        await session.watcher.turn(() => runs.createRun({ sessionId, run: runInput(session.model, agentLoop) }), toolCalls);
         session.turns++;
       } finally {
         this.#free.push(session);

@@ -69,9 +69,10 @@ export function runClient(transport: Transport): Client<typeof RunService> {
 }
 
 /** Admits build/components/<name>.wasm as a tool of the bench's workspace; returns its id. */
-export async function admitTool(baseUrl: string, name: string): Promise<string> {
+/** Admits build/components/<name>.wasm as a tool (or, with "agentloops", an agent loop). */
+export async function admitTool(baseUrl: string, name: string, kind: "tools" | "agentloops" = "tools"): Promise<string> {
   const bytes = await fs.readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
-  const response = await fetch(`${baseUrl}/v1/tools`, {
+  const response = await fetch(`${baseUrl}/v1/${kind}`, {
     method: "POST",
     headers: { authorization: `Bearer ${BENCH_API_KEY}`, "content-type": "application/wasm" },
     body: bytes,
