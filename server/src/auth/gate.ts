@@ -9,6 +9,13 @@ export type RequestGate = NonNullable<UniversalHandlerOptions["requestGate"]>;
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 /**
+ * How many distinct Authorization headers that carried a valid key are remembered. A client sends
+ * the same header on every call, so a handful covers every caller of a deployment; the bound only
+ * matters against a key holder who varies the header's spelling.
+ */
+const VERIFIED_HEADERS = 64;
+
+/**
  * Authenticates every call with `Authorization: Bearer <key>` and records the key's workspace in
  * the context: the one place a workspace is set. Services listed as public (the gRPC health
  * service) stay open. As a request gate it refuses before the body is read, so a caller without a
@@ -16,18 +23,54 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
  * own format (gRPC trailers-only, Connect JSON, REST JSON through the transcoder).
  */
 export function authenticationGate(keys: ApiKeys, publicServices: ReadonlySet<string>): RequestGate {
+  const verified = new VerifiedHeaders(VERIFIED_HEADERS);
+  function workspaceOf(header: string | null): string {
+    if (header === null) throw unauthenticated("missing Authorization header");
+    const remembered = verified.workspaceOf(header);
+    if (remembered !== undefined) return remembered;
+    const workspace = keys.workspaceOf(bearerKey(header));
+    if (workspace === undefined) throw serviceError("unauthenticated", "the API key is not valid");
+    verified.remember(header, workspace);
+    return workspace;
+  }
   return (context) => {
     if (publicServices.has(context.service.typeName)) return;
-    const workspace = keys.workspaceOf(bearerKey(context.requestHeader.get("authorization")));
-    if (workspace === undefined) throw serviceError("unauthenticated", "the API key is not valid");
-    context.values.set(workspaceContextKey, workspace);
+    context.values.set(workspaceContextKey, workspaceOf(context.requestHeader.get("authorization")));
   };
 }
 
-function bearerKey(header: string | null): string {
-  const key = header === null ? undefined : BEARER.exec(header)?.[1];
+function bearerKey(header: string): string {
+  const key = BEARER.exec(header)?.[1];
   if (key !== undefined) return key;
-  const problem =
-    header === null ? "missing Authorization header" : /^Bearer\b/i.test(header) ? "the Authorization header has no key" : "the Authorization scheme must be Bearer";
-  throw serviceError("unauthenticated", `${problem}; send Authorization: Bearer <api key>`);
+  throw unauthenticated(/^Bearer\b/i.test(header) ? "the Authorization header has no key" : "the Authorization scheme must be Bearer");
+}
+
+function unauthenticated(problem: string) {
+  return serviceError("unauthenticated", `${problem}; send Authorization: Bearer <api key>`);
+}
+
+/**
+ * Authorization headers whose key has been verified, with its workspace, so that a known caller's
+ * key is not hashed and compared again on every call (SHA-256 and a comparison with every key).
+ * Only headers that passed ApiKeys' constant-time check are ever added: an unknown key always
+ * takes that check, whatever it shares with a remembered one. (A lookup compares strings only
+ * when their hashes match, and what a hit reveals, that the header is valid, the answer says
+ * anyway.) The oldest entry makes room for a new one.
+ */
+class VerifiedHeaders {
+  readonly #capacity: number;
+  readonly #workspaces = new Map<string, string>();
+
+  constructor(capacity: number) {
+    this.#capacity = capacity;
+  }
+
+  workspaceOf(header: string): string | undefined {
+    return this.#workspaces.get(header);
+  }
+
+  remember(header: string, workspace: string): void {
+    if (this.#workspaces.size >= this.#capacity) this.#workspaces.delete(this.#workspaces.keys().next().value!);
+    this.#workspaces.set(header, workspace);
+  }
 }
