@@ -1,8 +1,8 @@
+import { fork, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
-import { Worker } from "node:worker_threads";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { ConnectError } from "@connectrpc/connect";
 import { serviceError } from "../../../errors/index.ts";
 import { checkWorld } from "../../../world/index.ts";
@@ -14,7 +14,7 @@ export interface PreparerOptions {
   dataDir: string;
   /** Cap on each guest memory; part of the toolchain id. */
   memoryMib: number;
-  /** Idle time after which the transpile worker thread is stopped (it restarts on demand). */
+  /** Idle time after which the transpile process is stopped (it restarts on demand). */
   transpileIdleMs?: number;
 }
 
@@ -43,7 +43,7 @@ export class Preparer {
   readonly stats: PreparerStats = { transpiles: 0, cacheHits: 0, failures: 0 };
   readonly #idleMs: number;
   readonly #inflight = new Map<string, Promise<PreparedComponent>>();
-  #worker: Worker | undefined;
+  #worker: ChildProcess | undefined;
   #idleTimer: NodeJS.Timeout | undefined;
   readonly #jobs = new Map<number, { resolve: (reply: TranspileReply) => void; reject: (error: Error) => void }>();
   #nextJob = 1;
@@ -93,7 +93,7 @@ export class Preparer {
     clearTimeout(this.#idleTimer);
     const worker = this.#worker;
     this.#worker = undefined;
-    await worker?.terminate();
+    if (worker) await stop(worker);
   }
 
   async #prepare(ref: ComponentRef): Promise<PreparedComponent> {
@@ -183,17 +183,22 @@ export class Preparer {
     return new Promise<TranspileReply>((resolve, reject) => {
       this.#jobs.set(job, { resolve, reject });
       const message: TranspileJob = { job, bytes, memoryPages: this.toolchain.memoryPages };
-      worker.postMessage(message);
+      worker.send(message);
     });
   }
 
-  #ensureWorker(): Worker {
+  #ensureWorker(): ChildProcess {
     if (this.#worker) return this.#worker;
-    const worker = new Worker(new URL("./transpile-worker.ts", import.meta.url), { stdout: true, stderr: true });
-    // jco may print; nothing of it belongs in the service's logs.
-    worker.stdout.resume();
-    worker.stderr.resume();
+    // jco may print; nothing of it belongs in the service's logs. Advanced serialization carries
+    // the bytes as Uint8Arrays. No inherited flags (a profiler, an inspector port).
+    const worker = fork(fileURLToPath(new URL("./transpile-worker.ts", import.meta.url)), [], {
+      stdio: ["ignore", "ignore", "ignore", "ipc"],
+      serialization: "advanced",
+      execArgv: [],
+    });
+    // Like an unref'd thread, it never keeps the server's process alive.
     worker.unref();
+    worker.channel?.unref();
     worker.on("message", (reply: TranspileReply) => {
       const pending = this.#jobs.get(reply.job);
       this.#jobs.delete(reply.job);
@@ -205,22 +210,31 @@ export class Preparer {
       for (const pending of this.#jobs.values()) pending.reject(error);
       this.#jobs.clear();
     };
-    worker.on("error", (error) => fail(new Error(`the transpile worker failed: ${error.message}`)));
-    worker.on("exit", (code) => fail(new Error(`the transpile worker exited (code ${code})`)));
+    worker.on("error", (error) => fail(new Error(`the transpile process failed: ${error.message}`)));
+    worker.on("exit", (code, signal) => fail(new Error(`the transpile process exited (${signal ?? `code ${code}`})`)));
     this.#worker = worker;
     return worker;
   }
 
-  #scheduleIdleStop(worker: Worker): void {
+  #scheduleIdleStop(worker: ChildProcess): void {
     clearTimeout(this.#idleTimer);
     this.#idleTimer = setTimeout(() => {
       if (this.#worker === worker && this.#jobs.size === 0) {
         this.#worker = undefined;
-        void worker.terminate();
+        void stop(worker);
       }
     }, this.#idleMs);
     this.#idleTimer.unref();
   }
+}
+
+/** Ends the transpile process and resolves once it is gone. */
+async function stop(worker: ChildProcess): Promise<void> {
+  if (worker.exitCode !== null || worker.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => worker.once("exit", () => resolve()));
+  worker.ref(); // so that the process waits for the exit it awaits
+  worker.kill("SIGKILL");
+  await exited;
 }
 
 /** A component id as one path segment: itself when plainly safe, else a hash of it. */
