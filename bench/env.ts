@@ -1,6 +1,7 @@
 // The service environment (server/src/environments/service/pool, docs/environments.md), each measurement beside an
 // in-process baseline taken in the same run:
-//   - prepared invocation latency of a hand-written WAT echo and a componentize-js echo through
+//   - prepared invocation latency of a hand-written WAT echo, a componentize-js (StarlingMonkey)
+//     echo and the same JavaScript on QuickJS (echo-qjs) through
 //     pool.invoke (fresh instance per call, 2 workers), beside the same component transpiled by jco
 //     (instantiation "async", the pool's transpile options, no fuel, no memory cap) and called in
 //     this process with a fresh instance per call, and with one reused instance for scale;
@@ -12,7 +13,10 @@
 //   - admission's section reader (server/src/world) on the ~12 MB echo-js beside jco's
 //     componentWit, the full decode it avoids;
 //   - cold preparation of the ~12 MB componentize-js echo and a warm restart, each in a fresh
-//     process (bench/servers/env-prepare.ts).
+//     process (bench/servers/env-prepare.ts);
+//   - RSS of a pool with the service defaults after preparing every component of build/components,
+//     cold and warm, beside the same pool idle, and after calling a few of them (spares settled),
+//     each in a fresh process (bench/servers/env-memory.ts).
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import * as os from "node:os";
@@ -26,6 +30,7 @@ import { MiB, summarize, throughput } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed, formatTable, type Column } from "./lib/table.ts";
 import { msSince, now } from "./lib/timing.ts";
+import type { MemoryJob, MemoryReport } from "./servers/env-memory.ts";
 import type { PrepareJob, PrepareReport } from "./servers/env-prepare.ts";
 
 // jco, the pool and the fuel rewriter are loaded when the suite runs, not when run.ts imports
@@ -73,7 +78,7 @@ const SUM_N = 2_000_000;
 const FIB_OUTPUT = JSON.stringify({ v: 1, fib: 75025 });
 
 interface EchoPlan {
-  component: "echo-wat" | "echo-js";
+  component: "echo-wat" | "echo-js" | "echo-qjs";
   label: string;
   warmup: number;
   /** Interleaved rounds; each variant runs `perRound` sequential calls per round. */
@@ -82,11 +87,14 @@ interface EchoPlan {
   paced: number;
   throughputCalls: number;
   targetP50Ms: number;
+  /** With IN_FLIGHT calls outstanding. */
+  targetCallsPerSec: number;
 }
 
 const ECHOS: EchoPlan[] = [
-  { component: "echo-wat", label: "WAT echo", warmup: 300, rounds: 8, perRound: 250, paced: 100, throughputCalls: 5000, targetP50Ms: 0.3 },
-  { component: "echo-js", label: "JS echo", warmup: 40, rounds: 8, perRound: 50, paced: 60, throughputCalls: 800, targetP50Ms: 2 },
+  { component: "echo-wat", label: "WAT echo", warmup: 300, rounds: 8, perRound: 250, paced: 100, throughputCalls: 5000, targetP50Ms: 0.3, targetCallsPerSec: 5000 },
+  { component: "echo-js", label: "JS echo", warmup: 40, rounds: 8, perRound: 50, paced: 60, throughputCalls: 800, targetP50Ms: 2, targetCallsPerSec: 450 },
+  { component: "echo-qjs", label: "QuickJS echo", warmup: 100, rounds: 8, perRound: 100, paced: 60, throughputCalls: 2000, targetP50Ms: 2, targetCallsPerSec: 450 },
 ];
 /** Gap between paced calls: workers idle in between, so a spare is always ready. */
 const PACE_MS = 10;
@@ -96,6 +104,16 @@ const FUEL_TARGET = 1.3;
 const FUEL_ROUNDS = 20;
 const FUEL_PER_ROUND = 5;
 const WARM_RESTARTS = 2;
+/** Server RSS after preparing the example components (issue #12). */
+const RSS_TARGET_MIB = 400;
+/** Tools called after preparing, to see spares settle within their budget. */
+const MEMORY_USE = [
+  { name: "echo-wat", input: ECHO_INPUT },
+  { name: "fib-wat", input: "20" },
+  { name: "echo-js", input: ECHO_INPUT },
+  { name: "echo-qjs", input: ECHO_INPUT },
+  { name: "sum-js", input: JSON.stringify({ v: 1, n: 1000 }) },
+];
 
 // A forced GC between chunks keeps one variant's garbage (a fresh componentize-js instance is
 // ~10 MB of memory) from being collected inside another's timed calls.
@@ -297,8 +315,13 @@ function invoker(pool: Pool, name: string, input: string, expected: string): () 
 }
 
 /** Runs bench/servers/env-prepare.ts in a fresh process; wall time from spawn to exit. */
-async function prepareInChild(job: PrepareJob): Promise<PrepareReport & { wallMs: number }> {
-  const script = path.join(import.meta.dirname, "servers", "env-prepare.ts");
+function prepareInChild(job: PrepareJob): Promise<PrepareReport & { wallMs: number }> {
+  return runChild<PrepareReport>("env-prepare.ts", job);
+}
+
+/** Runs a child script of bench/servers with `job` as its argument; its last stdout line is its JSON report. */
+async function runChild<Report>(name: string, job: unknown): Promise<Report & { wallMs: number }> {
+  const script = path.join(import.meta.dirname, "servers", name);
   const started = performance.now();
   const child = spawn(process.execPath, [script, JSON.stringify(job)], { stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
@@ -310,8 +333,8 @@ async function prepareInChild(job: PrepareJob): Promise<PrepareReport & { wallMs
   clearTimeout(timer);
   const wallMs = performance.now() - started;
   const line = stdout.trim().split("\n").pop() ?? "";
-  if (code !== 0 || !line.startsWith("{")) throw new Error(`env-prepare exited ${code}: ${stderr.trim() || stdout.trim()}`);
-  return { ...(JSON.parse(line) as PrepareReport), wallMs };
+  if (code !== 0 || !line.startsWith("{")) throw new Error(`${name} exited ${code}: ${stderr.trim() || stdout.trim()}`);
+  return { ...(JSON.parse(line) as Report), wallMs };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -480,7 +503,7 @@ async function run(): Promise<SuiteReport> {
   await loadDependencies();
   let startedAt = performance.now();
   await buildLib.buildComponents({
-    dirs: ["echo-wat", "echo-js", "fib-wat", "sum-js"].map((name) => path.join(COMPONENT_SOURCES, name)),
+    dirs: ["echo-wat", "echo-js", "echo-qjs", "fib-wat", "sum-js"].map((name) => path.join(COMPONENT_SOURCES, name)),
     log: (line) => process.stderr.write(`  ${line}\n`),
   });
   phase("build components", startedAt);
@@ -503,7 +526,7 @@ async function run(): Promise<SuiteReport> {
     // 2. In-process baselines: the same components through jco, in this process.
     startedAt = performance.now();
     const here = new Map<string, InProcess>();
-    for (const name of ["echo-wat", "echo-js", "fib-wat", "sum-js"]) here.set(name, await transpileHere(name, path.join(tmp, "in-process")));
+    for (const name of ["echo-wat", "echo-js", "echo-qjs", "fib-wat", "sum-js"]) here.set(name, await transpileHere(name, path.join(tmp, "in-process")));
     phase("in-process transpiles", startedAt);
 
     // 3. The pool (service defaults) and one without spares, both on the prepared data dir.
@@ -512,7 +535,7 @@ async function run(): Promise<SuiteReport> {
     pools.push(pool);
     const bare = await poolLib.Pool.start({ ...POOL, dataDir, spareInstances: 0 });
     pools.push(bare);
-    for (const p of pools) for (const name of ["echo-wat", "echo-js", "fib-wat"]) await p.prepare(componentRef(name));
+    for (const p of pools) for (const name of ["echo-wat", "echo-js", "echo-qjs", "fib-wat"]) await p.prepare(componentRef(name));
     phase("pools started and prepared", startedAt);
 
     // 4. Sequential latency, variants interleaved round by round.
@@ -579,8 +602,13 @@ async function run(): Promise<SuiteReport> {
 
       // 5. Throughput with the pool's 8 tool slots busy, and the in-process baseline at the same load.
       startedAt = performance.now();
-      throughputs.push(await closedLoop(`${plan.label}: pool.invoke (2 workers)`, callPool, plan.throughputCalls, IN_FLIGHT));
-      throughputs.push(await closedLoop(`${plan.label}: in-process, fresh instance (main thread)`, callFresh, plan.throughputCalls, IN_FLIGHT));
+      const pooled = await closedLoop(`${plan.label}: pool.invoke (2 workers)`, callPool, plan.throughputCalls, IN_FLIGHT);
+      const inProcess = await closedLoop(`${plan.label}: in-process, fresh instance (main thread)`, callFresh, plan.throughputCalls, IN_FLIGHT);
+      throughputs.push(pooled, inProcess);
+      verdicts.push(
+        `${plan.label} pool.invoke ${fixed(pooled.callsPerSec, 0)} calls/s with ${IN_FLIGHT} in flight (${fixed(pooled.callsPerSec / inProcess.callsPerSec, 2)}x the in-process fresh instance); ` +
+          `target >= ${plan.targetCallsPerSec}: ${pooled.callsPerSec >= plan.targetCallsPerSec ? "met" : "MISSED"}`,
+      );
       phase(`${plan.label} throughput`, startedAt);
     }
 
@@ -592,7 +620,18 @@ async function run(): Promise<SuiteReport> {
     const poolFibFuel = poolFib.outcome === "returned" ? poolFib.fuelUsed : Number.NaN;
     phase("fuel overhead", startedAt);
 
-    // 7. Admission's section reader beside a full decode.
+    // 7. Memory of a pool that prepared every example component: cold (fresh data dir), then warm.
+    startedAt = performance.now();
+    await buildLib.buildComponents({ log: () => undefined });
+    const memoryJob = (dir: string): MemoryJob => ({ dataDir: dir, componentsDir: COMPONENTS_DIR, pool: POOL, use: MEMORY_USE });
+    const memoryDir = path.join(tmp, "memory-data");
+    const memory = [
+      { name: "cold (fresh data dir, transpiles)", r: await runChild<MemoryReport>("env-memory.ts", memoryJob(memoryDir)) },
+      { name: "warm (prepared data dir)", r: await runChild<MemoryReport>("env-memory.ts", memoryJob(memoryDir)) },
+    ];
+    phase("memory (child processes)", startedAt);
+
+    // 8. Admission's section reader beside a full decode.
     startedAt = performance.now();
     const reader = await readerVersusWit("echo-js");
     phase("section reader", startedAt);
@@ -635,6 +674,20 @@ async function run(): Promise<SuiteReport> {
       { header: "RSS MiB", value: (p) => fixed(p.r.rssBytes / MiB, 1) },
     ];
     const warmPrepare = summarize(warm.map((w) => w.prepareMs)).medianMs;
+    const mib = (bytes: number) => fixed(bytes / MiB, 0);
+    const memoryColumns: Column<(typeof memory)[number]>[] = [
+      { header: "pool RSS, fresh process", value: (m) => m.name, align: "left" },
+      { header: "components", value: (m) => String(m.r.components) },
+      { header: "transpiles", value: (m) => String(m.r.transpiles) },
+      { header: "idle MiB (baseline)", value: (m) => mib(m.r.idleRssBytes) },
+      { header: "prepared MiB", value: (m) => mib(m.r.preparedRssBytes) },
+      { header: "peak MiB", value: (m) => mib(m.r.preparedPeakRssBytes) },
+      { header: `after calling ${MEMORY_USE.length} MiB`, value: (m) => mib(m.r.usedRssBytes) },
+      { header: "spares", value: (m) => String(m.r.spares) },
+      { header: "spare guest MiB", value: (m) => mib(m.r.spareBytes) },
+      { header: `prepared <= ${RSS_TARGET_MIB}`, value: (m) => (m.r.preparedRssBytes <= RSS_TARGET_MIB * MiB ? "met" : "MISSED") },
+    ];
+    const warmMemory = memory[1]!.r;
     const fuelVerdict = fuelRows.map((r) => `${r.pair.workload.split(" ")[0]} ${fixed(r.ratio, 2)}x (${r.ratio <= FUEL_TARGET ? "met" : "MISSED"})`).join(", ");
     const inProcessFuel = fuelPairs[0]!.fuelPerCall;
 
@@ -657,6 +710,10 @@ async function run(): Promise<SuiteReport> {
           `fib(${FIB_N}) fuel in a pool receipt ${poolFibFuel} vs ${inProcessFuel} here (${poolFibFuel === inProcessFuel ? "identical" : "DIFFERENT"}). ` +
           `Instrumenting sum-js's core modules (${fixed(jsLoop.coreMiB, 1)} MiB) took ${fixed(jsLoop.instrumentMs, 0)} ms (fuel + memory cap, this thread).`,
         `admission section reader on echo-js (${fixed(reader.bytes / MiB, 1)} MiB): ${fixed(reader.readerMs, 2)} ms (best of 20) vs jco componentWit ${fixed(reader.witMs, 1)} ms (best of 3).`,
+        "",
+        formatTable(memoryColumns, memory),
+        `Pool with the service defaults (${POOL.workers} workers, spares ${POOL.spareInstances ?? 2} per component within ${POOL.spareMemoryMib ?? 256} MiB per worker) preparing every component of build/components, ` +
+          `then ${2 * POOL.workers} calls each of ${MEMORY_USE.map((u) => u.name).join(", ")}. Warm: ${fixed((warmMemory.preparedRssBytes - warmMemory.idleRssBytes) / MiB / warmMemory.components, 1)} MiB per prepared component over the idle pool.`,
         "",
         formatTable(prepColumns, prepRows),
         `component ${fixed(cold.componentBytes / MiB, 1)} MiB -> prepared core modules ${fixed(cold.preparedCoreBytes / MiB, 1)} MiB. Cold prepare ${fixed(cold.prepareMs, 0)} ms ` +

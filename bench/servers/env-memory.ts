@@ -1,0 +1,100 @@
+// Child of the `env` bench suite (bench/env.ts): the memory of a pool with the service defaults,
+// as a service start sees it. It starts idle, prepares every component of build/components
+// (cold on a fresh data dir: transpiles included; warm on a prepared one), then calls a few of
+// them on every worker and waits for their spare instances to settle. A separate process, so
+// that RSS is this pool's and nothing else's.
+//
+//   node bench/servers/env-memory.ts '<json: MemoryJob>'
+//
+// Prints one JSON line (MemoryReport) on stdout.
+import { readdir, readFile } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Pool, type PoolOptions } from "../../server/src/environments/service/pool/index.ts";
+
+export interface MemoryJob {
+  dataDir: string;
+  componentsDir: string;
+  /** Pool options without dataDir. */
+  pool: Omit<PoolOptions, "dataDir">;
+  /** Tools to call after preparing, each with its input; every worker gets calls of each. */
+  use: { name: string; input: string }[];
+}
+
+export interface MemoryReport {
+  components: number;
+  transpiles: number;
+  idleRssBytes: number;
+  preparedRssBytes: number;
+  /** Largest RSS the process had up to the end of preparation (VmHWM). */
+  preparedPeakRssBytes: number;
+  usedRssBytes: number;
+  /** Guest memory the spare instances of every worker hold once they settled. */
+  spareBytes: number;
+  spares: number;
+}
+
+const job = JSON.parse(process.argv[2] ?? "") as MemoryJob;
+const NO_GRANTS = { filesystem: {}, network: [], secrets: [] };
+
+/** VmRSS and VmHWM of this process (Linux), in bytes. */
+function memory(): { rss: number; peak: number } {
+  const status = readFileSync("/proc/self/status", "utf8");
+  const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1]) * 1024;
+  return { rss: kib("VmRSS"), peak: kib("VmHWM") };
+}
+
+const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const pool = await Pool.start({ ...job.pool, dataDir: job.dataDir });
+try {
+  await settle(200);
+  const idle = memory();
+  const names = (await readdir(job.componentsDir)).filter((file) => file.endsWith(".wasm")).map((file) => file.slice(0, -".wasm".length));
+  const refs = new Map(names.map((name) => [name, { id: name, load: () => readFile(join(job.componentsDir, `${name}.wasm`)) }]));
+  for (const ref of refs.values()) await pool.prepare(ref);
+  await settle(200);
+  const prepared = memory();
+
+  const workers = job.pool.workers;
+  for (const { name, input } of job.use) {
+    const component = refs.get(name);
+    if (!component) throw new Error(`no component ${name} in ${job.componentsDir}`);
+    // Calls alternate between idle workers, so each worker serves some of them.
+    for (let i = 0; i < 2 * workers; i++) {
+      const receipt = await pool.invoke({ component, entrypoint: "run", input, configuration: "{}", deadlineMs: Date.now() + 30_000, grants: NO_GRANTS });
+      if (receipt.outcome !== "returned") throw new Error(`${name}: ${JSON.stringify(receipt)}`);
+    }
+  }
+  const spares = await settledSpares(workers);
+  const report: MemoryReport = {
+    components: names.length,
+    transpiles: pool.stats().transpiles,
+    idleRssBytes: idle.rss,
+    preparedRssBytes: prepared.rss,
+    preparedPeakRssBytes: prepared.peak,
+    usedRssBytes: memory().rss,
+    spareBytes: spares.bytes,
+    spares: spares.instances,
+  };
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+} finally {
+  await pool.close();
+}
+process.exit(0);
+
+/** The spares of every worker once three looks in a row find them unchanged. */
+async function settledSpares(workers: number): Promise<{ bytes: number; instances: number }> {
+  const look = async () => {
+    const all = await Promise.all(Array.from({ length: workers }, (_, index) => pool.testing.spares(index)));
+    return { bytes: all.reduce((sum, s) => sum + s.bytes, 0), instances: all.reduce((sum, s) => sum + s.instances, 0), instantiated: all.reduce((sum, s) => sum + s.instantiated, 0) };
+  };
+  let last = await look();
+  for (let same = 0, polls = 0; same < 3 && polls < 200; polls++) {
+    await settle(50);
+    const now = await look();
+    same = now.instantiated === last.instantiated ? same + 1 : 0;
+    last = now;
+  }
+  return last;
+}
