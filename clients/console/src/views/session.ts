@@ -42,6 +42,7 @@ function sessionPage(context: ViewContext, session: Session, back: HTMLElement):
   const reloadRuns = debounce(() => void fillRuns(context, session, runs), RUNS_RELOAD_DELAY_MS);
   reloadRuns();
   const onEvent = (event: SessionEvent) => {
+    // A refresh that fails leaves the record as it was; the transcript says when the connection is lost.
     if (SESSION_CHANGES.has(event.type)) void session.refresh().then(renderRecord, () => undefined);
     if (RUN_CHANGES.has(event.type)) reloadRuns();
   };
