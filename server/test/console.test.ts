@@ -180,7 +180,7 @@ describe("the console in Chromium", () => {
 
     await page.getByLabel("API key").fill("not-a-key");
     await page.getByRole("button", { name: "Sign in" }).click();
-    await expect.poll(() => page.getByRole("alert").textContent()).toBe("The service does not accept this key.");
+    await page.getByRole("alert").filter({ hasText: "The service does not accept this key." }).waitFor();
 
     await page.getByLabel("API key").fill(KEY_A);
     await page.getByRole("button", { name: "Sign in" }).click();
@@ -189,14 +189,13 @@ describe("the console in Chromium", () => {
   });
 
   it("lists the workspace's skills and shows one", async () => {
-    const row = page.locator("tr", { has: page.getByRole("link", { name: "weekly-status" }) });
-    await expect.poll(() => row.textContent()).toContain("Writes the weekly status report");
+    await page.locator("tr", { has: page.getByRole("link", { name: "weekly-status" }), hasText: "Writes the weekly status report" }).waitFor();
     await page.screenshot({ path: path.join(screenshots, "console-skills.png") });
 
     const skill = await client.skills.get("release-notes");
     await page.getByRole("link", { name: "release-notes" }).click();
-    const facts = page.locator(".facts");
-    await expect.poll(() => facts.textContent()).toContain(skill.contentHash);
+    const facts = page.locator(".facts", { hasText: skill.contentHash });
+    await facts.waitFor();
     expect(await facts.textContent()).toContain("2 files");
     expect(await facts.textContent()).toContain(skill.description);
   });
