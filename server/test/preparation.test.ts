@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stableCodeOf } from "../src/errors/index.ts";
-import { warmGlue } from "../src/environments/service/preparation/glue.ts";
+import { shareCodecs, warmGlue } from "../src/environments/service/preparation/glue.ts";
 import { Preparer, type ComponentRef } from "../src/environments/service/preparation/index.ts";
 import { testComponent } from "./helpers/components.ts";
 import { buildTestComponents, component, tempDir } from "./helpers/pool.ts";
@@ -54,7 +54,10 @@ describe("preparation", () => {
       expect(a.fromCache).toBe(false);
       expect(a.manifest.entrypoints).toEqual(["run"]);
       expect(a.manifest.glueWarmUp).toBe(true);
-      expect(await readFile(join(a.dir, "glue.mjs"), "utf8")).toContain("skillenv: build the glue's per-instance object shapes");
+      expect(a.manifest.glueSharedCodecs).toBe(true);
+      const glue = await readFile(join(a.dir, "glue.mjs"), "utf8");
+      expect(glue).toContain("skillenv: build the glue's per-instance object shapes");
+      expect(glue).toContain("const TEXT_DECODER_UTF8 = SKILLENV_UTF8_DECODER;");
       // Layout: <dataDir>/prepared/<toolchain>/<id>/{manifest.json, glue.mjs, core modules}
       expect(a.dir).toBe(join(dataDir.path, "prepared", preparer.toolchain.id, "echo-wat"));
       const files = (await readdir(a.dir)).sort();
@@ -121,6 +124,7 @@ describe("preparation", () => {
   it("leaves glue it does not recognise as jco wrote it", () => {
     const foreign = "export function instantiate() { return {}; }";
     expect(warmGlue(foreign)).toEqual({ source: foreign, warmed: false });
+    expect(shareCodecs(foreign)).toEqual({ source: foreign, shared: false });
   });
 
   it("checks a component exactly as admission does: world, entrypoint signature, grantable imports", async () => {

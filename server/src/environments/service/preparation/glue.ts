@@ -51,3 +51,36 @@ export function warmGlue(source: string): { source: string; warmed: boolean } {
   const block = WARM_UP.split("\n").map((line) => `${indent}${line}`).join("\n");
   return { source: `${source.slice(0, at)}${block}\n${source.slice(at)}`, warmed: true };
 }
+
+/**
+ * jco's glue also makes, per instance, the UTF-8 and UTF-16 text codecs and reads
+ * `process.env.JCO_DEBUG` (a lookup in the process environment) on every one of its many debug
+ * log calls. The codecs are stateless (the glue never decodes in streaming mode), so one set per
+ * glue module serves every instance, and the debug switch is read once when the module loads:
+ * about 5% of a hand-written component's instantiation and call. Each is replaced where jco
+ * wrote it (glue without UTF-16 strings has no UTF-16 decoder); an anchor found more than once
+ * leaves the whole glue as it is.
+ */
+const SHARED_PER_MODULE: [RegExp, string][] = [
+  [/\bconst utf16Decoder = new TextDecoder\('utf-16'\);/g, "const utf16Decoder = SKILLENV_UTF16_DECODER;"],
+  [/\bconst TEXT_DECODER_UTF8 = new TextDecoder\(\);/g, "const TEXT_DECODER_UTF8 = SKILLENV_UTF8_DECODER;"],
+  [/\bconst TEXT_ENCODER_UTF8 = new TextEncoder\(\);/g, "const TEXT_ENCODER_UTF8 = SKILLENV_UTF8_ENCODER;"],
+  [/if \(!globalThis\?\.process\?\.env\?\.JCO_DEBUG\) \{ return; \}/g, "if (!SKILLENV_JCO_DEBUG) { return; }"],
+];
+const INSTANTIATE_ANCHOR = /^export function instantiate\(/gm;
+const MODULE_SCOPE = `/* skillenv: stateless codecs and jco's debug switch, once per module instead of per instance */
+const SKILLENV_UTF16_DECODER = new TextDecoder('utf-16');
+const SKILLENV_UTF8_DECODER = new TextDecoder();
+const SKILLENV_UTF8_ENCODER = new TextEncoder();
+const SKILLENV_JCO_DEBUG = Boolean(globalThis?.process?.env?.JCO_DEBUG);
+`;
+
+export function shareCodecs(source: string): { source: string; shared: boolean } {
+  const found = (anchor: RegExp) => (source.match(anchor) ?? []).length;
+  const present = SHARED_PER_MODULE.filter(([anchor]) => found(anchor) === 1);
+  const ambiguous = SHARED_PER_MODULE.some(([anchor]) => found(anchor) > 1);
+  if (ambiguous || present.length === 0 || found(INSTANTIATE_ANCHOR) !== 1) return { source, shared: false };
+  let shared = source.replace(INSTANTIATE_ANCHOR, `${MODULE_SCOPE}export function instantiate(`);
+  for (const [anchor, replacement] of present) shared = shared.replace(anchor, replacement);
+  return { source: shared, shared: true };
+}

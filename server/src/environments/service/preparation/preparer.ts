@@ -122,6 +122,7 @@ export class Preparer {
       imports,
       glue: GLUE_FILE,
       glueWarmUp: reply.glueWarmUp,
+      glueSharedCodecs: reply.glueSharedCodecs,
       coreModules: reply.coreModules.map(([name]) => name),
       functionsInstrumented: reply.functionsInstrumented,
       memoryPages: this.toolchain.memoryPages,

@@ -6,7 +6,7 @@
 // the thread ended: the server kept about 260 MB more after a cold start than after a warm one.
 import { transpile } from "@bytecodealliance/jco";
 import { capMemory, definedMemoryPages, instrumentFuel } from "../fuel/index.ts";
-import { warmGlue } from "./glue.ts";
+import { shareCodecs, warmGlue } from "./glue.ts";
 import { TRANSPILE_OPTIONS } from "./toolchain.ts";
 
 export interface TranspileJob {
@@ -22,6 +22,8 @@ export type TranspileReply =
       glue: Uint8Array;
       /** Whether the glue got the instance warm-up (glue.ts). */
       glueWarmUp: boolean;
+      /** Whether the glue's text codecs and debug switch are per module (glue.ts). */
+      glueSharedCodecs: boolean;
       /** [file name, instrumented + capped bytes] in the glue's names. */
       coreModules: [string, Uint8Array][];
       functionsInstrumented: number;
@@ -69,11 +71,13 @@ async function run(job: TranspileJob): Promise<void> {
     if (!glue) throw new Error("jco produced no JS glue");
     stage = "patch the glue";
     const warmed = warmGlue(new TextDecoder().decode(glue));
+    const shared = shareCodecs(warmed.source);
     const done: TranspileReply = {
       job: job.job,
       ok: true,
-      glue: new TextEncoder().encode(warmed.source),
+      glue: new TextEncoder().encode(shared.source),
       glueWarmUp: warmed.warmed,
+      glueSharedCodecs: shared.shared,
       coreModules,
       functionsInstrumented,
       initialMemoryPages,

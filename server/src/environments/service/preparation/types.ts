@@ -21,6 +21,8 @@ export interface PreparedManifest {
   glue: string;
   /** Whether the glue carries the instance warm-up (server/src/environments/service/preparation/glue.ts). */
   glueWarmUp: boolean;
+  /** Whether the glue's text codecs and debug switch are made once per module (glue.ts). */
+  glueSharedCodecs: boolean;
   /** Core modules, instrumented for fuel and with their memories capped, in the glue's names. */
   coreModules: string[];
   functionsInstrumented: number;
