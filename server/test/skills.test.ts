@@ -227,7 +227,12 @@ describe("get, list and delete", () => {
       expect(skill).toMatchObject({ name: "metadata-only", ...expectedMetadata(bundle, "Metadata only.") });
       expect(Date.parse(skill.createdAt)).not.toBeNaN();
     }
-    expect(Object.keys(got.body)).toEqual(["skill"]);
+    expect(Object.keys(got.body).sort()).toEqual(["files", "skill"]);
+    const skillMdBytes = new TextEncoder().encode(skillMd({ description: "Metadata only.", body: `${marker}\n` })).byteLength;
+    expect(got.body.files).toEqual([
+      { path: "SKILL.md", sizeBytes: String(skillMdBytes) },
+      { path: "data/notes.txt", sizeBytes: String(fileMarker.length) },
+    ]);
     const base64 = (text: string) => Buffer.from(text).toString("base64");
     for (const text of [got.text, listed.text]) {
       for (const forbidden of [marker, fileMarker, base64(marker), base64(fileMarker), Buffer.from(bundle.zip).toString("base64").slice(0, 40)]) {

@@ -52,6 +52,8 @@ def test_list_get_and_delete(client: Client) -> None:
 
     fetched = client.skills.get("listed-b")
     assert (fetched.name, fetched.description, fetched.file_count) == ("listed-b", "Skill listed-b.", 1)
+    assert [file.path for file in fetched.files] == ["SKILL.md"]
+    assert fetched.files[0].size_bytes == len(skill_md("listed-b", "Skill listed-b.").encode())
 
     client.skills.delete("listed-b")
     with pytest.raises(ServiceError) as refusal:

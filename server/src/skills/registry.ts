@@ -74,6 +74,15 @@ export class SkillRegistry {
     return { records: page, nextPageToken: hasMore ? encodePageToken(page.at(-1)!.name) : "" };
   }
 
+  /** The skill's metadata with every file's path and size (never the bytes). */
+  async listing(workspace: string, name: string): Promise<SkillRecord & { files: Array<{ path: string; sizeBytes: number }> }> {
+    const record = await this.get(workspace, name);
+    if (record.files) return { ...record, files: record.files };
+    const asset = await this.#assets.finalized(workspace, record.contentHash);
+    if (!asset) throw serviceError("asset_not_found", `the bundle of skill ${name} is no longer available`);
+    return { ...record, files: (await this.#bundles.inspect(asset)).listing };
+  }
+
   /** The bundle's files, for staging and the `skills` meta-tool: server-internal, never on the wire. */
   async files(workspace: string, name: string): Promise<SkillFiles> {
     const record = await this.get(workspace, name);
@@ -96,6 +105,7 @@ export class SkillRegistry {
       contentHash,
       bundleBytes: asset.sizeBytes,
       fileCount: bundle.fileCount,
+      files: bundle.listing,
       totalFileBytes: bundle.totalBytes,
       createdAt: existing?.createdAt ?? now,
       updatedAt: now,

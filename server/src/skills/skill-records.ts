@@ -8,6 +8,8 @@ export interface SkillRecord {
   bundleBytes: number;
   fileCount: number;
   totalFileBytes: number;
+  /** Every file's path and size (records written before it was kept have none: read from the bundle). */
+  files?: Array<{ path: string; sizeBytes: number }>;
   createdAt: string;
   updatedAt: string;
 }

@@ -14,7 +14,8 @@ export function createSkillService(registry: SkillRegistry): ServiceImpl<typeof 
       return { skill: skillMessage(record), changed };
     },
     async getSkill(request, context: HandlerContext) {
-      return { skill: skillMessage(await registry.get(requireWorkspace(context), request.name)) };
+      const record = await registry.listing(requireWorkspace(context), request.name);
+      return { skill: skillMessage(record), files: record.files.map(({ path, sizeBytes }) => ({ path, sizeBytes: BigInt(sizeBytes) })) };
     },
     async listSkills(request, context: HandlerContext) {
       const page = await registry.list(requireWorkspace(context), request.pageSize, request.pageToken);

@@ -1,9 +1,10 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { code, formatBytes, formatTime, h, plural } from "../dom.ts";
 import { href } from "../router.ts";
-import { empty, fill, pageHeader, pagedTable, panel, type ViewContext } from "./common.ts";
+import { fill, pageHeader, pagedTable, panel, type ViewContext } from "./common.ts";
 
-type SkillMetadata = Awaited<ReturnType<ViewContext["client"]["skills"]["get"]>>;
+type SkillDetails = Awaited<ReturnType<ViewContext["client"]["skills"]["get"]>>;
+type SkillMetadata = Omit<SkillDetails, "files">;
 
 export function skillsView(context: ViewContext): HTMLElement {
   context.setTitle("Skills");
@@ -38,7 +39,7 @@ export function skillView(context: ViewContext, name: string): HTMLElement {
   return h("div", null, pageHeader(name, h("a", { href: href({ page: "skills" }) }, "← All skills")), details);
 }
 
-function skillDetails(skill: SkillMetadata): HTMLElement[] {
+function skillDetails(skill: SkillDetails): HTMLElement[] {
   const row = (term: string, ...value: Array<Node | string>) => [h("dt", null, term), h("dd", null, value)];
   return [
     panel(
@@ -53,7 +54,16 @@ function skillDetails(skill: SkillMetadata): HTMLElement[] {
         row("Created", formatTime(skill.createdAt && timestampDate(skill.createdAt))),
         row("Updated", formatTime(skill.updatedAt && timestampDate(skill.updatedAt))),
       ),
-      empty("The API reports how many files a skill has and their size, but no call lists them yet."),
+    ),
+    panel(
+      "Files",
+      h(
+        "table",
+        null,
+        h("thead", null, h("tr", null, h("th", null, "Path"), h("th", null, "Size"))),
+        h("tbody", null, skill.files.map((file) => h("tr", null, h("td", null, code(file.path)), h("td", { class: "nowrap muted" }, formatBytes(file.sizeBytes))))),
+      ),
+      h("p", { class: "muted" }, `A run stages these under /workspace/skills/${skill.name}/ in every environment with a workspace.`),
     ),
     panel("Use it in a run", h("pre", null, `session.run({\n  message: "…",\n  skills: [${JSON.stringify(skill.name)}],\n  …\n})`)),
   ];

@@ -12,7 +12,7 @@ from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, Hos
 from skillenv.runs import Model, Run, RunFile, RunRecord
 from skillenv.sessions import Failure, Receipt, Returned, Session, SessionRecord, Unknown
 from skillenv.skill import Skill, SkillBundle, SkillSourceError
-from skillenv.skills import SkillMetadata, UploadedSkill
+from skillenv.skills import SkillFile, SkillMetadata, UploadedSkill
 from skillenv.tools import Component, Opaque, PlacementError, ToolPlacement, tool
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "SessionRecord",
     "Skill",
     "SkillBundle",
+    "SkillFile",
     "SkillMetadata",
     "SkillSourceError",
     "ToolFailure",

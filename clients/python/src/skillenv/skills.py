@@ -17,6 +17,14 @@ from skillenv.skill import Skill
 
 
 @dataclass(frozen=True)
+class SkillFile:
+    """One file of a skill's bundle: its path and size, never its bytes."""
+
+    path: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
 class SkillMetadata:
     """A workspace skill as the registry reports it: never its bytes."""
 
@@ -30,9 +38,11 @@ class SkillMetadata:
     """When the name was first bound."""
     updated_at: datetime
     """When the name was last bound to different bytes."""
+    files: tuple[SkillFile, ...] = ()
+    """Every file's path and size, from `get` (a listing leaves it empty)."""
 
     @classmethod
-    def from_message(cls, message: skills_pb2.Skill) -> SkillMetadata:
+    def from_message(cls, message: skills_pb2.Skill, files: Sequence[skills_pb2.SkillFile] = ()) -> SkillMetadata:
         return cls(
             name=message.name,
             description=message.description,
@@ -42,6 +52,7 @@ class SkillMetadata:
             total_file_bytes=message.total_file_bytes,
             created_at=datetime_of(message.created_at),
             updated_at=datetime_of(message.updated_at),
+            files=tuple(SkillFile(path=file.path, size_bytes=file.size_bytes) for file in files),
         )
 
 
@@ -94,7 +105,7 @@ class SkillsClient:
 
     def get(self, name: str) -> SkillMetadata:
         response = self._rpc.call(self._rpc.skills.GetSkill, skills_pb2.GetSkillRequest(name=name))
-        return SkillMetadata.from_message(response.skill)
+        return SkillMetadata.from_message(response.skill, response.files)
 
     def delete(self, name: str) -> None:
         """Removes the skill; runs that snapshotted it keep their copy."""

@@ -7,6 +7,9 @@ import { oncePerInstance } from "../once-per-instance.ts";
 import type { Skill } from "./skill.ts";
 import { mapBounded } from "../map-bounded.ts";
 
+/** A skill's metadata with its files' paths and sizes. */
+export type SkillDetails = SkillMetadata & { files: Array<{ path: string; sizeBytes: number }> };
+
 export interface UploadedSkill {
   name: string;
   contentHash: string;
@@ -26,7 +29,8 @@ export interface SkillsClient {
   /** Uploads several skills, at most `concurrency` (default 4) at a time. */
   uploadAll(skills: readonly Skill[], options?: { concurrency?: number }): Promise<UploadedSkill[]>;
   list(options?: { pageSize?: number; pageToken?: string }): Promise<{ skills: SkillMetadata[]; nextPageToken: string }>;
-  get(name: string): Promise<SkillMetadata>;
+  /** The skill's metadata and the paths and sizes of its files (never the bytes). */
+  get(name: string): Promise<SkillDetails>;
   delete(name: string): Promise<void>;
 }
 
@@ -67,7 +71,7 @@ export function createSkillsClient(
     async get(name) {
       const response = await skills.getSkill({ name });
       if (!response.skill) throw new Error("GetSkill answered without the skill");
-      return response.skill;
+      return { ...response.skill, files: response.files.map(({ path, sizeBytes }) => ({ path, sizeBytes: Number(sizeBytes) })) };
     },
     async delete(name) {
       await skills.deleteSkill({ name });

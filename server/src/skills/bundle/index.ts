@@ -3,6 +3,7 @@ export {
   asServiceError,
   inspectBundle,
   readBundle,
+  type BundleFile,
   type BundleSource,
   type BundleSummary,
   type ReadBundle,

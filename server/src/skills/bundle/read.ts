@@ -40,6 +40,13 @@ export interface BundleSummary {
   description: string;
   fileCount: number;
   totalBytes: number;
+  /** Every file's path and uncompressed size, in canonical order. */
+  listing: BundleFile[];
+}
+
+export interface BundleFile {
+  path: string;
+  sizeBytes: number;
 }
 
 /** A bundle that passed every check, with its files in canonical (UTF-8 path) order. */
@@ -115,8 +122,10 @@ async function readChecked(
     await assertCanonical(source, layout);
     let totalBytes = 0;
     for (const { size } of entries) totalBytes += size;
-    const summary = { ...(name === undefined ? {} : { frontmatterName: name }), description, fileCount: entries.length, totalBytes };
-    return { summary, entries: layout.localHeaders.map(({ entry }) => entry) };
+    const ordered = layout.localHeaders.map(({ entry }) => entry);
+    const listing = ordered.map(({ path, size }) => ({ path, sizeBytes: size }));
+    const summary = { ...(name === undefined ? {} : { frontmatterName: name }), description, fileCount: entries.length, totalBytes, listing };
+    return { summary, entries: ordered };
   } catch (error) {
     throw asServiceError(error);
   }

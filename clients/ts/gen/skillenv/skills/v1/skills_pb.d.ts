@@ -167,6 +167,14 @@ export declare type GetSkillResponse = Message<"skillenv.skills.v1.GetSkillRespo
    * @generated from field: skillenv.skills.v1.Skill skill = 1;
    */
   skill?: Skill | undefined;
+
+  /**
+   * Every file of the bundle, SKILL.md included, in canonical order: paths
+   * and sizes, never the bytes.
+   *
+   * @generated from field: repeated skillenv.skills.v1.SkillFile files = 2;
+   */
+  files: SkillFile[];
 };
 
 /**
@@ -174,6 +182,33 @@ export declare type GetSkillResponse = Message<"skillenv.skills.v1.GetSkillRespo
  * Use `create(GetSkillResponseSchema)` to create a new message.
  */
 export declare const GetSkillResponseSchema: GenMessage<GetSkillResponse>;
+
+/**
+ * SkillFile is one file of a skill's bundle.
+ *
+ * @generated from message skillenv.skills.v1.SkillFile
+ */
+export declare type SkillFile = Message<"skillenv.skills.v1.SkillFile"> & {
+  /**
+   * Relative "/"-separated path in the bundle.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Uncompressed size in bytes.
+   *
+   * @generated from field: int64 size_bytes = 2;
+   */
+  sizeBytes: bigint;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.SkillFile.
+ * Use `create(SkillFileSchema)` to create a new message.
+ */
+export declare const SkillFileSchema: GenMessage<SkillFile>;
 
 /**
  * ListSkillsRequest asks for a page of skills.
@@ -287,7 +322,8 @@ export declare const SkillService: GenService<{
     output: typeof PutSkillResponseSchema;
   },
   /**
-   * GetSkill returns the metadata of one skill.
+   * GetSkill returns the metadata of one skill and the paths and sizes of
+   * its files.
    *
    * @generated from rpc skillenv.skills.v1.SkillService.GetSkill
    */

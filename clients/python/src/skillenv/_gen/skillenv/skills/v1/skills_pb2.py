@@ -15,7 +15,7 @@ from skillenv._gen.google.api import annotations_pb2 as google_dot_api_dot_annot
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fskillenv/skills/v1/skills.proto\x12\x12skillenv.skills.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x02\n\x05Skill\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12!\n\x0c\x63ontent_hash\x18\x03 \x01(\tR\x0b\x63ontentHash\x12!\n\x0c\x62undle_bytes\x18\x04 \x01(\x03R\x0b\x62undleBytes\x12\x1d\n\nfile_count\x18\x05 \x01(\x05R\tfileCount\x12(\n\x10total_file_bytes\x18\x06 \x01(\x03R\x0etotalFileBytes\x12\x39\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\"H\n\x0fPutSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x63ontent_hash\x18\x02 \x01(\tR\x0b\x63ontentHash\"n\n\x10PutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12\x1d\n\x07\x63hanged\x18\x02 \x01(\x08H\x00R\x07\x63hanged\x88\x01\x01\x42\n\n\x08_changed\"%\n\x0fGetSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"C\n\x10GetSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\"O\n\x11ListSkillsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"o\n\x12ListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.skillenv.skills.v1.SkillR\x06skills\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n\x12\x44\x65leteSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x15\n\x13\x44\x65leteSkillResponse2\xd5\x03\n\x0cSkillService\x12p\n\x08PutSkill\x12#.skillenv.skills.v1.PutSkillRequest\x1a$.skillenv.skills.v1.PutSkillResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\x1a\x0e/skills/{name}\x12m\n\x08GetSkill\x12#.skillenv.skills.v1.GetSkillRequest\x1a$.skillenv.skills.v1.GetSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/skills/{name}\x12l\n\nListSkills\x12%.skillenv.skills.v1.ListSkillsRequest\x1a&.skillenv.skills.v1.ListSkillsResponse\"\x0f\x82\xd3\xe4\x93\x02\t\x12\x07/skills\x12v\n\x0b\x44\x65leteSkill\x12&.skillenv.skills.v1.DeleteSkillRequest\x1a\'.skillenv.skills.v1.DeleteSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10*\x0e/skills/{name}b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fskillenv/skills/v1/skills.proto\x12\x12skillenv.skills.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x02\n\x05Skill\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12!\n\x0c\x63ontent_hash\x18\x03 \x01(\tR\x0b\x63ontentHash\x12!\n\x0c\x62undle_bytes\x18\x04 \x01(\x03R\x0b\x62undleBytes\x12\x1d\n\nfile_count\x18\x05 \x01(\x05R\tfileCount\x12(\n\x10total_file_bytes\x18\x06 \x01(\x03R\x0etotalFileBytes\x12\x39\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\"H\n\x0fPutSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x63ontent_hash\x18\x02 \x01(\tR\x0b\x63ontentHash\"n\n\x10PutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12\x1d\n\x07\x63hanged\x18\x02 \x01(\x08H\x00R\x07\x63hanged\x88\x01\x01\x42\n\n\x08_changed\"%\n\x0fGetSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"x\n\x10GetSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12\x33\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x1d.skillenv.skills.v1.SkillFileR\x05\x66iles\">\n\tSkillFile\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n\nsize_bytes\x18\x02 \x01(\x03R\tsizeBytes\"O\n\x11ListSkillsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"o\n\x12ListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.skillenv.skills.v1.SkillR\x06skills\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n\x12\x44\x65leteSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x15\n\x13\x44\x65leteSkillResponse2\xd5\x03\n\x0cSkillService\x12p\n\x08PutSkill\x12#.skillenv.skills.v1.PutSkillRequest\x1a$.skillenv.skills.v1.PutSkillResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\x1a\x0e/skills/{name}\x12m\n\x08GetSkill\x12#.skillenv.skills.v1.GetSkillRequest\x1a$.skillenv.skills.v1.GetSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/skills/{name}\x12l\n\nListSkills\x12%.skillenv.skills.v1.ListSkillsRequest\x1a&.skillenv.skills.v1.ListSkillsResponse\"\x0f\x82\xd3\xe4\x93\x02\t\x12\x07/skills\x12v\n\x0b\x44\x65leteSkill\x12&.skillenv.skills.v1.DeleteSkillRequest\x1a\'.skillenv.skills.v1.DeleteSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10*\x0e/skills/{name}b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'skillenv._gen.skillenv.skills.v1.skills_pb2', globals())
@@ -39,15 +39,17 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _GETSKILLREQUEST._serialized_start=629
   _GETSKILLREQUEST._serialized_end=666
   _GETSKILLRESPONSE._serialized_start=668
-  _GETSKILLRESPONSE._serialized_end=735
-  _LISTSKILLSREQUEST._serialized_start=737
-  _LISTSKILLSREQUEST._serialized_end=816
-  _LISTSKILLSRESPONSE._serialized_start=818
-  _LISTSKILLSRESPONSE._serialized_end=929
-  _DELETESKILLREQUEST._serialized_start=931
-  _DELETESKILLREQUEST._serialized_end=971
-  _DELETESKILLRESPONSE._serialized_start=973
-  _DELETESKILLRESPONSE._serialized_end=994
-  _SKILLSERVICE._serialized_start=997
-  _SKILLSERVICE._serialized_end=1466
+  _GETSKILLRESPONSE._serialized_end=788
+  _SKILLFILE._serialized_start=790
+  _SKILLFILE._serialized_end=852
+  _LISTSKILLSREQUEST._serialized_start=854
+  _LISTSKILLSREQUEST._serialized_end=933
+  _LISTSKILLSRESPONSE._serialized_start=935
+  _LISTSKILLSRESPONSE._serialized_end=1046
+  _DELETESKILLREQUEST._serialized_start=1048
+  _DELETESKILLREQUEST._serialized_end=1088
+  _DELETESKILLRESPONSE._serialized_start=1090
+  _DELETESKILLRESPONSE._serialized_end=1111
+  _SKILLSERVICE._serialized_start=1114
+  _SKILLSERVICE._serialized_end=1583
 # @@protoc_insertion_point(module_scope)

@@ -24,10 +24,12 @@ class GetSkillRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class GetSkillResponse(_message.Message):
-    __slots__ = ["skill"]
+    __slots__ = ["files", "skill"]
+    FILES_FIELD_NUMBER: _ClassVar[int]
     SKILL_FIELD_NUMBER: _ClassVar[int]
+    files: _containers.RepeatedCompositeFieldContainer[SkillFile]
     skill: Skill
-    def __init__(self, skill: _Optional[_Union[Skill, _Mapping]] = ...) -> None: ...
+    def __init__(self, skill: _Optional[_Union[Skill, _Mapping]] = ..., files: _Optional[_Iterable[_Union[SkillFile, _Mapping]]] = ...) -> None: ...
 
 class ListSkillsRequest(_message.Message):
     __slots__ = ["page_size", "page_token"]
@@ -80,3 +82,11 @@ class Skill(_message.Message):
     total_file_bytes: int
     updated_at: _timestamp_pb2.Timestamp
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., content_hash: _Optional[str] = ..., bundle_bytes: _Optional[int] = ..., file_count: _Optional[int] = ..., total_file_bytes: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SkillFile(_message.Message):
+    __slots__ = ["path", "size_bytes"]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size_bytes: int
+    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...

@@ -62,7 +62,8 @@ class SkillServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetSkill(self, request, context):
-        """GetSkill returns the metadata of one skill.
+        """GetSkill returns the metadata of one skill and the paths and sizes of
+        its files.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
