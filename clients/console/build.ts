@@ -13,7 +13,6 @@
  *
  *   node clients/console/build.ts [outDir]
  */
-import type { Plugin } from "esbuild";
 import { mkdir, readFile, rename, rm, writeFile, copyFile } from "node:fs/promises";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -63,7 +62,6 @@ async function buildInto(dir: string): Promise<BuiltConsole["files"]> {
     sourcemap: "linked",
     metafile: true,
     logLevel: "warning",
-    plugins: [nodeBuiltinsAbsent],
   });
   const outputs = Object.keys(result.metafile.outputs).map((path) => relative(dir, path));
   const page = (await readFile(join(SOURCE, "index.html"), "utf8"))
@@ -80,23 +78,6 @@ function only(outputs: readonly string[], extension: string): string {
   if (matching.length !== 1) throw new Error(`the console build produced ${matching.length} ${extension} files, expected one`);
   return matching[0]!;
 }
-
-/**
- * The client reaches Node's built-in modules on Node-only paths alone (Skill.fromDir reads a
- * directory through a dynamic import). In the browser bundle each such module is a stub whose
- * every property throws a clear error, should that path ever be taken, instead of failing the
- * whole build. The stub is CommonJS so that esbuild does not expect named exports from it.
- */
-const nodeBuiltinsAbsent: Plugin = {
-  name: "node-builtins-absent",
-  setup(build) {
-    build.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: "node-builtin" }));
-    build.onLoad({ filter: /.*/, namespace: "node-builtin" }, (args) => {
-      const message = JSON.stringify(`${args.path} is not available in browsers`);
-      return { contents: `module.exports = new Proxy({}, { get() { throw new Error(${message}); } });`, loader: "js" };
-    });
-  },
-};
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   try {

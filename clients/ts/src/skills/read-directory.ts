@@ -1,13 +1,25 @@
 import type { Dirent } from "node:fs";
-import * as fs from "node:fs/promises";
-import * as path from "node:path";
 import { BundleFormatError } from "../bundle/index.ts";
 import { SkillSourceError } from "./skill-source-error.ts";
 
 /** Entries never bundled: version-control and desktop metadata, not skill content. */
 const IGNORED = new Set([".git", ".DS_Store"]);
-const SEPARATOR = Buffer.from(path.sep);
 const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+interface NodeProcess {
+  getBuiltinModule(id: "node:fs/promises"): typeof import("node:fs/promises");
+  getBuiltinModule(id: "node:path"): typeof import("node:path");
+}
+
+/**
+ * Node's modules, looked up when a directory is read rather than imported: this file is part of
+ * the client a browser bundle includes, and a bundler must not need `node:` modules for it.
+ */
+function node(): { fs: typeof import("node:fs/promises"); path: typeof import("node:path") } {
+  const process = (globalThis as { process?: Partial<NodeProcess> }).process;
+  if (!process?.getBuiltinModule) throw new Error("Skill.fromDir needs a filesystem runtime (Node 20.16+)");
+  return { fs: process.getBuiltinModule("node:fs/promises"), path: process.getBuiltinModule("node:path") };
+}
 
 /**
  * Reads every regular file under rootDir, keyed by its "/"-separated relative path. Names are
@@ -16,6 +28,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * its folder. Every refusal carries a stable code.
  */
 export async function readSkillDirectory(rootDir: string): Promise<{ files: Map<string, Uint8Array>; directoryBasename: string }> {
+  const { path } = node();
   const root = path.resolve(rootDir);
   const files = new Map<string, Uint8Array>();
   await readInto(files, Buffer.from(root), []);
@@ -23,10 +36,11 @@ export async function readSkillDirectory(rootDir: string): Promise<{ files: Map<
 }
 
 async function readInto(files: Map<string, Uint8Array>, dir: Buffer, segments: readonly string[]): Promise<void> {
+  const { fs, path } = node();
   for (const entry of await readable(() => fs.readdir(dir, { withFileTypes: true, encoding: "buffer" }))) {
     const name = decodeName(entry.name, segments);
     if (IGNORED.has(name)) continue;
-    const absolute = Buffer.concat([dir, SEPARATOR, entry.name]);
+    const absolute = Buffer.concat([dir, Buffer.from(path.sep), entry.name]);
     const relative = [...segments, name];
     if (entry.isDirectory()) await readInto(files, absolute, relative);
     else if (entry.isFile()) files.set(relative.join("/"), await readable(() => fs.readFile(absolute)));
