@@ -1,7 +1,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { createContextValues, type ContextValues } from "@connectrpc/connect";
-import type { UniversalHandler, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { HttpLimits } from "../config/index.ts";
 import { describeError, serviceError } from "../errors/index.ts";
 import type { Transcoder } from "../transcoder/index.ts";
@@ -11,6 +11,7 @@ import type { NodeRequest, NodeResponse } from "./node-types.ts";
 import { RequestBody, type ReadLimits } from "./request-body.ts";
 import { logRequest, protocolOf, requestRecordKey, type LogSink, type RequestRecord } from "./request-log.ts";
 import type { StaticAnswer, StaticSite } from "./static-files.ts";
+import { universalRequest } from "./universal-request.ts";
 
 /** A plain HTTP endpoint outside the API (the embedded object store). */
 export interface RawEndpoint {
@@ -126,12 +127,6 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     const streamsRequests = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
     return streamsRequests ? { idleMs: undefined, budget: undefined } : heldInMemory;
   }
-}
-
-function universalRequest(req: NodeRequest, res: NodeResponse, contextValues: ContextValues, body: AsyncIterable<Uint8Array>): UniversalServerRequest {
-  // HTTP/1.0 allows leaving out Host, but Connect needs an authority; a request without one is the caller's error.
-  if (!("authority" in req) && req.headers.host === undefined) throw serviceError("malformed_request", "the request has no Host header");
-  return { ...universalRequestFromNodeRequest(req, res, undefined, contextValues), body };
 }
 
 /**
