@@ -14,7 +14,8 @@
 // every other one is disabled, so a component imports only what it uses.
 // `engine` "quickjs" builds with componentize-qjs instead of StarlingMonkey: a
 // ~1.6 MB component whose fresh instance costs a fraction of StarlingMonkey's
-// (synchronous exports only, no features, no world.wit; docs/components.md).
+// (synchronous exports only, no world.wit; features none, which imports nothing,
+// or any of stdio/random/clocks, which bring all of its WASI imports; docs/components.md).
 //
 // A component is skipped when a content hash of its sources, the env contract,
 // this builder and the toolchain versions matches the stamp of its last build.
@@ -37,6 +38,8 @@ const ENGINE_FEATURES = ["stdio", "random", "clocks", "http", "fetch-event"] as 
 type Feature = (typeof ENGINE_FEATURES)[number];
 const ENGINES = ["starlingmonkey", "quickjs"] as const;
 type Engine = (typeof ENGINES)[number];
+/** QuickJS has no feature switches: any of these brings its whole WASI world (no network). */
+const QUICKJS_FEATURES: readonly Feature[] = ["stdio", "random", "clocks"];
 
 interface Spec {
   name: string;
@@ -189,8 +192,8 @@ async function readSpec(dir: string): Promise<Spec> {
   if (kind === "wat" && (worldWit || spec.features.length > 0 || manifest.engine)) {
     throw new Error(`${dir}: a WAT component targets a world of wit/env.wit and has no engine or engine features`);
   }
-  if (engine === "quickjs" && (worldWit || spec.features.length > 0)) {
-    throw new Error(`${dir}: a QuickJS component targets a world of wit/env.wit and has no engine features`);
+  if (engine === "quickjs" && (worldWit || spec.features.some((feature) => !QUICKJS_FEATURES.includes(feature)))) {
+    throw new Error(`${dir}: a QuickJS component targets a world of wit/env.wit and keeps only features ${QUICKJS_FEATURES.join(", ")}`);
   }
   if (!worldWit && !ENV_WORLDS.includes(spec.world)) {
     throw new Error(`${dir}: world "${spec.world}" is not in wit/env.wit (${ENV_WORLDS.join(", ")}); add a world.wit`);
@@ -273,8 +276,10 @@ async function buildWat({ spec, tmp }: Job): Promise<{ ms: number } | { error: s
 }
 
 /**
- * QuickJS: synchronous exports (a returned promise is not awaited) and every WASI import
- * replaced by a trap, so the component imports nothing but wit/env.wit.
+ * QuickJS: synchronous exports (a returned promise is not awaited, and promise jobs do not
+ * run). Without features every WASI import is replaced by a trap, so the component imports
+ * nothing but wit/env.wit; with any, it imports QuickJS's WASI world (cli, clocks, random and
+ * filesystem, all provided without a grant but the filesystem's preopens).
  */
 async function buildQuickJs({ spec, tmp }: Job): Promise<{ ms: number } | { error: string }> {
   const started = performance.now();
@@ -288,7 +293,7 @@ async function buildQuickJs({ spec, tmp }: Job): Promise<{ ms: number } | { erro
       jsPath,
       moduleRoot: SOURCES,
       sync: true,
-      stubWasi: true,
+      stubWasi: spec.features.length === 0,
     });
     await writeFile(tmp, component);
     return { ms: Math.round(performance.now() - started) };
