@@ -7,6 +7,8 @@
 //     this process with a fresh instance per call, and with one reused instance for scale;
 //   - invocations/s of the pool with 8 callers in flight (its 8 tool slots), beside the in-process
 //     fresh-instance baseline under the same load;
+//   - a small program on the StarlingMonkey (js-program-tool) and the QuickJS (qjs-program-tool)
+//     runtimes through pool.invoke, interleaved, sequential and 8 in flight;
 //   - fuel overhead: instrumented vs plain core modules on compute (fib-wat's call-bound naive
 //     recursion, a core-wasm loop, and a JavaScript loop inside StarlingMonkey: sum-js), in this
 //     process, alternating runs; and the time to instrument sum-js's ~12 MB of core modules;
@@ -25,6 +27,7 @@ import { pathToFileURL } from "node:url";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
 import type { ComponentRef, Pool, PoolOptions, Receipt } from "../server/src/environments/service/pool/index.ts";
+import { formatFigures, type Figure } from "./lib/figures.ts";
 import { machineLoad } from "./lib/machine.ts";
 import { MiB, summarize, throughput } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
@@ -106,6 +109,11 @@ const FUEL_PER_ROUND = 5;
 const WARM_RESTARTS = 2;
 /** Server RSS after preparing the example components (issue #12). */
 const RSS_TARGET_MIB = 400;
+/** A small tool program, on the StarlingMonkey runtime and on the QuickJS one (synchronous programs only). */
+const PROGRAM = "function run(input) { return { v: 1, total: input.items.reduce((sum, item) => sum + item, 0) }; }";
+const PROGRAM_INPUT = JSON.stringify({ items: [1, 2, 3, 4] });
+const PROGRAM_OUTPUT = JSON.stringify({ v: 1, total: 10 });
+const PROGRAM_RUNTIMES = ["js-program-tool", "qjs-program-tool"];
 /** Tools called after preparing, to see spares settle within their budget. */
 const MEMORY_USE = [
   { name: "echo-wat", input: ECHO_INPUT },
@@ -143,7 +151,7 @@ interface InProcess {
 async function transpileHere(name: string, dir: string): Promise<InProcess> {
   const bytes = await readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
   const started = performance.now();
-  // A fresh options object: jco mutates the one it is given (as transpile-worker.ts does).
+  // A fresh options object: jco mutates the one it is given (as transpile-worker.ts knows).
   const options = { ...preparationLib.TRANSPILE_OPTIONS, asyncImports: [...preparationLib.TRANSPILE_OPTIONS.asyncImports], asyncExports: [...preparationLib.TRANSPILE_OPTIONS.asyncExports] };
   const result = (await jco.transpile(bytes, options)) as { files: Record<string, Uint8Array>; imports: string[] };
   const transpileMs = performance.now() - started;
@@ -304,10 +312,10 @@ function componentRef(name: string): ComponentRef {
   return { id: name, load: () => readFile(path.join(COMPONENTS_DIR, `${name}.wasm`)) };
 }
 
-function invoker(pool: Pool, name: string, input: string, expected: string): () => Promise<Receipt> {
+function invoker(pool: Pool, name: string, input: string, expected: string, program?: { source: string }): () => Promise<Receipt> {
   const component = componentRef(name);
   return async () => {
-    const receipt = await pool.invoke({ component, entrypoint: "run", input, configuration: "{}", deadlineMs: Date.now() + 30_000, grants: NO_GRANTS });
+    const receipt = await pool.invoke({ component, entrypoint: "run", input, configuration: "{}", deadlineMs: Date.now() + 30_000, grants: NO_GRANTS, program });
     // Checked on every call: a refusal (pool_saturated) or a trap would measure the wrong path.
     if (receipt.outcome !== "returned" || receipt.output !== expected) throw new Error(`${name}: unexpected receipt ${JSON.stringify(receipt)}`);
     return receipt;
@@ -503,7 +511,7 @@ async function run(): Promise<SuiteReport> {
   await loadDependencies();
   let startedAt = performance.now();
   await buildLib.buildComponents({
-    dirs: ["echo-wat", "echo-js", "echo-qjs", "fib-wat", "sum-js"].map((name) => path.join(COMPONENT_SOURCES, name)),
+    dirs: ["echo-wat", "echo-js", "echo-qjs", "fib-wat", "sum-js", "js-program-tool", "qjs-program-tool"].map((name) => path.join(COMPONENT_SOURCES, name)),
     log: (line) => process.stderr.write(`  ${line}\n`),
   });
   phase("build components", startedAt);
@@ -536,12 +544,13 @@ async function run(): Promise<SuiteReport> {
     const bare = await poolLib.Pool.start({ ...POOL, dataDir, spareInstances: 0 });
     pools.push(bare);
     for (const p of pools) for (const name of ["echo-wat", "echo-js", "echo-qjs", "fib-wat"]) await p.prepare(componentRef(name));
+    for (const name of PROGRAM_RUNTIMES) await pool.prepare(componentRef(name));
     phase("pools started and prepared", startedAt);
 
     // 4. Sequential latency, variants interleaved round by round.
     const rows: ResultRow[] = [];
     const splits: string[] = [];
-    const verdicts: string[] = [];
+    const figures: Figure[] = [];
     const throughputs: Throughput[] = [];
     for (const plan of ECHOS) {
       startedAt = performance.now();
@@ -594,10 +603,14 @@ async function run(): Promise<SuiteReport> {
       const cpu = (row: Row) => `${row.name.slice(plan.label.length + 2)} ${fixed(row.processCpuUs / row.calls, 0)} (sys ${fixed(row.processSysUs / row.calls, 0)})`;
       splits.push(`${plan.label} process CPU µs per call, all threads: ${[rowFresh, rowPool, rowBare].map(cpu).join(", ")}`);
       const p50 = med(rowPool.samples);
-      verdicts.push(
-        `${plan.label} pool.invoke p50 ${fixed(p50, 3)} ms (${fixed(p50 / med(rowFresh.samples), 2)}x the in-process fresh instance, ` +
-          `${fixed(p50 / med(rowReused.samples), 1)}x a reused one); target <= ${plan.targetP50Ms} ms: ${p50 <= plan.targetP50Ms ? "met" : "MISSED"}`,
-      );
+      const freshP50 = med(rowFresh.samples);
+      figures.push({
+        figure: `${plan.label}: pool.invoke p50, closed loop`,
+        ours: `${fixed(p50, 3)} ms`,
+        baseline: `in-process fresh instance ${fixed(freshP50, 3)} ms (${fixed(p50 / freshP50, 2)}x)`,
+        target: `<= ${plan.targetP50Ms} ms`,
+        met: p50 <= plan.targetP50Ms,
+      });
       phase(`${plan.label} latency`, startedAt);
 
       // 5. Throughput with the pool's 8 tool slots busy, and the in-process baseline at the same load.
@@ -605,12 +618,42 @@ async function run(): Promise<SuiteReport> {
       const pooled = await closedLoop(`${plan.label}: pool.invoke (2 workers)`, callPool, plan.throughputCalls, IN_FLIGHT);
       const inProcess = await closedLoop(`${plan.label}: in-process, fresh instance (main thread)`, callFresh, plan.throughputCalls, IN_FLIGHT);
       throughputs.push(pooled, inProcess);
-      verdicts.push(
-        `${plan.label} pool.invoke ${fixed(pooled.callsPerSec, 0)} calls/s with ${IN_FLIGHT} in flight (${fixed(pooled.callsPerSec / inProcess.callsPerSec, 2)}x the in-process fresh instance); ` +
-          `target >= ${plan.targetCallsPerSec}: ${pooled.callsPerSec >= plan.targetCallsPerSec ? "met" : "MISSED"}`,
-      );
+      figures.push({
+        figure: `${plan.label}: pool.invoke calls/s, ${IN_FLIGHT} in flight`,
+        ours: fixed(pooled.callsPerSec, 0),
+        baseline: `in-process fresh instance ${fixed(inProcess.callsPerSec, 0)} (${fixed(pooled.callsPerSec / inProcess.callsPerSec, 2)}x)`,
+        target: `>= ${plan.targetCallsPerSec}`,
+        met: pooled.callsPerSec >= plan.targetCallsPerSec,
+      });
       phase(`${plan.label} throughput`, startedAt);
     }
+
+    // 5b. A small program on the StarlingMonkey and the QuickJS program runtimes, interleaved.
+    startedAt = performance.now();
+    const programRows = PROGRAM_RUNTIMES.map((runtime) => new Row(`program on ${runtime}: pool.invoke`));
+    const programCalls = PROGRAM_RUNTIMES.map((runtime) => {
+      const call = invoker(pool, runtime, PROGRAM_INPUT, PROGRAM_OUTPUT, { source: PROGRAM });
+      return async () => void (await call());
+    });
+    for (const call of programCalls) for (let i = 0; i < 20; i++) await call();
+    for (let round = 0; round < 8; round++) {
+      for (let i = 0; i < programRows.length; i++) {
+        const k = (round + i) % programRows.length;
+        await programRows[k]!.chunk(programCalls[k]!, 40);
+      }
+    }
+    rows.push(...programRows.map((row) => row.result()));
+    const [onStarlingMonkey, onQuickJs] = programRows.map((row) => summarize(row.samples).medianMs) as [number, number];
+    figures.push({
+      figure: `program on qjs-program-tool: pool.invoke p50`,
+      ours: `${fixed(onQuickJs, 3)} ms`,
+      baseline: `js-program-tool ${fixed(onStarlingMonkey, 3)} ms (${fixed(onQuickJs / onStarlingMonkey, 2)}x)`,
+      target: "-",
+    });
+    for (const [k, runtime] of PROGRAM_RUNTIMES.entries()) {
+      throughputs.push(await closedLoop(`program on ${runtime}: pool.invoke (2 workers)`, programCalls[k]!, 1000, IN_FLIGHT));
+    }
+    phase("programs", startedAt);
 
     // 6. Fuel overhead.
     startedAt = performance.now();
@@ -685,9 +728,26 @@ async function run(): Promise<SuiteReport> {
       { header: `after calling ${MEMORY_USE.length} MiB`, value: (m) => mib(m.r.usedRssBytes) },
       { header: "spares", value: (m) => String(m.r.spares) },
       { header: "spare guest MiB", value: (m) => mib(m.r.spareBytes) },
-      { header: `prepared <= ${RSS_TARGET_MIB}`, value: (m) => (m.r.preparedRssBytes <= RSS_TARGET_MIB * MiB ? "met" : "MISSED") },
     ];
     const warmMemory = memory[1]!.r;
+    for (const r of fuelRows) {
+      figures.push({
+        figure: `fuel overhead: ${r.pair.workload.split(":")[0]}`,
+        ours: `${fixed(r.ratio, 2)}x (${fixed(r.instrumented.medianMs, 3)} ms)`,
+        baseline: `plain ${fixed(r.plain.medianMs, 3)} ms`,
+        target: `<= ${FUEL_TARGET}x`,
+        met: r.ratio <= FUEL_TARGET,
+      });
+    }
+    for (const m of memory) {
+      figures.push({
+        figure: `pool RSS after preparing ${m.r.components} components, ${m.name.split(" ")[0]}`,
+        ours: `${mib(m.r.preparedRssBytes)} MiB`,
+        baseline: `idle pool ${mib(m.r.idleRssBytes)} MiB`,
+        target: `<= ${RSS_TARGET_MIB} MiB`,
+        met: m.r.preparedRssBytes <= RSS_TARGET_MIB * MiB,
+      });
+    }
     const fuelVerdict = fuelRows.map((r) => `${r.pair.workload.split(" ")[0]} ${fixed(r.ratio, 2)}x (${r.ratio <= FUEL_TARGET ? "met" : "MISSED"})`).join(", ");
     const inProcessFuel = fuelPairs[0]!.fuelPerCall;
 
@@ -695,12 +755,13 @@ async function run(): Promise<SuiteReport> {
       rows,
       notes: [
         "",
+        formatFigures(figures),
+        "",
         `Sequential calls, ${ECHOS.map((p) => `${p.label} ${p.rounds} rounds x ${p.perRound}`).join(", ")} per variant, variants interleaved round by round (order rotated), forced GC between chunks; ` +
           `input ${ECHO_INPUT.length} bytes, output checked on every call. pool = Pool with the service defaults (${POOL.workers} workers, ${POOL.toolSlotsPerWorker} tool slots each, 2 spares, ` +
           `fuel ${POOL.fuel}, ${POOL.memoryMib} MiB cap), in this process; in-process = jco transpile with the pool's options (instantiation "async", JSPI), no fuel, no cap, no glue warm-up, called on this thread. ` +
           `"server" columns: RSS is the whole bench process (pool workers included); server CPU = process CPU outside the main thread (workers, V8 helper threads), client CPU = main thread, per call.`,
         ...splits,
-        ...verdicts,
         "",
         formatTable(throughputColumns, throughputs),
         `(${IN_FLIGHT} in flight = the default pool's ${POOL.workers} x ${POOL.toolSlotsPerWorker} tool slots; one more would be refused with pool_saturated, there is no queue)`,
@@ -717,7 +778,7 @@ async function run(): Promise<SuiteReport> {
         "",
         formatTable(prepColumns, prepRows),
         `component ${fixed(cold.componentBytes / MiB, 1)} MiB -> prepared core modules ${fixed(cold.preparedCoreBytes / MiB, 1)} MiB. Cold prepare ${fixed(cold.prepareMs, 0)} ms ` +
-          `= transpile + instrument + cap + glue patch ${cold.manifestPrepareMs} ms (in the transpile worker) + ~${fixed(cold.prepareMs - cold.manifestPrepareMs - warmPrepare, 0)} ms transpile-worker start (loading jco) and persisting ` +
+          `= transpile + instrument + cap + glue patch ${cold.manifestPrepareMs} ms (in the transpile process) + ~${fixed(cold.prepareMs - cold.manifestPrepareMs - warmPrepare, 0)} ms transpile-process start (loading jco) and persisting ` +
           `+ ~${fixed(warmPrepare, 0)} ms compile + load on ${POOL.workers} workers (= the warm prepare). In-process jco transpile alone (bench main thread): ` +
           `${[...here.values()].map((c) => `${c.name} ${fixed(c.transpileMs, 0)} ms`).join(", ")}.`,
         "",
