@@ -27,14 +27,13 @@ export async function runJournaled(
 ): Promise<TerminalReceipt> {
   const { journal } = options;
   const { seq } = await journal.send(sessionId, operation);
-  let interimWrites = Promise.resolve();
   let progressEvents = 0;
+  // Interim receipts are not awaited: the journal keeps call order, so the terminal receipt commits
+  // after them, and an `accepted` does not cost the operation a sequential fsync. A lost interim
+  // write loses only progress the terminal receipt supersedes.
   const report = (receipt: InterimReceipt) => {
     if (receipt.outcome === "progress" && (++progressEvents > MAX_PROGRESS_EVENTS || Buffer.byteLength(receipt.data) > MAX_PROGRESS_BYTES)) return;
-    interimWrites = interimWrites.then(() => journal.interim(sessionId, operation, receipt)).then(
-      () => undefined,
-      () => undefined,
-    );
+    journal.interim(sessionId, operation, receipt).catch(() => undefined);
   };
   let receipt: TerminalReceipt;
   try {
@@ -43,7 +42,6 @@ export async function runJournaled(
     receipt = unknown(`the environment failed unexpectedly while handling the operation: ${error instanceof Error ? error.message : String(error)}`);
   }
   receipt = boundOutput(receipt, options.maxOutputBytes);
-  await interimWrites;
   await journal.settle(sessionId, operation, receipt);
   return receipt;
 }
