@@ -4,7 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeTransport, createServiceClient, Skill, type ServiceClient, type Session, type SessionEvent } from "@skillenv/client/node";
+import { createNodeTransport, createServiceClient, hostEnv, Skill, type ServiceClient, type Session, type SessionEvent } from "@skillenv/client/node";
 import { buildConsole } from "../../clients/console/build.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { startService, type RunningService } from "../src/app.ts";
@@ -250,6 +250,20 @@ describe("the console in Chromium", () => {
       expect(transcript).toContain(text);
     }
     expect(await page.locator(".run").textContent()).toContain(FINAL_TEXT);
+  });
+
+  it("marks a host environment another host serves, and serves it from the tab on demand", async () => {
+    const laptop = hostEnv({ name: "laptop", tools: {} });
+    const elsewhere = await client.sessions.create({ environments: [laptop] });
+    await page.goto(`${service.url}/console/#/sessions/${elsewhere.id}`);
+    const row = page.locator('tr[data-environment="laptop"]');
+    await row.locator("[data-host-elsewhere]").waitFor();
+
+    await elsewhere.hosts.get("laptop")!.stop();
+    await row.getByRole("button", { name: "Serve from this tab" }).click();
+    await row.locator(".badge-connected").waitFor();
+    expect(await row.locator("[data-host-elsewhere]").count()).toBe(0);
+    await elsewhere.delete();
   });
 
   it("signs out, forgetting the key, having made no request but to the service and sent the key only to its API", async () => {

@@ -47,6 +47,21 @@ describe("host environments", () => {
     expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "host_unavailable", retryable: true } });
   });
 
+  it("shows in the session whether a host is attached to each host environment", async () => {
+    const sessionId = await hostSession();
+    const attached = async () => {
+      const { session } = await sessions.getSession({ sessionId });
+      const kind = session!.environments[0]!.kind;
+      return kind.case === "host" ? kind.value.attached : undefined;
+    };
+    expect(await attached()).toBe(false);
+    const host = new TestHost(hosts, sessionId, "laptop");
+    await host.attached();
+    expect(await attached()).toBe(true);
+    host.close();
+    await expect.poll(attached).toBe(false);
+  });
+
   it("sends each command once, after journaling it, and returns the host's receipts", async () => {
     const sessionId = await hostSession();
     const host = new TestHost(hosts, sessionId, "laptop");

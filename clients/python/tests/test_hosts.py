@@ -68,6 +68,7 @@ def session(client: Client) -> Iterator[Session]:
 def test_create_answers_once_the_host_is_connected(session: Session) -> None:
     host = session.hosts["laptop"]
     assert (host.state, host.error) == ("connected", None)
+    assert session.refresh().environments[0].host_attached is True
 
 
 def test_a_host_tool_is_a_python_function_called_through_the_journal(session: Session) -> None:
@@ -131,6 +132,7 @@ def test_a_newer_host_replaces_the_older_which_stays_closed(session: Session, se
 
 def test_without_a_host_a_call_fails_host_unavailable(client: Client) -> None:
     session = client.sessions.create(environments=[LAPTOP], tools=TOOLS, serve_hosts=False)
+    assert session.environments[0].host_attached is False
     receipt = session.call_tool("add", {"a": 1, "b": 2})
     assert isinstance(receipt, Failure) and (receipt.code, receipt.retryable) == ("host_unavailable", True)
     session.delete()

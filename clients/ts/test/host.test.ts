@@ -258,6 +258,7 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     const laptop = hostEnv({ name: "laptop", tools: { echo: (input) => input } });
     const session = await client.sessions.create({ environments: [laptop], tools: [tool({ name: "echo", environment: laptop })], serveHosts: false });
     expect(session.hosts.size).toBe(0);
+    expect(session.environments[0]).toMatchObject({ kind: "host", hostAttached: false });
     expect(await session.callTool("echo", "nobody home")).toMatchObject({ outcome: "failure", code: "host_unavailable" });
 
     const host = session.serve(laptop);
@@ -265,6 +266,7 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     expect(host.state).toBe("connecting");
     expect(session.serve(laptop)).toBe(host);
     await host.connected();
+    expect((await session.refresh()).environments[0]).toMatchObject({ kind: "host", hostAttached: true });
     expect(await session.callTool("echo", "hello")).toMatchObject({ outcome: "returned", output: "hello" });
     await host.stop();
 

@@ -24,6 +24,11 @@ export interface EnvironmentKind<Options = unknown> {
   authorize(context: BindingContext, options: unknown): Promise<Options>;
   /** The options as a session shows them (the proto JSON of the kind's message): never a credential. */
   describe(options: Options): unknown;
+  /**
+   * What the kind knows of the binding's live state, merged into what `describe` says when a
+   * session is shown; never journaled, since it holds only until it changes.
+   */
+  describeLive?(context: BindingContext): Record<string, unknown>;
   /** Checks a placed tool's implementation (JSON) in this kind of environment; returns it as stored. */
   checkImplementation(context: BindingContext, implementation: unknown): Promise<unknown>;
   /** Checks a run's agent-loop implementation (JSON); absent when the kind cannot run agent loops. */

@@ -28,15 +28,17 @@ export function sessionMessage(record: SessionRecord, kinds: EnvironmentKinds): 
   return create(SessionSchema, {
     id: record.id,
     state: sessionState(record),
-    environments: record.environments.map((environment) => environmentMessage(environment, kinds)),
+    environments: record.environments.map((environment) => environmentMessage({ workspace: record.workspace, sessionId: record.id }, environment, kinds)),
     tools: record.tools.map(toolMessage),
     createdAt: timestampFromMs(Date.parse(record.createdAt)),
     ...(record.endedAt ? { endedAt: timestampFromMs(Date.parse(record.endedAt)) } : {}),
   });
 }
 
-export function environmentMessage(record: EnvironmentRecord, kinds: EnvironmentKinds): Environment {
-  const described = kinds[record.kind].describe(record.options);
+/** One binding of session `sessionId` as the API shows it. */
+export function environmentMessage(session: { workspace: string; sessionId: string }, record: EnvironmentRecord, kinds: EnvironmentKinds): Environment {
+  const kind = kinds[record.kind];
+  const described = { ...(kind.describe(record.options) as object), ...kind.describeLive?.({ ...session, environment: record.name }) };
   const value = fromJson(KIND_SCHEMAS[record.kind], described as JsonValue);
   return create(EnvironmentSchema, { name: record.name, setup: record.setup, state: record.state, kind: { case: record.kind, value } as Environment["kind"] });
 }

@@ -34,8 +34,9 @@ export function createSessionService(sessions: Sessions, kinds: EnvironmentKinds
       return { sessions: page.records.map(session), nextPageToken: page.nextPageToken };
     },
     async setupEnvironment(request, context) {
-      const { environment, receipt } = await sessions.setup(requireWorkspace(context), request.sessionId, request.environment);
-      return { environment: environmentMessage(environment, kinds), ...(receipt ? { receipt: receiptMessage(receipt) } : {}) };
+      const workspace = requireWorkspace(context);
+      const { environment, receipt } = await sessions.setup(workspace, request.sessionId, request.environment);
+      return { environment: environmentMessage({ workspace, sessionId: request.sessionId }, environment, kinds), ...(receipt ? { receipt: receiptMessage(receipt) } : {}) };
     },
     async callTool(request, context) {
       const timeoutMs = request.timeout ? Number(request.timeout.seconds) * 1000 + Math.floor(request.timeout.nanos / 1e6) : undefined;

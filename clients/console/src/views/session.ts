@@ -77,7 +77,8 @@ function hostControl(context: ViewContext, session: Session, environment: Enviro
     const title = "The session's calls of this environment's tools come to this tab; a host serving it elsewhere is replaced.";
     const serve = h("button", { type: "button", class: "small", title, onclick: () => context.host.serve(session, environment.name) }, "Serve from this tab");
     serve.disabled = session.state === "ended";
-    return [connection?.error && h("span", { class: "error" }, `${connection.error.message} `), serve];
+    const elsewhere = environment.hostAttached && h("span", { class: "muted", "data-host-elsewhere": "" }, "served by another host ");
+    return [connection?.error && h("span", { class: "error" }, `${connection.error.message} `), elsewhere, serve];
   }
   return [badge(connection.state), " ", h("button", { type: "button", class: "secondary small", onclick: () => void connection.stop() }, "Stop")];
 }

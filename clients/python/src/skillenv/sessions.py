@@ -79,11 +79,14 @@ class EnvironmentStatus:
     kind: Literal["service", "host", "extension"]
     setup: SetupMode
     state: EnvironmentState
+    host_attached: bool | None = None
+    """Host environments only: whether a host's command stream is open for it on the server that answered."""
 
     @classmethod
     def from_message(cls, message: sessions_pb2.Environment) -> EnvironmentStatus:
         kind = cast(Literal["service", "host", "extension"], message.WhichOneof("kind"))
-        return cls(message.name, kind, cast(SetupMode, message.setup), cast(EnvironmentState, message.state))
+        host_attached = message.host.attached if kind == "host" else None
+        return cls(message.name, kind, cast(SetupMode, message.setup), cast(EnvironmentState, message.state), host_attached)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ export interface EnvironmentStatus {
   kind: "service" | "host" | "extension";
   setup: SetupMode;
   state: EnvironmentState;
+  /** Host environments only: whether a host's command stream is open for it on the server that answered. */
+  hostAttached?: boolean;
 }
 
 export interface PlacedTool {
@@ -127,6 +129,7 @@ export function environmentStatusFrom(message: EnvironmentMessage): EnvironmentS
     kind: required(message.kind.case, `environment ${message.name}'s kind`),
     setup: message.setup as SetupMode,
     state: message.state as EnvironmentState,
+    ...(message.kind.case === "host" ? { hostAttached: message.kind.value.attached } : {}),
   };
 }
 

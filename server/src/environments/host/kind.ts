@@ -24,6 +24,10 @@ export class HostEnvironmentKind implements EnvironmentKind<Record<string, never
     return {};
   }
 
+  describeLive(context: BindingContext): Record<string, unknown> {
+    return { attached: this.#hub.connectionFor(context) !== undefined };
+  }
+
   /** `{"opaque": <any JSON>}` or nothing: the host gets the value with each command, or the tool's name alone. */
   async checkImplementation(_context: BindingContext, implementation: unknown): Promise<unknown> {
     if (implementation !== undefined && !isOpaque(implementation)) {

@@ -233,6 +233,14 @@ export declare const FilesystemGrantsSchema: GenMessage<FilesystemGrants>;
  * @generated from message skillenv.sessions.v1.HostEnvironment
  */
 export declare type HostEnvironment = Message<"skillenv.sessions.v1.HostEnvironment"> & {
+  /**
+   * Output only: whether a host's command stream is open for this binding
+   * on the server that answered. Without one, the environment's tools end
+   * in host_unavailable failures, nothing sent.
+   *
+   * @generated from field: bool attached = 1;
+   */
+  attached: boolean;
 };
 
 /**

@@ -19,7 +19,7 @@ from skillenv._gen.skillenv.sessions.v1 import common_pb2 as skillenv_dot_sessio
 from skillenv._gen.skillenv.sessions.v1 import runs_pb2 as skillenv_dot_sessions_dot_v1_dot_runs__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#skillenv/sessions/v1/sessions.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!skillenv/sessions/v1/common.proto\x1a\x1fskillenv/sessions/v1/runs.proto\"\xa3\x02\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n\x05state\x18\x02 \x01(\tR\x05state\x12\x45\n\x0c\x65nvironments\x18\x03 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x04 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x39\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x35\n\x08\x65nded_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndedAt\"\xa4\x02\n\x0b\x45nvironment\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05setup\x18\x02 \x01(\tR\x05setup\x12\x44\n\x07service\x18\x03 \x01(\x0b\x32(.skillenv.sessions.v1.ServiceEnvironmentH\x00R\x07service\x12;\n\x04host\x18\x04 \x01(\x0b\x32%.skillenv.sessions.v1.HostEnvironmentH\x00R\x04host\x12J\n\textension\x18\x05 \x01(\x0b\x32*.skillenv.sessions.v1.ExtensionEnvironmentH\x00R\textension\x12\x14\n\x05state\x18\x06 \x01(\tR\x05stateB\x06\n\x04kind\"Q\n\x12ServiceEnvironment\x12;\n\x06grants\x18\x01 \x01(\x0b\x32#.skillenv.sessions.v1.ServiceGrantsR\x06grants\"\x8b\x01\n\rServiceGrants\x12\x46\n\nfilesystem\x18\x01 \x01(\x0b\x32&.skillenv.sessions.v1.FilesystemGrantsR\nfilesystem\x12\x18\n\x07network\x18\x02 \x03(\tR\x07network\x12\x18\n\x07secrets\x18\x03 \x03(\tR\x07secrets\"J\n\x10\x46ilesystemGrants\x12\x1c\n\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x18\n\x07scratch\x18\x02 \x01(\tR\x07scratch\"\x11\n\x0fHostEnvironment\"\x86\x01\n\x14\x45xtensionEnvironment\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1e\n\ncredential\x18\x02 \x01(\tR\ncredential\x12<\n\rconfiguration\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"\xaf\x02\n\rToolPlacement\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12:\n\x0cinput_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x0binputSchema\x12 \n\x0b\x65nvironment\x18\x04 \x01(\tR\x0b\x65nvironment\x12L\n\x0eimplementation\x18\x05 \x01(\x0b\x32$.skillenv.sessions.v1.ImplementationR\x0eimplementation\x12<\n\rconfiguration\x18\x06 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"\xca\x01\n\x14\x43reateSessionRequest\x12\x45\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x02 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x30\n\x03run\x18\x03 \x01(\x0b\x32\x1e.skillenv.sessions.v1.RunInputR\x03run\"}\n\x15\x43reateSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\x12+\n\x03run\x18\x02 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"2\n\x11GetSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12GetSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"Q\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"y\n\x14ListSessionsResponse\x12\x39\n\x08sessions\x18\x01 \x03(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Z\n\x17SetupEnvironmentRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12 \n\x0b\x65nvironment\x18\x02 \x01(\tR\x0b\x65nvironment\"\x98\x01\n\x18SetupEnvironmentResponse\x12\x43\n\x0b\x65nvironment\x18\x01 \x01(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0b\x65nvironment\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"\xa7\x01\n\x0f\x43\x61llToolRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04tool\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05input\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"n\n\x10\x43\x61llToolResponse\x12!\n\x0coperation_id\x18\x01 \x01(\tR\x0boperationId\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"J\n\x13WatchSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\x03R\x05\x61\x66ter\"P\n\x14WatchSessionResponse\x12\x38\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".skillenv.sessions.v1.SessionEventR\x05\x65vent\"\xac\x01\n\x0cSessionEvent\x12\x10\n\x03seq\x18\x01 \x01(\x03R\x03seq\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04type\x18\x04 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\"2\n\x11\x45ndSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12\x45ndSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"5\n\x14\x44\x65leteSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"\x17\n\x15\x44\x65leteSessionResponse2\x8d\t\n\x0eSessionService\x12\x81\x01\n\rCreateSession\x12*.skillenv.sessions.v1.CreateSessionRequest\x1a+.skillenv.sessions.v1.CreateSessionResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\x0c/v1/sessions\x12\x82\x01\n\nGetSession\x12\'.skillenv.sessions.v1.GetSessionRequest\x1a(.skillenv.sessions.v1.GetSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/sessions/{session_id}\x12{\n\x0cListSessions\x12).skillenv.sessions.v1.ListSessionsRequest\x1a*.skillenv.sessions.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/v1/sessions\x12\xb5\x01\n\x10SetupEnvironment\x12-.skillenv.sessions.v1.SetupEnvironmentRequest\x1a..skillenv.sessions.v1.SetupEnvironmentResponse\"B\x82\xd3\xe4\x93\x02<\":/v1/sessions/{session_id}/environments/{environment}:setup\x12\x91\x01\n\x08\x43\x61llTool\x12%.skillenv.sessions.v1.CallToolRequest\x1a&.skillenv.sessions.v1.CallToolResponse\"6\x82\xd3\xe4\x93\x02\x30:\x01*\"+/v1/sessions/{session_id}/tools/{tool}:call\x12\x91\x01\n\x0cWatchSession\x12).skillenv.sessions.v1.WatchSessionRequest\x1a*.skillenv.sessions.v1.WatchSessionResponse\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/sessions/{session_id}/events0\x01\x12\x86\x01\n\nEndSession\x12\'.skillenv.sessions.v1.EndSessionRequest\x1a(.skillenv.sessions.v1.EndSessionResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1d/v1/sessions/{session_id}/end\x12\x8b\x01\n\rDeleteSession\x12*.skillenv.sessions.v1.DeleteSessionRequest\x1a+.skillenv.sessions.v1.DeleteSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1/sessions/{session_id}b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#skillenv/sessions/v1/sessions.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!skillenv/sessions/v1/common.proto\x1a\x1fskillenv/sessions/v1/runs.proto\"\xa3\x02\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n\x05state\x18\x02 \x01(\tR\x05state\x12\x45\n\x0c\x65nvironments\x18\x03 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x04 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x39\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x35\n\x08\x65nded_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndedAt\"\xa4\x02\n\x0b\x45nvironment\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05setup\x18\x02 \x01(\tR\x05setup\x12\x44\n\x07service\x18\x03 \x01(\x0b\x32(.skillenv.sessions.v1.ServiceEnvironmentH\x00R\x07service\x12;\n\x04host\x18\x04 \x01(\x0b\x32%.skillenv.sessions.v1.HostEnvironmentH\x00R\x04host\x12J\n\textension\x18\x05 \x01(\x0b\x32*.skillenv.sessions.v1.ExtensionEnvironmentH\x00R\textension\x12\x14\n\x05state\x18\x06 \x01(\tR\x05stateB\x06\n\x04kind\"Q\n\x12ServiceEnvironment\x12;\n\x06grants\x18\x01 \x01(\x0b\x32#.skillenv.sessions.v1.ServiceGrantsR\x06grants\"\x8b\x01\n\rServiceGrants\x12\x46\n\nfilesystem\x18\x01 \x01(\x0b\x32&.skillenv.sessions.v1.FilesystemGrantsR\nfilesystem\x12\x18\n\x07network\x18\x02 \x03(\tR\x07network\x12\x18\n\x07secrets\x18\x03 \x03(\tR\x07secrets\"J\n\x10\x46ilesystemGrants\x12\x1c\n\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x18\n\x07scratch\x18\x02 \x01(\tR\x07scratch\"-\n\x0fHostEnvironment\x12\x1a\n\x08\x61ttached\x18\x01 \x01(\x08R\x08\x61ttached\"\x86\x01\n\x14\x45xtensionEnvironment\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1e\n\ncredential\x18\x02 \x01(\tR\ncredential\x12<\n\rconfiguration\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"\xaf\x02\n\rToolPlacement\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12:\n\x0cinput_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x0binputSchema\x12 \n\x0b\x65nvironment\x18\x04 \x01(\tR\x0b\x65nvironment\x12L\n\x0eimplementation\x18\x05 \x01(\x0b\x32$.skillenv.sessions.v1.ImplementationR\x0eimplementation\x12<\n\rconfiguration\x18\x06 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"\xca\x01\n\x14\x43reateSessionRequest\x12\x45\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x02 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x30\n\x03run\x18\x03 \x01(\x0b\x32\x1e.skillenv.sessions.v1.RunInputR\x03run\"}\n\x15\x43reateSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\x12+\n\x03run\x18\x02 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"2\n\x11GetSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12GetSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"Q\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"y\n\x14ListSessionsResponse\x12\x39\n\x08sessions\x18\x01 \x03(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Z\n\x17SetupEnvironmentRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12 \n\x0b\x65nvironment\x18\x02 \x01(\tR\x0b\x65nvironment\"\x98\x01\n\x18SetupEnvironmentResponse\x12\x43\n\x0b\x65nvironment\x18\x01 \x01(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0b\x65nvironment\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"\xa7\x01\n\x0f\x43\x61llToolRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04tool\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05input\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"n\n\x10\x43\x61llToolResponse\x12!\n\x0coperation_id\x18\x01 \x01(\tR\x0boperationId\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"J\n\x13WatchSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\x03R\x05\x61\x66ter\"P\n\x14WatchSessionResponse\x12\x38\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".skillenv.sessions.v1.SessionEventR\x05\x65vent\"\xac\x01\n\x0cSessionEvent\x12\x10\n\x03seq\x18\x01 \x01(\x03R\x03seq\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04type\x18\x04 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\"2\n\x11\x45ndSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12\x45ndSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"5\n\x14\x44\x65leteSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"\x17\n\x15\x44\x65leteSessionResponse2\x8d\t\n\x0eSessionService\x12\x81\x01\n\rCreateSession\x12*.skillenv.sessions.v1.CreateSessionRequest\x1a+.skillenv.sessions.v1.CreateSessionResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\x0c/v1/sessions\x12\x82\x01\n\nGetSession\x12\'.skillenv.sessions.v1.GetSessionRequest\x1a(.skillenv.sessions.v1.GetSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/sessions/{session_id}\x12{\n\x0cListSessions\x12).skillenv.sessions.v1.ListSessionsRequest\x1a*.skillenv.sessions.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/v1/sessions\x12\xb5\x01\n\x10SetupEnvironment\x12-.skillenv.sessions.v1.SetupEnvironmentRequest\x1a..skillenv.sessions.v1.SetupEnvironmentResponse\"B\x82\xd3\xe4\x93\x02<\":/v1/sessions/{session_id}/environments/{environment}:setup\x12\x91\x01\n\x08\x43\x61llTool\x12%.skillenv.sessions.v1.CallToolRequest\x1a&.skillenv.sessions.v1.CallToolResponse\"6\x82\xd3\xe4\x93\x02\x30:\x01*\"+/v1/sessions/{session_id}/tools/{tool}:call\x12\x91\x01\n\x0cWatchSession\x12).skillenv.sessions.v1.WatchSessionRequest\x1a*.skillenv.sessions.v1.WatchSessionResponse\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/sessions/{session_id}/events0\x01\x12\x86\x01\n\nEndSession\x12\'.skillenv.sessions.v1.EndSessionRequest\x1a(.skillenv.sessions.v1.EndSessionResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1d/v1/sessions/{session_id}/end\x12\x8b\x01\n\rDeleteSession\x12*.skillenv.sessions.v1.DeleteSessionRequest\x1a+.skillenv.sessions.v1.DeleteSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1/sessions/{session_id}b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'skillenv._gen.skillenv.sessions.v1.sessions_pb2', globals())
@@ -53,45 +53,45 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _FILESYSTEMGRANTS._serialized_start=1068
   _FILESYSTEMGRANTS._serialized_end=1142
   _HOSTENVIRONMENT._serialized_start=1144
-  _HOSTENVIRONMENT._serialized_end=1161
-  _EXTENSIONENVIRONMENT._serialized_start=1164
-  _EXTENSIONENVIRONMENT._serialized_end=1298
-  _TOOLPLACEMENT._serialized_start=1301
-  _TOOLPLACEMENT._serialized_end=1604
-  _CREATESESSIONREQUEST._serialized_start=1607
-  _CREATESESSIONREQUEST._serialized_end=1809
-  _CREATESESSIONRESPONSE._serialized_start=1811
-  _CREATESESSIONRESPONSE._serialized_end=1936
-  _GETSESSIONREQUEST._serialized_start=1938
-  _GETSESSIONREQUEST._serialized_end=1988
-  _GETSESSIONRESPONSE._serialized_start=1990
-  _GETSESSIONRESPONSE._serialized_end=2067
-  _LISTSESSIONSREQUEST._serialized_start=2069
-  _LISTSESSIONSREQUEST._serialized_end=2150
-  _LISTSESSIONSRESPONSE._serialized_start=2152
-  _LISTSESSIONSRESPONSE._serialized_end=2273
-  _SETUPENVIRONMENTREQUEST._serialized_start=2275
-  _SETUPENVIRONMENTREQUEST._serialized_end=2365
-  _SETUPENVIRONMENTRESPONSE._serialized_start=2368
-  _SETUPENVIRONMENTRESPONSE._serialized_end=2520
-  _CALLTOOLREQUEST._serialized_start=2523
-  _CALLTOOLREQUEST._serialized_end=2690
-  _CALLTOOLRESPONSE._serialized_start=2692
-  _CALLTOOLRESPONSE._serialized_end=2802
-  _WATCHSESSIONREQUEST._serialized_start=2804
-  _WATCHSESSIONREQUEST._serialized_end=2878
-  _WATCHSESSIONRESPONSE._serialized_start=2880
-  _WATCHSESSIONRESPONSE._serialized_end=2960
-  _SESSIONEVENT._serialized_start=2963
-  _SESSIONEVENT._serialized_end=3135
-  _ENDSESSIONREQUEST._serialized_start=3137
-  _ENDSESSIONREQUEST._serialized_end=3187
-  _ENDSESSIONRESPONSE._serialized_start=3189
-  _ENDSESSIONRESPONSE._serialized_end=3266
-  _DELETESESSIONREQUEST._serialized_start=3268
-  _DELETESESSIONREQUEST._serialized_end=3321
-  _DELETESESSIONRESPONSE._serialized_start=3323
-  _DELETESESSIONRESPONSE._serialized_end=3346
-  _SESSIONSERVICE._serialized_start=3349
-  _SESSIONSERVICE._serialized_end=4514
+  _HOSTENVIRONMENT._serialized_end=1189
+  _EXTENSIONENVIRONMENT._serialized_start=1192
+  _EXTENSIONENVIRONMENT._serialized_end=1326
+  _TOOLPLACEMENT._serialized_start=1329
+  _TOOLPLACEMENT._serialized_end=1632
+  _CREATESESSIONREQUEST._serialized_start=1635
+  _CREATESESSIONREQUEST._serialized_end=1837
+  _CREATESESSIONRESPONSE._serialized_start=1839
+  _CREATESESSIONRESPONSE._serialized_end=1964
+  _GETSESSIONREQUEST._serialized_start=1966
+  _GETSESSIONREQUEST._serialized_end=2016
+  _GETSESSIONRESPONSE._serialized_start=2018
+  _GETSESSIONRESPONSE._serialized_end=2095
+  _LISTSESSIONSREQUEST._serialized_start=2097
+  _LISTSESSIONSREQUEST._serialized_end=2178
+  _LISTSESSIONSRESPONSE._serialized_start=2180
+  _LISTSESSIONSRESPONSE._serialized_end=2301
+  _SETUPENVIRONMENTREQUEST._serialized_start=2303
+  _SETUPENVIRONMENTREQUEST._serialized_end=2393
+  _SETUPENVIRONMENTRESPONSE._serialized_start=2396
+  _SETUPENVIRONMENTRESPONSE._serialized_end=2548
+  _CALLTOOLREQUEST._serialized_start=2551
+  _CALLTOOLREQUEST._serialized_end=2718
+  _CALLTOOLRESPONSE._serialized_start=2720
+  _CALLTOOLRESPONSE._serialized_end=2830
+  _WATCHSESSIONREQUEST._serialized_start=2832
+  _WATCHSESSIONREQUEST._serialized_end=2906
+  _WATCHSESSIONRESPONSE._serialized_start=2908
+  _WATCHSESSIONRESPONSE._serialized_end=2988
+  _SESSIONEVENT._serialized_start=2991
+  _SESSIONEVENT._serialized_end=3163
+  _ENDSESSIONREQUEST._serialized_start=3165
+  _ENDSESSIONREQUEST._serialized_end=3215
+  _ENDSESSIONRESPONSE._serialized_start=3217
+  _ENDSESSIONRESPONSE._serialized_end=3294
+  _DELETESESSIONREQUEST._serialized_start=3296
+  _DELETESESSIONREQUEST._serialized_end=3349
+  _DELETESESSIONRESPONSE._serialized_start=3351
+  _DELETESESSIONRESPONSE._serialized_end=3374
+  _SESSIONSERVICE._serialized_start=3377
+  _SESSIONSERVICE._serialized_end=4542
 # @@protoc_insertion_point(module_scope)

@@ -118,8 +118,10 @@ class GetSessionResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
 class HostEnvironment(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["attached"]
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    attached: bool
+    def __init__(self, attached: bool = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
     __slots__ = ["page_size", "page_token"]
