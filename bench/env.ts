@@ -151,7 +151,7 @@ interface InProcess {
 async function transpileHere(name: string, dir: string): Promise<InProcess> {
   const bytes = await readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
   const started = performance.now();
-  // A fresh options object: jco mutates the one it is given (as transpile-worker.ts knows).
+  // A fresh options object: jco mutates the one it is given (transpile-worker.ts makes one too).
   const options = { ...preparationLib.TRANSPILE_OPTIONS, asyncImports: [...preparationLib.TRANSPILE_OPTIONS.asyncImports], asyncExports: [...preparationLib.TRANSPILE_OPTIONS.asyncExports] };
   const result = (await jco.transpile(bytes, options)) as { files: Record<string, Uint8Array>; imports: string[] };
   const transpileMs = performance.now() - started;
