@@ -23,7 +23,7 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
-import { basename, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const BUILDER = fileURLToPath(import.meta.url);
@@ -291,7 +291,8 @@ async function buildQuickJs({ spec, tmp }: Job): Promise<{ ms: number } | { erro
       world: spec.world,
       jsSource: await readFile(jsPath, "utf8"),
       jsPath,
-      moduleRoot: SOURCES,
+      // Relative imports may reach beside the component (components/shared/, for those here).
+      moduleRoot: dirname(spec.dir),
       sync: true,
       stubWasi: spec.features.length === 0,
     });

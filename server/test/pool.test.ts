@@ -204,6 +204,25 @@ describe("programs on the QuickJS runtime (qjs-program-tool)", () => {
     for (let i = 0; i < 3; i++) expect(output(await runProgram(counting, { a: 1, b: 2 }))).toEqual({ calls: 1, sum: 3 });
   }, 60_000);
 
+  it("runs an agent-loop program whose host calls suspend the guest (qjs-program-agent-loop)", async () => {
+    const loop = component("qjs-program-agent-loop");
+    const events: string[] = [];
+    const host: HostServices = {
+      callModel: async (request) => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return JSON.stringify({ v: 1, heard: JSON.parse(request) });
+      },
+      dispatchTools: () => Promise.reject({ code: "tool_failed", message: "no tools here" }),
+      emit: (event) => void events.push(event),
+    };
+    const turn = (source: string) => pool.invoke({ component: loop, entrypoint: "turn", input: '{"q":"hi"}', configuration: "{}", deadlineMs: Date.now() + 30_000, grants: NO_GRANTS, host, program: { source } });
+    const answered = await turn("function turn(input, configuration, host) { host.emit({ v: 1, kind: 'asked' }); return host.callModel({ q: input.q }); }");
+    expect(output(answered)).toEqual({ v: 1, heard: { q: "hi" } });
+    expect(events).toEqual(['{"v":1,"kind":"asked"}']);
+    const caught = await turn("function turn(input, configuration, host) { try { host.dispatchTools({}); } catch (error) { return { caught: error.code }; } }");
+    expect(output(caught)).toEqual({ caught: "tool_failed" });
+  }, 60_000);
+
   it("refuses an async program, and passes a thrown failure through", async () => {
     expect(await runProgram("async function run(input) { return input; }")).toMatchObject({ outcome: "failure", code: "invalid_program" });
     expect(await runProgram("function run() { throw { code: 'nope', message: 'refused' }; }")).toMatchObject({ outcome: "failure", code: "nope", message: "refused" });
