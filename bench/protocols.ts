@@ -9,15 +9,19 @@
 //   - bare http2: a node:http2 round trip with a body of about the same size
 //     (servers/bare-http2.ts). Bare connect-node over this is connect-node's own cost per call.
 // The REST row's baseline is the same fetch client posting Connect JSON to the bare adapter.
+// Health.Check, a constant answer that needs no key, in both places separates our HTTP layer
+// from Presign's work (the key and the LevelDB read).
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import * as http2 from "node:http2";
 import * as path from "node:path";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
-import { createClient, type Transport } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { createNodeTransport, createServiceClient, type NodeTransportOptions } from "@skillenv/client/node";
+import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import { AssetService } from "../gen/skillenv/assets/v1/assets_pb.js";
 import { BENCH_API_KEY, spawnServer } from "./lib/child.ts";
 import { formatFigures, type Figure } from "./lib/figures.ts";
@@ -48,38 +52,57 @@ interface Protocol {
   client: ClientOptions;
 }
 
+const CONNECT_H2: Protocol = { name: "connect binary (h2)", client: { protocol: "connect", httpVersion: "2", useBinaryFormat: true } };
+const GRPC: Protocol = { name: "grpc (h2)", client: { protocol: "grpc", httpVersion: "2" } };
 const PROTOCOLS: Protocol[] = [
-  { name: "connect binary (h2)", client: { protocol: "connect", httpVersion: "2", useBinaryFormat: true } },
-  { name: "grpc (h2)", client: { protocol: "grpc", httpVersion: "2" } },
+  CONNECT_H2,
+  GRPC,
   { name: "connect json (http/1.1)", client: { protocol: "connect", httpVersion: "1.1", useBinaryFormat: false } },
   { name: "grpc-web binary (http/1.1)", client: { protocol: "grpc-web", httpVersion: "1.1", useBinaryFormat: true } },
 ];
 const REST = "rest json (fetch, http/1.1)";
+const HEALTH = "Health.Check";
+
+/** One figure's two rows: the service, and the bare connect-node handler with the same client library. */
+interface Pair {
+  name: string;
+  service: Call;
+  bare: Call;
+}
+
+interface BareUrls {
+  h2: string;
+  h1: string;
+}
 
 /** Our client, as an application makes it. */
-function serviceCaller(url: string, client: ClientOptions, asset: Asset): Call {
-  return presignCaller(createNodeTransport({ baseUrl: url, apiKey: BENCH_API_KEY, ...client }), asset);
+function ourTransport(url: string, client: ClientOptions): Transport {
+  return createNodeTransport({ baseUrl: url, apiKey: BENCH_API_KEY, ...client });
 }
 
 /** connect-node's transport with its defaults, as the baseline's client. */
-function stockCaller(urls: BareUrls, { protocol, httpVersion, useBinaryFormat }: ClientOptions, asset: Asset): Call {
+function stockTransport(urls: BareUrls, { protocol, httpVersion, useBinaryFormat }: ClientOptions): Transport {
   const baseUrl = protocol === "grpc" || httpVersion === "2" ? urls.h2 : urls.h1;
-  const transport =
-    protocol === "grpc"
-      ? createGrpcTransport({ baseUrl, useBinaryFormat })
-      : protocol === "grpc-web"
-        ? createGrpcWebTransport({ baseUrl, httpVersion: httpVersion ?? "1.1", useBinaryFormat })
-        : createConnectTransport({ baseUrl, httpVersion: httpVersion ?? "1.1", useBinaryFormat });
-  return presignCaller(transport, asset);
+  if (protocol === "grpc") return createGrpcTransport({ baseUrl, useBinaryFormat });
+  if (protocol === "grpc-web") return createGrpcWebTransport({ baseUrl, httpVersion: httpVersion ?? "1.1", useBinaryFormat });
+  return createConnectTransport({ baseUrl, httpVersion: httpVersion ?? "1.1", useBinaryFormat });
+}
+
+/** A caller of one RPC whose answer `check` must accept: a refusal or a miss would measure the wrong path. */
+function rpcCaller<S extends DescService>(service: S, transport: Transport, call: (client: Client<S>) => Promise<boolean>): Call {
+  const client = createClient(service, transport);
+  return async () => {
+    if (!(await call(client))) throw new Error(`${service.typeName}: unexpected answer`);
+  };
 }
 
 function presignCaller(transport: Transport, asset: Asset): Call {
-  const client = createClient(AssetService, transport);
   const request = { sha256: asset.sha256, sizeBytes: BigInt(asset.sizeBytes) };
-  return async () => {
-    // Checked on every call: a refusal or a miss would measure the wrong path.
-    if (!(await client.presign(request)).exists) throw new Error("presign: expected a dedup hit");
-  };
+  return rpcCaller(AssetService, transport, async (client) => (await client.presign(request)).exists === true);
+}
+
+function healthCaller(transport: Transport): Call {
+  return rpcCaller(Health, transport, async (client) => (await client.check({})).status === HealthCheckResponse_ServingStatus.SERVING);
 }
 
 /** POST of a JSON body with fetch, the answer checked. */
@@ -110,9 +133,24 @@ async function bareHttp2Caller(url: string): Promise<Call> {
     });
 }
 
-interface BareUrls {
-  h2: string;
-  h1: string;
+function pairs(serviceUrl: string, bare: BareUrls, asset: Asset): Pair[] {
+  return [
+    ...PROTOCOLS.map(({ name, client }) => ({
+      name,
+      service: presignCaller(ourTransport(serviceUrl, client), asset),
+      bare: presignCaller(stockTransport(bare, client), asset),
+    })),
+    {
+      name: REST,
+      service: fetchCaller(`${serviceUrl}/assets/presign`, { authorization: `Bearer ${BENCH_API_KEY}` }, asset),
+      bare: fetchCaller(`${bare.h1}/${AssetService.typeName}/Presign`, {}, asset),
+    },
+    ...[CONNECT_H2, GRPC].map(({ name, client }) => ({
+      name: `${HEALTH}, ${name}`,
+      service: healthCaller(ourTransport(serviceUrl, client)),
+      bare: healthCaller(stockTransport(bare, client)),
+    })),
+  ];
 }
 
 // A forced GC before reading the client heap makes before/after comparable (live data, not
@@ -137,23 +175,22 @@ async function run(): Promise<SuiteReport> {
       spawnServer(path.join(import.meta.dirname, "servers", "bare-http2.ts")).then(started),
     ]);
     const [h2, h1] = bareConnect.url.split(" ") as [string, string];
-    const bare: BareUrls = { h2, h1 };
     const before = await service.stats();
 
     const bytes = randomBytes(1024);
     const asset = { sha256: createHash("sha256").update(bytes).digest("hex"), sizeBytes: bytes.byteLength };
     await createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: BENCH_API_KEY })).uploadAsset(bytes);
 
-    const sides = { service: childSide("service", service), bareConnect: childSide("bare connect-node", bareConnect), bareHttp2: childSide("bare http2", bareHttp2) };
+    const serviceSide = childSide("service", service);
+    const bareSide = childSide("bare connect-node", bareConnect);
     const variant = (name: string, call: Call, side: Side): Variant => ({ name, call, sides: [side], ...COUNTS });
+    const measured = pairs(service.url, { h2, h1 }, asset);
     const variants: Variant[] = [
-      variant("bare http2 (floor)", await bareHttp2Caller(bareHttp2.url), sides.bareHttp2),
-      ...PROTOCOLS.flatMap(({ name, client }) => [
-        variant(`${name}: bare connect-node`, stockCaller(bare, client, asset), sides.bareConnect),
-        variant(`${name}: service`, serviceCaller(service.url, client, asset), sides.service),
+      variant("bare http2 (floor)", await bareHttp2Caller(bareHttp2.url), childSide("bare http2", bareHttp2)),
+      ...measured.flatMap((pair) => [
+        variant(`${pair.name}: bare connect-node`, pair.bare, bareSide),
+        variant(`${pair.name}: service`, pair.service, serviceSide),
       ]),
-      variant(`${REST}: bare connect-node`, fetchCaller(`${bare.h1}/${AssetService.typeName}/Presign`, {}, asset), sides.bareConnect),
-      variant(`${REST}: service`, fetchCaller(`${service.url}/assets/presign`, { authorization: `Bearer ${BENCH_API_KEY}` }, asset), sides.service),
     ];
     const startedAt = performance.now();
     const results = await measureVariants(variants, PLAN);
@@ -167,13 +204,14 @@ async function run(): Promise<SuiteReport> {
       rows,
       notes: [
         "",
-        formatFigures(figures(rows)),
+        formatFigures(figures(rows, measured.map((pair) => pair.name))),
         "",
         `Rows: ${PLAN.rounds} interleaved rounds of ${COUNTS.perRound} sequential calls per variant (order rotated each round, ${COUNTS.warmup} warm-up calls first), ` +
-          `then ${COUNTS.concurrent} calls with ${PLAN.inFlight} in flight per variant. Every answer is checked (exists: true).`,
+          `then ${COUNTS.concurrent} calls with ${PLAN.inFlight} in flight per variant. Every answer is checked (Presign: exists; Health.Check: SERVING).`,
         `"service" = our client (@skillenv/client/node: createNodeTransport, API key interceptor) -> the service (one-port listener, request listener, auth gate, body budget, ` +
           `call record and log line (to /dev/null), LevelDB read) -> answer. "bare connect-node" = connect-node's stock transport (default options, no interceptor) -> ` +
           `connect-node's stock adapter on node:http2 or node:http answering a constant; REST's baseline: the same fetch client posting Connect JSON to it. ` +
+          `${HEALTH} needs no key and reads nothing: its service row is our HTTP layer and call record around a constant answer. ` +
           `"bare http2" = node:http2 client and server, no framework. Each server in its own process; "server" columns are that process (CPU read around every chunk, ` +
           `a forced GC per read subtracted); client CPU = this process's main thread.`,
         `memory (MiB): service RSS ${mib(before.rssBytes)} -> ${mib(after.rssBytes)}, heap after gc ${mib(before.heapUsedBytes)} -> ${mib(after.heapUsedBytes)}; ` +
@@ -184,47 +222,44 @@ async function run(): Promise<SuiteReport> {
   });
 }
 
-function figures(rows: readonly ResultRow[]): Figure[] {
+function figures(rows: readonly ResultRow[], pairNames: readonly string[]): Figure[] {
   const row = (name: string) => rows.find((r) => r.name === name)!;
   const floor = row("bare http2 (floor)");
   const ratio = (ours: number, baseline: number) => `${fixed(ours / baseline, 2)}x`;
   const overBareConnect = (name: string): Figure[] => {
     const ours = row(`${name}: service`);
-    const base = row(`${name}: bare connect-node`);
+    const bare = row(`${name}: bare connect-node`);
     return [
       {
         figure: `${name} p50`,
-        ours: `${fixed(ours.medianMs, 3)} ms = ${ratio(ours.medianMs, base.medianMs)}`,
-        baseline: `bare connect-node ${fixed(base.medianMs, 3)} ms`,
+        ours: `${fixed(ours.medianMs, 3)} ms = ${ratio(ours.medianMs, bare.medianMs)}`,
+        baseline: `bare connect-node ${fixed(bare.medianMs, 3)} ms`,
         target: `<= ${TARGET_OVER_BARE_CONNECT}x`,
-        met: ours.medianMs <= TARGET_OVER_BARE_CONNECT * base.medianMs,
+        met: ours.medianMs <= TARGET_OVER_BARE_CONNECT * bare.medianMs,
       },
       {
         figure: `${name} CPU per call, server / client`,
         ours: `${fixed(ours.serverCpuUs, 0)} / ${fixed(ours.clientCpuUs, 0)} µs`,
-        baseline: `bare connect-node ${fixed(base.serverCpuUs, 0)} / ${fixed(base.clientCpuUs, 0)} µs`,
+        baseline: `bare connect-node ${fixed(bare.serverCpuUs, 0)} / ${fixed(bare.clientCpuUs, 0)} µs`,
         target: "-",
       },
     ];
   };
-  const overFloor = (name: string): Figure[] => {
+  const overFloor = ({ name }: Protocol): Figure => {
     const ours = row(`${name}: service`);
     const bare = row(`${name}: bare connect-node`);
-    return [
-      {
-        figure: `${name} p50 over bare http2`,
-        ours: `${ratio(ours.medianMs, floor.medianMs)} (bare connect-node ${ratio(bare.medianMs, floor.medianMs)})`,
-        baseline: `bare http2 ${fixed(floor.medianMs, 3)} ms`,
-        target: `<= ${TARGET_OVER_BARE_HTTP2}x`,
-        met: ours.medianMs <= TARGET_OVER_BARE_HTTP2 * floor.medianMs,
-      },
-    ];
+    return {
+      figure: `${name} p50 over bare http2`,
+      ours: `${ratio(ours.medianMs, floor.medianMs)} (bare connect-node ${ratio(bare.medianMs, floor.medianMs)})`,
+      baseline: `bare http2 ${fixed(floor.medianMs, 3)} ms`,
+      target: `<= ${TARGET_OVER_BARE_HTTP2}x`,
+      met: ours.medianMs <= TARGET_OVER_BARE_HTTP2 * floor.medianMs,
+    };
   };
   return [
-    ...PROTOCOLS.flatMap(({ name }) => overBareConnect(name)),
-    ...overBareConnect(REST),
-    ...overFloor("connect binary (h2)"),
-    ...overFloor("grpc (h2)"),
+    ...pairNames.flatMap(overBareConnect),
+    overFloor(CONNECT_H2),
+    overFloor(GRPC),
     {
       figure: "bare http2 CPU per call, server / client",
       ours: `${fixed(floor.serverCpuUs, 0)} / ${fixed(floor.clientCpuUs, 0)} µs`,

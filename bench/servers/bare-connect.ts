@@ -1,6 +1,6 @@
 // The framework's floor: connect-node's stock adapter serving AssetService.Presign with a constant
-// dedup-hit answer ({exists: true}), and nothing else: no auth gate, no request log, no body
-// budget, no storage, no interceptor. It speaks every protocol the adapter speaks (gRPC, gRPC-Web,
+// dedup-hit answer ({exists: true}) and Health.Check with SERVING, and nothing else: no auth gate,
+// no request log, no body budget, no storage, no interceptor. It speaks every protocol the adapter speaks (gRPC, gRPC-Web,
 // Connect), so each protocol of the service is measured beside the same protocol here. The
 // difference between the two is the service's own cost per call; what this costs over a bare
 // node:http2 round trip is connect-node's.
@@ -12,6 +12,7 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
 import { serveOverIpc } from "../lib/serve.ts";
 
@@ -20,6 +21,9 @@ await serveOverIpc(async () => {
     routes(router) {
       router.service(AssetService, {
         presign: () => ({ exists: true }),
+      });
+      router.service(Health, {
+        check: () => ({ status: HealthCheckResponse_ServingStatus.SERVING }),
       });
     },
   });
