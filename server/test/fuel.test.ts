@@ -308,6 +308,13 @@ describe("exception handling (exceptions.wat)", () => {
     expect(spent(m.fuel, () => m.fn("catch_after_if")(1, 10))).toBe(3n + 3n + 10n * PASS + 2n);
   });
 
+  it("keeps fuel burnt by a callee that throws into a catch clause on the function's own label", async () => {
+    const m = await metered(await fixture("exceptions"));
+    const short = spent(m.fuel, () => m.fn("catch_to_return")(50));
+    const long = spent(m.fuel, () => m.fn("catch_to_return")(150));
+    expect(long - short).toBe(100n * PASS);
+  });
+
   it("stops a loop re-entered through a catch clause", async () => {
     const m = await metered(await fixture("exceptions"), {}, 100_000n);
     expectFuelTrap(m.fuel, () => m.fn("catch_loop_forever")());

@@ -33,6 +33,8 @@ const LOCAL_SET = 0x21;
 const GLOBAL_GET = 0x23;
 const BLOCK = 0x02;
 const END = 0x0b;
+const CALL = 0x10;
+const RETURN_CALL = 0x12;
 
 /**
  * Rewrites one function body at a time. Instances are reused across a module's functions so the
@@ -133,7 +135,7 @@ export class BodyInstrumenter {
     this.ordinals = 0;
     this.foundNewCatchTarget = false;
     if (this.calls) {
-      // The block that branches to the function's label now land on (see the class comment).
+      // The block around the body, where branches to the function's label now land (see above).
       this.out.u8(BLOCK);
       this.out.copy(this.resultBlock, 0, this.resultBlock.length);
       this.pushFrame(FRAME_BLOCK, 0);
@@ -290,9 +292,12 @@ export class BodyInstrumenter {
         this.returnCall(at);
         return false;
       case 0x15: // return_call_ref
+        this.refuseTailCallWithCounter(at);
+        this.skipLeb();
+        this.syncAndSplit(at);
+        return false;
       case 0x08: // throw
       case 0x09: // rethrow
-        if (op === 0x15) this.refuseTailCallWithCounter(at);
         this.skipLeb();
         this.syncAndSplit(at);
         return false;
@@ -387,11 +392,7 @@ export class BodyInstrumenter {
       this.aroundCall(at);
       return;
     }
-    this.flush(at);
-    emitLocal(this.out, LOCAL_GET, this.counter);
-    this.out.u8(0x10);
-    this.out.u32(target);
-    this.copyFrom = this.pos;
+    this.passCounterTo(at, CALL, target);
     emitLocal(this.out, LOCAL_SET, this.counter);
     this.synced = false;
   }
@@ -405,12 +406,17 @@ export class BodyInstrumenter {
     }
     const target = this.calls.target(callee);
     if (target < 0) throw new CounterCannotPass(`return_call of imported function ${callee} at offset ${at}`);
+    this.passCounterTo(at, RETURN_CALL, target);
+    this.startSegment(0);
+  }
+
+  /** Replaces the call at `at` (already decoded) by one to `target` with the counter as last argument. */
+  private passCounterTo(at: number, opcode: number, target: number): void {
     this.flush(at);
     emitLocal(this.out, LOCAL_GET, this.counter);
-    this.out.u8(0x12);
+    this.out.u8(opcode);
     this.out.u32(target);
     this.copyFrom = this.pos;
-    this.startSegment(0);
   }
 
   /** A tail call whose callee returns no counter cannot end a function that must return one. */
