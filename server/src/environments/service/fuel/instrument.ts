@@ -1,6 +1,6 @@
 import { BodyInstrumenter } from "./body.ts";
-import { FUEL_IMPORT } from "./import.ts";
 import { CallPlan, CounterCannotPass } from "./calls.ts";
+import { FUEL_IMPORT } from "./import.ts";
 import { plainBytes, type Reader, Writer } from "./leb.ts";
 import { readModuleInfo, type ModuleInfo } from "./module-info.ts";
 import {
@@ -31,7 +31,6 @@ import {
   sectionReader,
   type Section,
 } from "./sections.ts";
-
 
 export interface InstrumentResult {
   bytes: Uint8Array<ArrayBuffer>;
