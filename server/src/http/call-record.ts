@@ -53,8 +53,9 @@ const CALL_OVER = new DOMException("the call is over", "AbortError");
  * Connect ends every call by aborting its context without a reason (once for a unary Connect call,
  * twice for gRPC, gRPC-Web and Connect streams: each protocol's handler-factory.js), and an abort
  * without a reason makes a new DOMException, stack trace and all: connect-node's largest cost per
- * call in a CPU profile of the service (docs/performance.md). Given a shared reason instead, the signal ends aborted with an AbortError as before,
- * made once. Connect's context controller has the abort method; its public type leaves it out.
+ * call in a CPU profile of the service (docs/performance.md). Given a shared reason instead, the
+ * signal ends aborted with an AbortError as before, made once. Connect's context controller has
+ * the abort method; its public type leaves it out.
  */
 function endWithSharedReason(context: HandlerContext): void {
   const controller = context as HandlerContext & { abort(reason?: unknown): void };

@@ -1,5 +1,4 @@
-import type { ContextValues } from "@connectrpc/connect";
-import { ConnectError } from "@connectrpc/connect";
+import { ConnectError, type ContextValues } from "@connectrpc/connect";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { serviceError } from "../errors/index.ts";
 import type { NodeRequest, NodeResponse } from "./node-types.ts";
