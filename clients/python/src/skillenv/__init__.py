@@ -1,19 +1,22 @@
-"""Python client of the skills and environments service: skills, sessions, runs and host environments.
+"""Python client of the skills and environments service: skills, sessions, runs, host
+environments, programs.
 
     from skillenv import Client, Skill, Model, service_env, host_env, tool
 """
 
 from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleFormatError, BundleLimits, canonical_zip
 from skillenv.client import Client
+from skillenv.env import EnvClient, PreparedArtifact
 from skillenv.environments import ServiceEnvironment, service_env
 from skillenv.errors import ServiceError, UploadError
 from skillenv.events import EventStream, SessionEvent
 from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, HostState, HostToolContext, Reconnect, ToolFailure, host_env
+from skillenv.programs import Component, Program, ProgramError, ResolvedProgram, program
 from skillenv.runs import Model, Run, RunFile, RunRecord
 from skillenv.sessions import Failure, Receipt, Returned, Session, SessionRecord, Unknown
 from skillenv.skill import Skill, SkillBundle, SkillSourceError
 from skillenv.skills import SkillFile, SkillMetadata, UploadedSkill
-from skillenv.tools import Component, Opaque, PlacementError, ToolPlacement, tool
+from skillenv.tools import Opaque, PlacementError, ToolPlacement, tool
 
 __all__ = [
     "DEFAULT_BUNDLE_LIMITS",
@@ -21,6 +24,7 @@ __all__ = [
     "BundleLimits",
     "Client",
     "Component",
+    "EnvClient",
     "EventStream",
     "Failure",
     "HostClosedError",
@@ -31,8 +35,12 @@ __all__ = [
     "Model",
     "Opaque",
     "PlacementError",
+    "PreparedArtifact",
+    "Program",
+    "ProgramError",
     "Receipt",
     "Reconnect",
+    "ResolvedProgram",
     "Returned",
     "Run",
     "RunFile",
@@ -54,6 +62,7 @@ __all__ = [
     "UploadedSkill",
     "canonical_zip",
     "host_env",
+    "program",
     "service_env",
     "tool",
 ]

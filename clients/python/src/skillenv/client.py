@@ -1,19 +1,21 @@
-"""The client: one gRPC channel to the service, its skills and sessions."""
+"""The client: one gRPC channel to the service, its skills, artifacts (`env`) and sessions."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import TracebackType
+from typing import overload
 
-from skillenv._admission import admit_component
-from skillenv._once import OncePerInstance
 from skillenv._rpc import Rpc
 from skillenv.assets import UploadResult, upload_asset
 from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleLimits
+from skillenv.env import EnvClient, ImplementationResolver
 from skillenv.hosts import Reconnect
+from skillenv.programs import Program, ResolvedProgram
 from skillenv.sessions import SessionDeps, SessionsClient
 from skillenv.skill import Skill
 from skillenv.skills import SkillsClient, UploadedSkill
-from skillenv.tools import Component
+from skillenv.tools import ToolPlacement, service_environment_of
 
 
 class Client:
@@ -30,15 +32,36 @@ class Client:
     def __init__(self, base_url: str, api_key: str, *, bundle_limits: BundleLimits = DEFAULT_BUNDLE_LIMITS, reconnect: Reconnect = Reconnect()) -> None:
         self._rpc = Rpc(base_url, api_key, (reconnect.initial_delay, reconnect.max_delay))
         self.skills = SkillsClient(self._rpc, bundle_limits)
+        self.env = EnvClient(self._rpc)
+        # One resolver for both, so an implementation prepared here is not admitted again by a session.
+        self._resolve = ImplementationResolver(self.env)
         self._deps = SessionDeps(rpc=self._rpc, uploads=_Uploads(self), reconnect=reconnect)
-        self.sessions = SessionsClient(self._deps, OncePerInstance(self._admit_component))
+        self.sessions = SessionsClient(self._deps, self._resolve)
 
     def upload_asset(self, data: bytes) -> UploadResult:
         """Uploads bytes as a workspace asset (presign, PUT, finalize); nothing is sent when the workspace has them."""
         return upload_asset(self._rpc, data)
 
-    def _admit_component(self, component: Component) -> str:
-        return admit_component(self._rpc, component)
+    @overload
+    def prepare(self, placed: ToolPlacement) -> ToolPlacement: ...
+    @overload
+    def prepare(self, placed: Program) -> ResolvedProgram: ...
+    def prepare(self, placed: ToolPlacement | Program) -> ToolPlacement | ResolvedProgram:
+        """Admits what a tool placed in a service environment definition (or a Program) needs and
+        loads it on every worker (spec §4.3), without a session and without granting anything.
+        Answers the same placement with its implementation resolved to ids and its configuration
+        kept, which any session of any client of the same workspace can use without admitting
+        anything. A placement whose environment is given by name, or is of another kind, is
+        refused (PlacementError) before any call. Preparing again checks current readiness."""
+        if isinstance(placed, Program):
+            return self.env.prepare(placed)
+        environment, given = service_environment_of(placed)
+        implementation = self._resolve(given)
+        if isinstance(implementation, str):
+            self.env.prepare_ids(tools=[implementation])
+        else:
+            self.env.prepare_ids(programs=[implementation.id], tools=[implementation.runtime])
+        return dataclasses.replace(placed, environment=environment, implementation=implementation)
 
     def close(self) -> None:
         for host in list(self._deps.hosts):

@@ -15,8 +15,9 @@ from skillenv._wire import datetime_of, from_value, optional_datetime_of, to_str
 from skillenv.environments import ServiceEnvironment, SetupMode
 from skillenv.events import EventStream
 from skillenv.hosts import HostConnection, HostEnvironment, Reconnect
+from skillenv.programs import ResolvedProgram
 from skillenv.runs import Model, Run, RunFile, RunRecord, RunSkill, RunUploads, prepare_run_input, submit_run
-from skillenv.tools import Component, Environment, Opaque, PlacementError, ToolPlacement, check_placed_in
+from skillenv.tools import Environment, Opaque, PlacementError, ResolvedToolImplementation, ServiceToolImplementation, ToolImplementation, ToolPlacement, check_placed_in
 
 # Implementations admitted at once while creating a session, as for skill uploads.
 _RESOLVE_CONCURRENCY = 4
@@ -297,15 +298,15 @@ class Session:
 class SessionsClient:
     """`client.sessions`."""
 
-    def __init__(self, deps: SessionDeps, admit: Callable[[Component], str]) -> None:
+    def __init__(self, deps: SessionDeps, resolve: Callable[[ServiceToolImplementation], ResolvedToolImplementation]) -> None:
         self._deps = deps
         self._rpc = deps.rpc
-        self._admit = admit
+        self._resolve = resolve
 
     def create(self, *, environments: Sequence[Environment], tools: Sequence[ToolPlacement] = (), serve_hosts: bool = True) -> Session:
-        """Admits the components the tools need (once per Component and client), then creates the
-        session; automatic environments are set up before it answers. Nothing is created when the
-        server refuses.
+        """Admits the components and programs the tools need (once per Component or Program and
+        client), then creates the session; automatic environments are set up
+        before it answers. Nothing is created when the server refuses.
 
         With `serve_hosts` (the default), this process serves every host environment of
         `environments` as soon as the session exists, and `create` answers once each is connected
@@ -369,14 +370,17 @@ class SessionsClient:
             message.configuration.CopyFrom(to_value(placement.configuration))
         return message
 
-    def _implementation(self, implementation: str | Component | Opaque | None) -> common_pb2.Implementation | None:
-        """A component is admitted when the workspace lacks it; None: a host tool served by its name alone."""
+    def _implementation(self, implementation: ToolImplementation | None) -> common_pb2.Implementation | None:
+        """Components and programs are admitted when the workspace lacks them; None: a host or
+        extension tool served by its name alone."""
         if implementation is None:
             return None
         if isinstance(implementation, Opaque):
             return common_pb2.Implementation(opaque=to_value(implementation.value))
-        tool_id = implementation if isinstance(implementation, str) else self._admit(implementation)
-        return common_pb2.Implementation(tool=tool_id)
+        resolved = self._resolve(implementation)
+        if isinstance(resolved, ResolvedProgram):
+            return common_pb2.Implementation(program=common_pb2.ServiceProgram(id=resolved.id, runtime=resolved.runtime))
+        return common_pb2.Implementation(tool=resolved)
 
 
 def _environment_message(environment: Environment) -> sessions_pb2.Environment:
