@@ -162,6 +162,23 @@ def _procedure_of(record: dict[str, Any]) -> str:
     return f"{record['protocol']} {record['method']}"
 
 
+@dataclass
+class ShellExtension:
+    """examples/shell-extension: the repository's extension environment (a directory and a shell
+    per binding), requiring `token` as its bearer credential. Commands run as plain processes."""
+
+    process: NodeProcess
+    url: str
+    token: str
+
+    @classmethod
+    def start(cls, root: str, token: str) -> ShellExtension:
+        env = {"PATH": os.environ.get("PATH", ""), "SHELL_EXTENSION_TOKEN": token}
+        args = ["examples/shell-extension/main.ts", "--port", "0", "--root", root, "--bwrap", "off"]
+        process, match = NodeProcess.start(args, env, r"shell-extension listening on (\S+)", on_stderr=True)
+        return cls(process, match[1], token)
+
+
 def build_components(*names: str) -> dict[str, bytes]:
     """components/<name> built into build/components/<name>.wasm unless its build is current, and read."""
     subprocess.run([NODE, "scripts/build-components.ts", *(f"components/{name}" for name in names)], cwd=REPO, check=True, capture_output=True)

@@ -1,7 +1,7 @@
-"""Python client of the skills and environments service: skills, sessions, runs, host
-environments, programs.
+"""Python client of the skills and environments service: skills, sessions, runs, host and
+extension environments, programs.
 
-    from skillenv import Client, Skill, Model, service_env, host_env, tool
+    from skillenv import Client, Skill, Model, service_env, host_env, extension_env, tool
 """
 
 from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleFormatError, BundleLimits, canonical_zip
@@ -10,6 +10,7 @@ from skillenv.env import EnvClient, PreparedArtifact
 from skillenv.environments import ServiceEnvironment, service_env
 from skillenv.errors import ServiceError, UploadError
 from skillenv.events import EventStream, SessionEvent
+from skillenv.extension import Credential, ExtensionDefinitionError, ExtensionEnvironment, ExtensionKind, environment, extension_env
 from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, HostState, HostToolContext, Reconnect, ToolFailure, host_env
 from skillenv.programs import Component, Program, ProgramError, ResolvedProgram, program
 from skillenv.runs import Model, Run, RunFile, RunRecord
@@ -24,8 +25,12 @@ __all__ = [
     "BundleLimits",
     "Client",
     "Component",
+    "Credential",
     "EnvClient",
     "EventStream",
+    "ExtensionDefinitionError",
+    "ExtensionEnvironment",
+    "ExtensionKind",
     "Failure",
     "HostClosedError",
     "HostConnection",
@@ -61,6 +66,8 @@ __all__ = [
     "UploadError",
     "UploadedSkill",
     "canonical_zip",
+    "environment",
+    "extension_env",
     "host_env",
     "program",
     "service_env",

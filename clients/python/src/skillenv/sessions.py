@@ -14,6 +14,7 @@ from skillenv._rpc import Rpc
 from skillenv._wire import datetime_of, from_value, optional_datetime_of, to_struct, to_value
 from skillenv.environments import ServiceEnvironment, SetupMode
 from skillenv.events import EventStream
+from skillenv.extension import ExtensionEnvironment
 from skillenv.hosts import HostConnection, HostEnvironment, Reconnect
 from skillenv.programs import ResolvedProgram
 from skillenv.runs import Model, Run, RunFile, RunRecord, RunSkill, RunUploads, prepare_run_input, submit_run
@@ -305,8 +306,8 @@ class SessionsClient:
 
     def create(self, *, environments: Sequence[Environment], tools: Sequence[ToolPlacement] = (), serve_hosts: bool = True) -> Session:
         """Admits the components and programs the tools need (once per Component or Program and
-        client), then creates the session; automatic environments are set up
-        before it answers. Nothing is created when the server refuses.
+        client), then creates the session; automatic environments (service and extension ones) are
+        set up before it answers. Nothing is created when the server refuses.
 
         With `serve_hosts` (the default), this process serves every host environment of
         `environments` as soon as the session exists, and `create` answers once each is connected
@@ -389,6 +390,14 @@ def _environment_message(environment: Environment) -> sessions_pb2.Environment:
         filesystem = sessions_pb2.FilesystemGrants(workspace=environment.workspace or "", scratch=environment.scratch or "")
         grants = sessions_pb2.ServiceGrants(filesystem=filesystem, network=environment.network, secrets=environment.secrets)
         message.service.grants.CopyFrom(grants)
+    elif isinstance(environment, ExtensionEnvironment):
+        extension = message.extension
+        extension.url = environment.url
+        if environment.credential is not None:
+            extension.credential = environment.credential.reveal()
+        if environment.configuration is not None:
+            extension.configuration.CopyFrom(to_value(environment.configuration))
+        extension.SetInParent()
     else:
         message.host.SetInParent()
     return message

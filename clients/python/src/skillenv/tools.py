@@ -9,10 +9,11 @@ from typing import Any, Union
 
 from skillenv._wire import to_value
 from skillenv.environments import ServiceEnvironment
+from skillenv.extension import ExtensionEnvironment
 from skillenv.hosts import HostEnvironment
 from skillenv.programs import Component, Program, ResolvedProgram
 
-Environment = Union[ServiceEnvironment, HostEnvironment]
+Environment = Union[ServiceEnvironment, HostEnvironment, ExtensionEnvironment]
 
 
 class PlacementError(ValueError):
