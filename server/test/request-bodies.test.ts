@@ -184,6 +184,24 @@ describe("requests without a valid key", () => {
     }
   });
 
+  it("an HTTP/1.1 connection carries the next request after a GET, which has no body to read", async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<{ reused: boolean; connection: string | undefined }>((resolve, reject) => {
+        const call = http.get(`${service.url}/openapi.json`, { agent }, (response) => {
+          response.resume();
+          response.once("end", () => resolve({ reused: call.reusedSocket, connection: response.headers.connection }));
+        });
+        call.once("error", reject);
+      });
+    try {
+      expect(await get()).toEqual({ reused: false, connection: "keep-alive" });
+      expect(await get()).toEqual({ reused: true, connection: "keep-alive" });
+    } finally {
+      agent.destroy();
+    }
+  });
+
   it("a public method (health) takes only a small body", async () => {
     const body = JSON.stringify({ service: "x".repeat(2048) });
     const response = await request(`${service.url}/grpc.health.v1.Health/Check`, body, { "connect-protocol-version": "1" });

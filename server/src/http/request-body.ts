@@ -108,7 +108,7 @@ export class RequestBody {
   }
 
   #unreadHttp1Body(): boolean {
-    return !("stream" in this.#req) && !this.#req.complete && !this.#reading;
+    return !("stream" in this.#req) && hasHttp1Body(this.#req) && !this.#req.complete && !this.#reading;
   }
 
   /** A Content-Length body (the HTTP/1.1 parser holds it to that length) with little left to read. */
@@ -128,6 +128,14 @@ export class RequestBody {
       // The client left, or stalled and the request was abandoned: there is nothing left to drain.
     }
   }
+}
+
+/**
+ * An HTTP/1.1 request has a body only when it says so (RFC 9112 6.3): a GET answered before the
+ * parser marked it complete has nothing unread, and its connection stays open for the next one.
+ */
+function hasHttp1Body(req: NodeRequest): boolean {
+  return declaredLength(req) > 0 || req.headers["transfer-encoding"] !== undefined;
 }
 
 function declaredLength(req: NodeRequest): number {
