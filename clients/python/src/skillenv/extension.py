@@ -68,7 +68,7 @@ class ExtensionEnvironment:
     """The instance's base URL (http or https); the service's SERVICE_ENV_NETWORK_ALLOW must include it."""
     configuration: Any = field(default=None, hash=False)
     """Carried unread by the service to the instance's setup (any JSON value); None: none."""
-    credential: Credential | None = field(default=None, repr=False)
+    credential: Credential | None = None
     """Sent by the service as `Authorization: Bearer <credential>` on every call to the instance."""
     setup: SetupMode = "automatic"
 
