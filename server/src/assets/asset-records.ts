@@ -13,6 +13,9 @@ export interface AssetRecord {
   finalizedAt: string;
 }
 
+/** Finalized records kept in memory: Presign asks for one per call, and its LevelDB read was most of the call's own cost. */
+const REMEMBERED_RECORDS = 4096;
+
 /**
  * Which workspace may see which content. Bytes are shared in the blob store; these records are
  * the only way a workspace learns that content exists, so there is no cross-workspace oracle.
@@ -22,6 +25,8 @@ export class AssetRecords {
   readonly #receipts: Table<UploadReceipt>;
   readonly #assets: Table<AssetRecord>;
   readonly #lock = new KeyedLock();
+  /** A finalized record never changes and is never deleted, so a remembered one is never stale. */
+  readonly #finalized = new Map<string, AssetRecord>();
 
   constructor(store: Store) {
     this.#store = store;
@@ -34,7 +39,12 @@ export class AssetRecords {
   }
 
   async get(workspace: string, sha256: Sha256Hex): Promise<AssetRecord | undefined> {
-    return this.#assets.get(workspaceKey(workspace, sha256));
+    const key = workspaceKey(workspace, sha256);
+    const remembered = this.#finalized.get(key);
+    if (remembered) return remembered;
+    const record = await this.#assets.get(key);
+    if (record) this.#remember(key, record);
+    return record;
   }
 
   /**
@@ -51,7 +61,14 @@ export class AssetRecords {
       if (!receipt) return undefined;
       const record: AssetRecord = { sha256, sizeBytes: receipt.sizeBytes, finalizedAt: new Date().toISOString() };
       await this.#store.write([this.#assets.putOp(key, record), this.#receipts.deleteOp(key)]);
+      this.#remember(key, record);
       return record;
     });
+  }
+
+  /** The oldest remembered record makes room for a new one. */
+  #remember(key: string, record: AssetRecord): void {
+    if (this.#finalized.size >= REMEMBERED_RECORDS) this.#finalized.delete(this.#finalized.keys().next().value!);
+    this.#finalized.set(key, record);
   }
 }
