@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from support import ScriptedProvider
+from support import ScriptedProvider, build_components, unique
 
-from skillenv import Client, Component, HostToolContext, Model, RunFile, ServiceError, Skill, host_env, service_env, tool
+from skillenv import (
+    AgentLoop,
+    Client,
+    Component,
+    HostToolContext,
+    Model,
+    PlacementError,
+    PreparedArtifact,
+    RunFile,
+    ServiceError,
+    SessionEvent,
+    Skill,
+    host_env,
+    program,
+    service_env,
+    tool,
+)
 from skillenv.bundle import sha256_hex
 
 KEYS = {"anthropic": "sk-ant-scripted"}
@@ -96,3 +112,117 @@ def test_a_run_without_the_providers_key_is_refused(client: Client) -> None:
     assert refusal.value.code == "provider_key_missing"
     session.delete()
 
+
+
+# --- Custom agent loops (docs/runs.md) ---
+
+# A synchronous agent-loop program (QuickJS): one model call on the message, answered in capitals with the configured suffix.
+SHOUTING_LOOP = b"""function turn(input, configuration, host) {
+  const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.message }] });
+  host.emit({ v: 1, kind: "shouting" });
+  return { v: 1, message: (answer.message.content + configuration.suffix).toUpperCase() };
+}"""
+
+
+@pytest.fixture(scope="module")
+def loops() -> dict[str, bytes]:
+    """agent-loop-js (an agent-loop component: model -> tools -> model, emitting {"kind": "turn_started"}) and the QuickJS program runtimes."""
+    return build_components("agent-loop-js", "qjs-program-agent-loop", "qjs-program-tool")
+
+
+def loop_operation(events: list[SessionEvent]) -> SessionEvent | None:
+    """The loop's own execute operation, as the run's events show it: the default loop sends none."""
+    return next((event for event in events if event.type == "operation.sent" and event.data.get("agentLoop") is True), None)
+
+
+def test_a_run_admits_its_agent_loop_component_first_and_runs_it_in_place_of_the_default_loop(client: Client, provider: ScriptedProvider, echo_wasm: bytes, loops: dict[str, bytes]) -> None:
+    loop = Component(unique(loops["agent-loop-js"]), kind="agentloop")
+    loop_id = sha256_hex(loop.data)
+    with pytest.raises(ServiceError) as unadmitted:
+        client.env.prepare_ids(agentloops=[loop_id])
+    assert unadmitted.value.code == "not_found"
+    provider.script("run-component-loop", [
+        {"toolCalls": [{"id": "call_echo", "name": "echo", "input": {"text": "via the loop"}}]},
+        {"text": "Echoed by a custom loop."},
+    ])  # fmt: skip
+    sandbox = service_env("sandbox")
+    session = client.sessions.create(environments=[sandbox], tools=[tool("echo", environment=sandbox, implementation=Component(echo_wasm))])
+
+    run = session.run(message="Echo it.", model=Model("anthropic", "run-component-loop"), provider_keys=KEYS, agent_loop=AgentLoop(environment=sandbox, implementation=loop))
+
+    record = run.result()
+    assert (record.status, record.output_text, record.rounds, record.tool_calls) == ("completed", "Echoed by a custom loop.", 2, 1)
+    events = list(run.events())
+    operation = loop_operation(events)
+    assert operation is not None and (operation.data["kind"], operation.data["environment"]) == ("execute", "sandbox")
+    assert [event.data["event"] for event in events if event.type == "turn.progress"] == [{"v": 1, "kind": "turn_started"}, {"v": 1, "kind": "tool_calls", "round": 1, "count": 1}]
+    assert [event.data["output"] for event in events if event.type == "tool.result"] == [{"text": "via the loop"}]
+    # The client admitted it before submitting: the workspace has it now.
+    assert client.env.prepare_ids(agentloops=[loop_id]) == [PreparedArtifact(loop_id, "agentloop", True)]
+    session.delete()
+
+
+def test_an_agent_loop_program_runs_with_its_configuration_by_program_prepared_program_or_id(client: Client, provider: ScriptedProvider, loops: dict[str, bytes]) -> None:
+    shouting = program(runtime=Component(loops["qjs-program-agent-loop"], kind="agentloop"), source=SHOUTING_LOOP, configuration={"suffix": "!"})
+    sandbox = service_env("sandbox")
+    session = client.sessions.create(environments=[sandbox])
+    model = Model("anthropic", "run-program-loop")
+
+    provider.script("run-program-loop", [{"text": "quiet answer"}])
+    run = session.run(message="hi", model=model, provider_keys=KEYS, agent_loop=AgentLoop(environment=sandbox, implementation=shouting))
+    assert (run.result().status, run.result().output_text) == ("completed", "QUIET ANSWER!")
+    events = list(run.events())
+    assert loop_operation(events) is not None
+    assert [event.data["event"] for event in events if event.type == "turn.progress"] == [{"v": 1, "kind": "shouting"}]
+
+    # The loop's own configuration wins over the program's; the environment by name.
+    provider.script("run-program-loop", [{"text": "louder"}])
+    louder = session.run(message="hey", model=model, provider_keys=KEYS, agent_loop=AgentLoop(environment="sandbox", implementation=shouting, configuration={"suffix": "?"}))
+    assert louder.result().output_text == "LOUDER?"
+
+    # A prepared program (nothing left to admit) and an admitted agent loop's id are sent as they are.
+    prepared = client.prepare(shouting)
+    assert prepared.entrypoint == "turn"
+    provider.script("run-program-loop", [{"text": "prepared"}])
+    assert session.run(message="go", model=model, provider_keys=KEYS, agent_loop=AgentLoop(environment="sandbox", implementation=prepared)).result().output_text == "PREPARED!"
+    loop_id = client.env.admit_component(Component(loops["agent-loop-js"], kind="agentloop"))
+    provider.script("run-program-loop", [{"text": "by id"}])
+    by_id = session.run(message="go", model=model, provider_keys=KEYS, agent_loop=AgentLoop(environment="sandbox", implementation=loop_id))
+    assert by_id.result().output_text == "by id"
+    assert [event.data["event"] for event in by_id.events() if event.type == "turn.progress"] == [{"v": 1, "kind": "turn_started"}]
+    session.delete()
+
+
+def test_an_agent_loop_is_refused_outside_the_sessions_service_environments_and_in_a_tools_form(client: Client, echo_wasm: bytes, loops: dict[str, bytes]) -> None:
+    sandbox = service_env("sandbox")
+    session = client.sessions.create(environments=[sandbox, LAPTOP], tools=[tool("clock", environment=LAPTOP)])
+    loop = Component(loops["agent-loop-js"], kind="agentloop")
+
+    def run_with(agent_loop: AgentLoop) -> None:
+        session.run(message="hi", model=Model("anthropic", "never-called"), provider_keys=KEYS, agent_loop=agent_loop)
+
+    # Checked against the session before anything is sent (nothing is admitted, no run exists).
+    with pytest.raises(PlacementError, match=r"host environment laptop .*service environment"):
+        run_with(AgentLoop(environment="laptop", implementation=loop))
+    with pytest.raises(PlacementError, match=r"environment elsewhere, which session \S+ does not define"):
+        run_with(AgentLoop(environment="elsewhere", implementation=loop))
+    assert session.runs.list().runs == []
+    # Refused when made: a host definition, a tool component, a program for a tool runtime, a malformed id.
+    with pytest.raises(PlacementError, match="host environment laptop"):
+        AgentLoop(environment=cast(Any, LAPTOP), implementation=loop)
+    with pytest.raises(PlacementError, match='kind="agentloop"'):
+        AgentLoop(environment=sandbox, implementation=Component(echo_wasm))
+    with pytest.raises(PlacementError, match="needs an agent-loop runtime"):
+        AgentLoop(environment=sandbox, implementation=program(runtime=Component(loops["qjs-program-tool"]), source=SHOUTING_LOOP))
+    with pytest.raises(PlacementError, match="not an agent loop id"):
+        AgentLoop(environment=sandbox, implementation="not-an-id")
+    # A runtime digest that turns out to be a tool runtime is refused once resolved, before submitting.
+    tool_runtime = client.env.admit_component(Component(loops["qjs-program-tool"]))
+    with pytest.raises(PlacementError, match="runs on the tool runtime"):
+        run_with(AgentLoop(environment=sandbox, implementation=program(runtime=tool_runtime, source=SHOUTING_LOOP)))
+    assert session.runs.list().runs == []
+    # The client cannot tell ids apart: the service refuses a tool's id as an agent loop with its code.
+    with pytest.raises(ServiceError) as refusal:
+        run_with(AgentLoop(environment=sandbox, implementation=client.env.admit_component(Component(echo_wasm))))
+    assert refusal.value.code == "not_found"
+    session.delete()

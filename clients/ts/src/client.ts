@@ -60,8 +60,12 @@ export function createServiceClient(transport: Transport, options: ServiceClient
   const resolveImplementation = createImplementationResolver(env);
   const skills = createSkillsClient(createClient(SkillService, transport), assets, fetchFn, options.bundleLimits ?? DEFAULT_BUNDLE_LIMITS);
   const uploadBytes = (bytes: Uint8Array) => uploadAsset(assets, bytes, fetchFn);
-  // Runs upload through the same skills client, so a skill uploaded explicitly is not uploaded again by a run.
-  const runs: RunsDeps = { rpc: createClient(RunService, transport), uploads: { uploadSkill: (skill) => skills.upload(skill), uploadAsset: uploadBytes } };
+  // Runs upload through the same skills client, so a skill uploaded explicitly is not uploaded again by a run,
+  // and agent loops are admitted through the resolver tools use, so a component or program is admitted once for both.
+  const runs: RunsDeps = {
+    rpc: createClient(RunService, transport),
+    uploads: { uploadSkill: (skill) => skills.upload(skill), uploadAsset: uploadBytes, admitAgentLoop: (implementation) => resolveImplementation(implementation, "agentloop") },
+  };
   const hosts: HostDeps = {
     rpc: createClient(HostService, transport),
     streaming: options.hosts?.streaming ?? hostStreamingOf(transport),

@@ -62,6 +62,9 @@ export {
 } from "./sessions/index.ts";
 export {
   Run,
+  type AgentLoop,
+  type AgentLoopImplementation,
+  type ResolvedAgentLoopImplementation,
   type RunFile,
   type RunModel,
   type RunOptions,

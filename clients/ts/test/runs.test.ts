@@ -10,6 +10,9 @@ import { startScriptedProvider, type ScriptedProvider } from "../../../testing/s
 import {
   createNodeTransport,
   createServiceClient,
+  hostEnv,
+  PlacementError,
+  program,
   serviceEnv,
   serviceErrorCode,
   Skill,
@@ -245,6 +248,156 @@ describe("client.sessions.create with a run", () => {
     expect((await run.result()).outputText).toBe("Started together.");
     expect((await session.runs.list()).runs.map(({ id }) => id)).toEqual([run.id]);
     expect((await session.runs.get(run.id)).record.status).toBe("completed");
+  });
+});
+
+describe("a run's custom agent loop", () => {
+  // The loops of components/: agent-loop-js (a component: model -> tools -> model, emitting
+  // {"kind": "turn_started"}), and programs on the QuickJS agent-loop runtime.
+  const component = (name: string) => fs.readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
+  // A synchronous agent-loop program (QuickJS): one model call on the message and the configured suffix, answered in capitals.
+  const SHOUTING_LOOP = encode(`
+    function turn(input, configuration, host) {
+      const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.message + configuration.suffix }] });
+      host.emit({ v: 1, kind: "shouting" });
+      return { v: 1, message: answer.message.content.toUpperCase() };
+    }`);
+  /** The text of the last message the model was last sent. */
+  const lastSent = () => (provider.requests.at(-1)?.body as { messages: Array<{ content: Array<{ text: string }> }> }).messages.at(-1)?.content[0]?.text;
+  /** The loop's own execute operation, as the run's events show it. */
+  const loopOperation = (events: SessionEvent[]) => events.find((event) => event.type === "operation.sent" && event.data.agentLoop === true);
+
+  it("admits an agent-loop component given by its bytes first, then runs it in place of the default loop", async () => {
+    const loop = { kind: "agentloop" as const, bytes: await component("agent-loop-js") };
+    provider.script("component-loop-model", [
+      { toolCalls: [{ id: "write", name: "files", input: { v: 1, op: "write", path: "/workspace/loop.txt", data: "from the loop" } }] },
+      { text: "Written by a custom loop." },
+    ]);
+    const session = await newSession();
+    const from = service.logs.length;
+
+    const run = await session.run({ message: "Write it.", model: model("component-loop-model"), providerKeys, agentLoop: { environment: sandbox, implementation: loop } });
+    const done = await run.result();
+
+    const calls = proceduresSince(from);
+    // This service had never seen the component: looked up, then admitted (as an asset: 12 MB), before the run was submitted.
+    expect(calls.indexOf("skillenv.env.v1.ArtifactService/GetAgentLoop")).toBeGreaterThanOrEqual(0);
+    expect(calls.indexOf("skillenv.env.v1.ArtifactService/AdmitAgentLoop")).toBeGreaterThan(calls.indexOf("skillenv.env.v1.ArtifactService/GetAgentLoop"));
+    expect(calls.indexOf("skillenv.env.v1.ArtifactService/AdmitAgentLoop")).toBeLessThan(calls.indexOf("skillenv.sessions.v1.RunService/CreateRun"));
+    expect(calls).toContain("skillenv.assets.v1.AssetService/Finalize");
+    expect(done).toMatchObject({ status: "completed", outputText: "Written by a custom loop.", rounds: 2, toolCalls: 1 });
+    const events = await collect(run.events());
+    expect(loopOperation(events)?.data).toMatchObject({ kind: "execute", environment: "sandbox", runId: run.id });
+    expect(events.filter((event) => event.type === "turn.progress").map((event) => event.data.event)).toEqual([{ v: 1, kind: "turn_started" }, { v: 1, kind: "tool_calls", round: 1, count: 1 }]);
+    expect(events.find((event) => event.type === "tool.result")?.data).toMatchObject({ callId: "write", outcome: "returned" });
+    expect(await fs.readFile(path.join(root, "workspaces", "a", session.id, "sandbox", "loop.txt"), "utf8")).toBe("from the loop");
+
+    // The same bytes again, by environment name this time: admitted once per instance and client, nothing is looked up.
+    provider.script("component-loop-model", [{ text: "Again." }]);
+    const again = service.logs.length;
+    const second = await session.run({ message: "Again.", model: model("component-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: loop } });
+    expect((await second.result()).outputText).toBe("Again.");
+    expect(proceduresSince(again).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+  }, 120_000);
+
+  it("runs a program on an agent-loop runtime given by its bytes, with the program's configuration, in a session created with its run", async () => {
+    const shouting = program({ runtime: { kind: "agentloop", bytes: await component("qjs-program-agent-loop") }, source: SHOUTING_LOOP, configuration: { suffix: "!" } });
+    provider.script("program-loop-model", [{ text: "quiet answer" }]);
+    const from = service.logs.length;
+
+    const { session, run } = await client.sessions.create({
+      environments: [sandbox],
+      tools: [files],
+      run: { message: "hi", model: model("program-loop-model"), providerKeys, agentLoop: { environment: sandbox, implementation: shouting } },
+    });
+    const done = await run.result();
+
+    const calls = proceduresSince(from);
+    expect(calls.indexOf("skillenv.env.v1.ArtifactService/AdmitProgram")).toBeLessThan(calls.indexOf("skillenv.sessions.v1.SessionService/CreateSession"));
+    expect(calls.indexOf("skillenv.env.v1.ArtifactService/AdmitAgentLoop")).toBeLessThan(calls.indexOf("skillenv.sessions.v1.SessionService/CreateSession"));
+    expect(done).toMatchObject({ status: "completed", outputText: "QUIET ANSWER", rounds: 1 });
+    // The program's configuration reached it: the model was sent the message with its suffix.
+    expect(lastSent()).toBe("hi!");
+    const events = await collect(run.events());
+    expect(loopOperation(events)?.data).toMatchObject({ kind: "execute", environment: "sandbox" });
+    expect(events.find((event) => event.type === "turn.progress")?.data.event).toEqual({ v: 1, kind: "shouting" });
+
+    // The placement's own configuration wins over the program's.
+    provider.script("program-loop-model", [{ text: "louder" }]);
+    const louder = await session.run({ message: "hey", model: model("program-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: shouting, configuration: { suffix: "?" } } });
+    expect((await louder.result()).outputText).toBe("LOUDER");
+    expect(lastSent()).toBe("hey?");
+  }, 120_000);
+
+  it("takes an admitted agent loop's id and a prepared program as they are; the server refuses an id it has not admitted as an agent loop", async () => {
+    const runtime = await client.env.admitComponent({ kind: "agentloop", bytes: await component("qjs-program-agent-loop") });
+    const prepared = await client.prepare(program({ runtime, source: SHOUTING_LOOP, configuration: { suffix: "." } }));
+    expect(prepared.entrypoint).toBe("turn");
+    const session = await newSession();
+    provider.script("prepared-loop-model", [{ text: "prepared" }]);
+    const from = service.logs.length;
+
+    const run = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: prepared } });
+
+    expect((await run.result()).outputText).toBe("PREPARED");
+    expect(proceduresSince(from).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
+    // A tool's id is not an agent loop's; nor is an id nothing was admitted under.
+    const toolId = await client.env.admitComponent({ kind: "tool", bytes: await component("echo-wat") });
+    for (const id of [toolId, "0".repeat(64)]) {
+      const refused = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: id } }).catch((error: unknown) => error);
+      expect(serviceErrorCode(refused)).toBe("not_found");
+    }
+    // An agent loop's id is sent as it is, with nothing looked up.
+    const loopId = await client.env.admitComponent({ kind: "agentloop", bytes: await component("agent-loop-js") });
+    provider.script("prepared-loop-model", [{ text: "by id" }]);
+    const byId = service.logs.length;
+    const idRun = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: loopId } });
+    expect((await idRun.result()).outputText).toBe("by id");
+    expect(proceduresSince(byId).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
+    expect((await collect(idRun.events())).find((event) => event.type === "turn.progress")?.data.event).toEqual({ v: 1, kind: "turn_started" });
+  }, 120_000);
+
+  it("refuses, before sending anything, a loop outside the session's service environments or of a tool's form", async () => {
+    const laptop = hostEnv({ name: "laptop", tools: { clock: () => ({ now: "noon" }) } });
+    const session = await client.sessions.create({ environments: [sandbox, laptop], tools: [files, tool({ name: "clock", environment: laptop })] });
+    const loopBytes = { kind: "agentloop" as const, bytes: await component("agent-loop-js") };
+    const runWith = (agentLoop: Parameters<Session["run"]>[0]["agentLoop"]) =>
+      session.run({ message: "hi", model: model("never-called"), providerKeys, agentLoop: agentLoop! }).catch((error: unknown) => error);
+    const from = service.logs.length;
+
+    const inHost = await runWith({ environment: "laptop", implementation: loopBytes });
+    expect(inHost).toBeInstanceOf(PlacementError);
+    expect((inHost as Error).message).toMatch(/host environment laptop .*service environment/);
+    expect(await runWith({ environment: laptop as never, implementation: loopBytes })).toBeInstanceOf(PlacementError);
+    expect(((await runWith({ environment: "elsewhere", implementation: loopBytes })) as Error).message).toMatch(/environment elsewhere, which session \S+ does not define/);
+    expect(((await runWith({ environment: "sandbox", implementation: { kind: "tool", bytes: loopBytes.bytes } })) as Error).message).toMatch(/kind: "agentloop"/);
+    const onToolRuntime = program({ runtime: { kind: "tool", bytes: new Uint8Array() }, source: SHOUTING_LOOP });
+    expect(((await runWith({ environment: "sandbox", implementation: onToolRuntime })) as Error).message).toMatch(/agent-loop runtime/);
+    expect(((await runWith({ environment: "sandbox", implementation: "not-an-id" })) as Error).message).toMatch(/not an agent loop id/);
+    expect(proceduresSince(from)).toEqual([]);
+
+    // sessions.create with a run: nothing is admitted and no session is created.
+    const sessionsBefore = (await client.sessions.list()).sessions.length;
+    const created = await client.sessions
+      .create({ environments: [sandbox, laptop], tools: [files], run: { message: "hi", model: model("never-called"), providerKeys, agentLoop: { environment: "laptop", implementation: loopBytes } } })
+      .catch((error: unknown) => error);
+    expect(created).toBeInstanceOf(PlacementError);
+    expect((await client.sessions.list()).sessions.length).toBe(sessionsBefore);
+    await session.delete();
+  });
+
+  it("refuses a program whose runtime digest turns out to be a tool runtime, before submitting", async () => {
+    const toolRuntime = await client.env.admitComponent({ kind: "tool", bytes: await component("qjs-program-tool") });
+    const session = await newSession();
+    const from = service.logs.length;
+
+    const refused = await session
+      .run({ message: "hi", model: model("never-called"), providerKeys, agentLoop: { environment: sandbox, implementation: program({ runtime: toolRuntime, source: SHOUTING_LOOP }) } })
+      .catch((error: unknown) => error);
+
+    expect(refused).toBeInstanceOf(PlacementError);
+    expect((refused as Error).message).toMatch(/runs on the tool runtime .* needs an agent-loop runtime/);
+    expect(proceduresSince(from).filter((procedure) => procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
   });
 });
 

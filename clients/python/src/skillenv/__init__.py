@@ -1,7 +1,7 @@
 """Python client of the skills and environments service: skills, sessions, runs, host and
 extension environments, programs.
 
-    from skillenv import Client, Skill, Model, service_env, host_env, extension_env, tool
+    from skillenv import Client, Skill, Model, AgentLoop, service_env, host_env, extension_env, tool
 """
 
 from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleFormatError, BundleLimits, canonical_zip
@@ -13,7 +13,7 @@ from skillenv.events import EventStream, SessionEvent
 from skillenv.extension import Credential, ExtensionDefinitionError, ExtensionEnvironment, ExtensionKind, environment, extension_env
 from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, HostState, HostToolContext, Reconnect, ToolFailure, host_env
 from skillenv.programs import Component, Program, ProgramError, ResolvedProgram, program
-from skillenv.runs import Model, Run, RunFile, RunRecord
+from skillenv.runs import AgentLoop, Model, Run, RunFile, RunRecord
 from skillenv.sessions import Failure, Receipt, Returned, Session, SessionRecord, Unknown
 from skillenv.skill import Skill, SkillBundle, SkillSourceError
 from skillenv.skills import SkillFile, SkillMetadata, UploadedSkill
@@ -21,6 +21,7 @@ from skillenv.tools import Opaque, PlacementError, ToolPlacement, tool
 
 __all__ = [
     "DEFAULT_BUNDLE_LIMITS",
+    "AgentLoop",
     "BundleFormatError",
     "BundleLimits",
     "Client",

@@ -12,6 +12,7 @@ from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleLimits
 from skillenv.env import EnvClient, ImplementationResolver
 from skillenv.hosts import Reconnect
 from skillenv.programs import Program, ResolvedProgram
+from skillenv.runs import AgentLoopImplementation, ResolvedAgentLoopImplementation
 from skillenv.sessions import SessionDeps, SessionsClient
 from skillenv.skill import Skill
 from skillenv.skills import SkillsClient, UploadedSkill
@@ -35,7 +36,7 @@ class Client:
         self.env = EnvClient(self._rpc)
         # One resolver for both, so an implementation prepared here is not admitted again by a session.
         self._resolve = ImplementationResolver(self.env)
-        self._deps = SessionDeps(rpc=self._rpc, uploads=_Uploads(self), reconnect=reconnect)
+        self._deps = SessionDeps(rpc=self._rpc, uploads=_Uploads(self, self._resolve), reconnect=reconnect)
         self.sessions = SessionsClient(self._deps, self._resolve)
 
     def upload_asset(self, data: bytes) -> UploadResult:
@@ -76,13 +77,18 @@ class Client:
 
 
 class _Uploads:
-    """Runs upload through the client's skills client, so a skill uploaded explicitly is not uploaded again by a run."""
+    """Runs upload through the client's skills client, so a skill uploaded explicitly is not uploaded again by a run,
+    and admit agent loops through the resolver tools use, so a Component or Program is admitted once for both."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, resolve: ImplementationResolver) -> None:
         self._client = client
+        self._resolve = resolve
 
     def upload_skill(self, skill: Skill) -> UploadedSkill:
         return self._client.skills.upload(skill)
 
     def upload_asset(self, data: bytes) -> UploadResult:
         return self._client.upload_asset(data)
+
+    def admit_agent_loop(self, implementation: AgentLoopImplementation) -> ResolvedAgentLoopImplementation:
+        return self._resolve(implementation, "agentloop")

@@ -23,6 +23,7 @@ from skillenv.assets import upload_asset
 from skillenv.bundle import sha256_hex
 from skillenv.errors import ServiceError
 from skillenv.programs import Component, ComponentKind, Program, ProgramError, ProgramSource, ResolvedProgram
+from skillenv.runs import AgentLoopImplementation, agent_loop_program
 from skillenv.tools import ResolvedToolImplementation, ServiceToolImplementation, tool_program
 
 # Components up to this size are offered inline in the admission call, which saves the upload's
@@ -153,19 +154,22 @@ class EnvClient:
 
 
 class ImplementationResolver:
-    """Admits what a tool's implementation needs and answers it by id. A Component is admitted
-    once per object and client, a Program resolved once; tool ids and resolved programs need no
-    round trip (the service checks their admission when a session is created)."""
+    """Admits what a tool's implementation (or, with `role="agentloop"`, a run's agent loop's) needs
+    and answers it by id. A Component is admitted once per object and client, a Program resolved
+    once; ids and resolved programs need no round trip (the service checks their admission when a
+    session is created or a run submitted). A Program must resolve onto a runtime of the role's
+    kind (PlacementError)."""
 
     def __init__(self, env: EnvClient) -> None:
         self._env = env
         self._admit: OncePerInstance[Component, str] = OncePerInstance(env.admit_component)
 
-    def __call__(self, implementation: ServiceToolImplementation) -> ResolvedToolImplementation:
+    def __call__(self, implementation: ServiceToolImplementation | AgentLoopImplementation, role: Literal["tool", "agentloop"] = "tool") -> ResolvedToolImplementation:
         if isinstance(implementation, (str, ResolvedProgram)):
             return implementation
         if isinstance(implementation, Program):
-            return tool_program(self._env.resolve(implementation))
+            resolved = self._env.resolve(implementation)
+            return tool_program(resolved) if role == "tool" else agent_loop_program(resolved)
         return self._admit(implementation)
 
 

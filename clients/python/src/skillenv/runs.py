@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -11,14 +12,17 @@ from typing import Any, Literal, Protocol, Union, cast
 
 import grpc
 
-from skillenv._gen.skillenv.sessions.v1 import runs_pb2
+from skillenv._gen.skillenv.sessions.v1 import common_pb2, runs_pb2
 from skillenv._rpc import Rpc
-from skillenv._wire import datetime_of, from_struct, optional_datetime_of, to_struct
+from skillenv._wire import datetime_of, from_struct, optional_datetime_of, to_struct, to_value
 from skillenv.assets import UploadResult
+from skillenv.environments import ServiceEnvironment
 from skillenv.errors import ServiceError
 from skillenv.events import EventStream, SessionEvent
+from skillenv.programs import Component, Program, ResolvedProgram
 from skillenv.skill import Skill
 from skillenv.skills import UploadedSkill
+from skillenv.tools import PlacementError
 
 # Uploads at once per pass (skills, files), as for skill uploads.
 _UPLOAD_CONCURRENCY = 4
@@ -60,6 +64,100 @@ class RunFile:
     def __post_init__(self) -> None:
         if (self.data is None) == (self.asset_sha256 is None):
             raise ValueError(f"run file {self.path}: give exactly one of data and asset_sha256")
+
+
+AgentLoopImplementation = Union[str, Component, Program, ResolvedProgram]
+"""What a run's custom agent loop runs: an admitted agent loop's id (64 lowercase hex), an agent-loop
+Component (`kind="agentloop"`), a Program on an agent-loop runtime, or a ResolvedProgram of one
+(entrypoint "turn", e.g. from `client.prepare(program)`)."""
+
+ResolvedAgentLoopImplementation = Union[str, ResolvedProgram]
+"""An agent-loop implementation that needs no more admission: an agent loop's id or a resolved program."""
+
+_AGENT_LOOP_ID = re.compile(r"^[0-9a-f]{64}\Z")
+
+
+@dataclass(frozen=True)
+class AgentLoop:
+    """A custom agent loop for a run (docs/runs.md), in place of the service's default loop: it runs
+    in a service environment of the run's session, its model and tool calls going the default
+    loop's way. Does no I/O: `session.run` admits what the workspace lacks. Refuses
+    (PlacementError) an implementation of a tool's form, an environment definition of another kind
+    and a configuration that is no JSON value."""
+
+    environment: ServiceEnvironment | str
+    """The session's service environment: its definition, or its name in the session."""
+    implementation: AgentLoopImplementation
+    configuration: Any = None
+    """Handed to the loop unread; None: the program's own configuration, if any."""
+
+    def __post_init__(self) -> None:
+        why = _agent_loop_problem(self)
+        if why is not None:
+            raise PlacementError(f"the agent loop: {why}")
+
+    @property
+    def environment_name(self) -> str:
+        return self.environment if isinstance(self.environment, str) else self.environment.name
+
+
+def _agent_loop_problem(loop: AgentLoop) -> str | None:
+    # What was given, whatever the annotations say (a caller without a type checker).
+    environment, implementation = cast(object, loop.environment), cast(object, loop.implementation)
+    if not isinstance(environment, (str, ServiceEnvironment)):
+        kind, name = getattr(environment, "kind", type(environment).__name__), getattr(environment, "name", "?")
+        return f"it is placed in the {kind} environment {name}; an agent loop runs in a service environment (service_env)"
+    if isinstance(implementation, str):
+        if not _AGENT_LOOP_ID.match(implementation):
+            return f"{implementation!r} is not an agent loop id (64 lowercase hex)"
+    elif isinstance(implementation, Component):
+        if implementation.kind != "agentloop":
+            return 'a Component run as an agent loop must be an agent-loop component (kind="agentloop"), not a tool'
+    elif isinstance(implementation, Program):
+        if isinstance(implementation.runtime, Component) and implementation.runtime.kind != "agentloop":
+            return "a program for an agent loop needs an agent-loop runtime, not a tool runtime"
+    elif isinstance(implementation, ResolvedProgram):
+        if implementation.entrypoint != "turn":
+            return f"program {implementation.id} runs on a tool runtime; an agent loop needs an agent-loop runtime"
+    else:
+        return f"an agent loop's implementation is an id, a Component, a Program or a ResolvedProgram, not {type(implementation).__name__}"
+    if loop.configuration is not None:
+        try:
+            to_value(loop.configuration)
+        except (TypeError, RecursionError):
+            return "its configuration must be a JSON value"
+    return None
+
+
+def check_agent_loop_binding(loop: AgentLoop, kind: str | None, session: str) -> None:
+    """The loop's environment must be a service environment of its session: `kind` is that of the
+    session's environment of that name, None when the session has none."""
+    name = loop.environment_name
+    if kind is None:
+        raise PlacementError(f"the agent loop is placed in environment {name}, which {session} does not define")
+    if kind != "service":
+        raise PlacementError(f"the agent loop is placed in the {kind} environment {name} of {session}; an agent loop runs in a service environment (service_env)")
+
+
+def agent_loop_program(program: ResolvedProgram) -> ResolvedProgram:
+    """A program resolved on a tool runtime (a digest can name either kind) cannot be an agent loop."""
+    if program.entrypoint != "turn":
+        raise PlacementError(f"program {program.id} runs on the tool runtime {program.runtime}; an agent loop needs an agent-loop runtime")
+    return program
+
+
+def _agent_loop_message(loop: AgentLoop, implementation: ResolvedAgentLoopImplementation) -> runs_pb2.AgentLoop:
+    message = runs_pb2.AgentLoop(environment=loop.environment_name)
+    if isinstance(implementation, ResolvedProgram):
+        message.implementation.CopyFrom(common_pb2.Implementation(program=common_pb2.ServiceProgram(id=implementation.id, runtime=implementation.runtime)))
+    else:
+        message.implementation.CopyFrom(common_pb2.Implementation(agentloop=implementation))
+    configuration = loop.configuration
+    if configuration is None and isinstance(loop.implementation, (Program, ResolvedProgram)):
+        configuration = loop.implementation.configuration
+    if configuration is not None:
+        message.configuration.CopyFrom(to_value(configuration))
+    return message
 
 
 @dataclass(frozen=True)
@@ -130,11 +228,15 @@ class RunRecord:
 
 
 class RunUploads(Protocol):
-    """What preparing a run uploads through: the client's skills and assets flows."""
+    """What preparing a run uploads and admits through: the client's skills, assets and implementation flows."""
 
     def upload_skill(self, skill: Skill) -> UploadedSkill: ...
 
     def upload_asset(self, data: bytes) -> UploadResult: ...
+
+    def admit_agent_loop(self, implementation: AgentLoopImplementation) -> ResolvedAgentLoopImplementation:
+        """Admits what an agent loop's implementation needs, as for a tool placement's, and answers it by id."""
+        ...
 
 
 class RunSession(Protocol):
@@ -234,14 +336,18 @@ def prepare_run_input(
     agents_md: str = "",
     idempotency_key: str | None = None,
     max_rounds: int = 0,
+    agent_loop: AgentLoop | None = None,
 ) -> runs_pb2.RunInput:
-    """The submission (spec §4.1): draft skills upserted and file bytes uploaded first, both passes
-    at once and each with bounded concurrency, so that it carries only skill names and asset hashes.
+    """The submission (spec §4.1): draft skills upserted, file bytes uploaded and the agent loop's
+    component or program admitted first, all at once and with bounded concurrency, so that it
+    carries only skill names, asset hashes and ids. The caller checks the agent loop's environment
+    against the session.
 
     Without an idempotency key one is generated, so that a submission whose answer was lost can be
     sent again safely. Zero and empty fields take the server's defaults.
     """
     with ThreadPoolExecutor(max_workers=_UPLOAD_CONCURRENCY) as pool:
+        loop = None if agent_loop is None else pool.submit(uploads.admit_agent_loop, agent_loop.implementation)
         skill_names = [pool.submit(_skill_name, skill, uploads) for skill in skills]
         staged = [pool.submit(_staged_file, file, uploads) for file in files]
         run_input = runs_pb2.RunInput(
@@ -254,6 +360,8 @@ def prepare_run_input(
             idempotency_key=idempotency_key or str(uuid.uuid4()),
             max_rounds=max_rounds,
         )
+        if agent_loop is not None and loop is not None:
+            run_input.agentloop.CopyFrom(_agent_loop_message(agent_loop, loop.result()))
     if model.parameters is not None:
         run_input.model.parameters.CopyFrom(to_struct(model.parameters))
     return run_input

@@ -17,7 +17,7 @@ from skillenv.events import EventStream
 from skillenv.extension import ExtensionEnvironment
 from skillenv.hosts import HostConnection, HostEnvironment, Reconnect
 from skillenv.programs import ResolvedProgram
-from skillenv.runs import Model, Run, RunFile, RunRecord, RunSkill, RunUploads, prepare_run_input, submit_run
+from skillenv.runs import AgentLoop, Model, Run, RunFile, RunRecord, RunSkill, RunUploads, check_agent_loop_binding, prepare_run_input, submit_run
 from skillenv.tools import Environment, Opaque, PlacementError, ResolvedToolImplementation, ServiceToolImplementation, ToolImplementation, ToolPlacement, check_placed_in
 
 # Implementations admitted at once while creating a session, as for skill uploads.
@@ -228,10 +228,19 @@ class Session:
         agents_md: str = "",
         idempotency_key: str | None = None,
         max_rounds: int = 0,
+        agent_loop: AgentLoop | None = None,
     ) -> Run:
         """Submits a run (spec §4.1): draft skills (`Skill.from_*`) are upserted and file bytes
         uploaded first, then the run is submitted with skills by name. One run runs at a time in a
-        session: another is refused as run_in_progress. Provider keys serve this run only."""
+        session: another is refused as run_in_progress. Provider keys serve this run only.
+
+        With an `agent_loop`, its environment must be a service environment of this session
+        (PlacementError before anything is sent); its Component or Program is admitted alongside
+        the uploads when the workspace lacks it, and the loop runs in place of the default one."""
+        if agent_loop is not None:
+            name = agent_loop.environment_name
+            bound = next((environment for environment in self.record.environments if environment.name == name), None)
+            check_agent_loop_binding(agent_loop, None if bound is None else bound.kind, f"session {self.id}")
         run_input = prepare_run_input(
             self._deps.uploads,
             message=message,
@@ -242,6 +251,7 @@ class Session:
             agents_md=agents_md,
             idempotency_key=idempotency_key,
             max_rounds=max_rounds,
+            agent_loop=agent_loop,
         )
         return Run(self._rpc, self, RunRecord.from_message(submit_run(self._rpc, self.id, run_input)))
 

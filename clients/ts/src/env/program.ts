@@ -9,7 +9,7 @@ export interface ProgramOptions {
   runtime: string | ComponentBytes;
   /** The program text: a URL to fetch (http, https or file) or its UTF-8 bytes. */
   source: URL | Uint8Array;
-  /** Handed to the program with every invocation (tools). */
+  /** Handed to the program with every invocation: a tool's, or a run's agent loop's, unless the placement gives its own. */
   configuration?: unknown;
 }
 

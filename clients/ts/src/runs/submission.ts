@@ -3,6 +3,7 @@ import type { RunInputSchema } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { UploadResult } from "../assets.ts";
 import { mapBounded } from "../map-bounded.ts";
 import { Skill, type UploadedSkill } from "../skills/index.ts";
+import { agentLoopMessage, type AgentLoop, type AgentLoopImplementation, type ResolvedAgentLoopImplementation } from "./agent-loop.ts";
 
 /** Uploads at once per pass (skills, files), as for skill uploads and tool admission. */
 const UPLOAD_CONCURRENCY = 4;
@@ -49,26 +50,37 @@ export interface RunOptions {
   files?: readonly RunFile[];
   /** Model calls at most; the server's default and upper bound is SERVICE_RUN_MAX_ROUNDS. */
   maxRounds?: number;
+  /**
+   * A custom agent loop in a service environment of the session, in place of the service's
+   * default loop; its component or program is admitted first when the workspace lacks it.
+   */
+  agentLoop?: AgentLoop;
 }
 
 /** A run as submitted: always with an idempotency key. */
 export type RunSubmission = MessageInitShape<typeof RunInputSchema> & { idempotencyKey: string };
 
-/** What preparing a run uploads through: the client's skills and assets flows. */
+/** What preparing a run uploads and admits through: the client's skills, assets and implementation flows. */
 export interface RunUploads {
   uploadSkill(skill: Skill): Promise<UploadedSkill>;
   uploadAsset(bytes: Uint8Array): Promise<UploadResult>;
+  /** Admits what an agent loop's implementation needs, as for a tool placement's, and returns it by id. */
+  admitAgentLoop(implementation: AgentLoopImplementation): Promise<ResolvedAgentLoopImplementation>;
 }
 
 /**
- * Turns run options into a submission (spec §4.1): draft skills are upserted and file bytes
- * uploaded first, each pass with bounded concurrency and both at once (rule 4), so the
- * submission carries only `{ kind: "skill", name }` references and asset hashes.
+ * Turns run options into a submission (spec §4.1): draft skills are upserted, file bytes
+ * uploaded and the agent loop's component or program admitted first, each pass with bounded
+ * concurrency and all at once (rule 4), so the submission carries only `{ kind: "skill", name }`
+ * references, asset hashes and ids. The agent loop is checked (checkAgentLoop and its
+ * environment) by the caller, which knows the session.
  */
 export async function prepareRunInput(options: RunOptions, uploads: RunUploads): Promise<RunSubmission> {
-  const [skillNames, files] = await Promise.all([
+  const loop = options.agentLoop;
+  const [skillNames, files, agentloop] = await Promise.all([
     mapBounded(options.skills ?? [], UPLOAD_CONCURRENCY, (skill) => skillName(skill, uploads)),
     mapBounded(options.files ?? [], UPLOAD_CONCURRENCY, (file) => stagedFile(file, uploads)),
+    loop && uploads.admitAgentLoop(loop.implementation).then((implementation) => agentLoopMessage(loop, implementation)),
   ]);
   const { provider, name, maxTokens, parameters } = options.model;
   // Zero and empty fields take the server's defaults (4096 tokens, SERVICE_RUN_MAX_ROUNDS, no instructions).
@@ -81,6 +93,7 @@ export async function prepareRunInput(options: RunOptions, uploads: RunUploads):
     providerKeys: { ...options.providerKeys },
     idempotencyKey: options.idempotencyKey || crypto.randomUUID(),
     maxRounds: options.maxRounds ?? 0,
+    agentloop,
   };
 }
 

@@ -1,5 +1,6 @@
 import { Program, type ComponentBytes, type EnvClient, type ResolvedProgram } from "../env/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";
+import { agentLoopEnvironmentName, agentLoopProgram, checkAgentLoop, checkAgentLoopBinding, type AgentLoop, type AgentLoopImplementation } from "../runs/agent-loop.ts";
 import type { EnvironmentDefinition, ServiceEnvironmentDefinition } from "./environments.ts";
 import { credentialOf } from "./extension.ts";
 import { PlacementError } from "./placement-error.ts";
@@ -13,8 +14,12 @@ import {
   type ToolPlacement,
 } from "./tools.ts";
 
-/** Admits what an implementation needs (when the workspace lacks it) and returns it by id. */
-export type ImplementationResolver = (implementation: ServiceToolImplementation) => Promise<ResolvedToolImplementation>;
+/**
+ * Admits what an implementation needs (when the workspace lacks it) and returns it by id: a
+ * tool's (the default), or a run's agent loop's (`"agentloop"`), whose program must then be on an
+ * agent-loop runtime.
+ */
+export type ImplementationResolver = (implementation: ServiceToolImplementation | AgentLoopImplementation, role?: "tool" | "agentloop") => Promise<ResolvedToolImplementation>;
 
 /** What a placement carries to CreateSession: a service implementation by id, an opaque one as is, or none. */
 export type PlacedImplementation = ResolvedToolImplementation | OpaqueImplementation | undefined;
@@ -26,9 +31,12 @@ export type PlacedImplementation = ResolvedToolImplementation | OpaqueImplementa
  */
 export function createImplementationResolver(env: EnvClient): ImplementationResolver {
   const admitComponent = oncePerInstance((component: ComponentBytes) => env.admitComponent(component));
-  return async (implementation) => {
+  return async (implementation, role = "tool") => {
     if (typeof implementation === "string") return implementation;
-    if (implementation instanceof Program) return toolProgram(await env.resolve(implementation));
+    if (implementation instanceof Program) {
+      const resolved = await env.resolve(implementation);
+      return role === "tool" ? toolProgram(resolved) : agentLoopProgram(resolved);
+    }
     if ("type" in implementation) return implementation;
     return admitComponent(implementation);
   };
@@ -53,6 +61,20 @@ export function checkPlacedIn(placement: ToolPlacement, environments: readonly E
     throw new PlacementError(`tool ${placement.name} is placed in a definition of environment ${name} that differs from the session's`);
   }
   checkFits(placement.name, defined, placement.implementation);
+}
+
+/**
+ * A run's agent loop must be placed in one of the session's service environments, as the
+ * session defines it (sessions.create with a run).
+ */
+export function checkAgentLoopPlacedIn(loop: AgentLoop, environments: readonly EnvironmentDefinition[]): void {
+  checkAgentLoop(loop);
+  const name = agentLoopEnvironmentName(loop);
+  const defined = environments.find((environment) => environment.name === name);
+  if (defined && typeof loop.environment !== "string" && !sameDefinition(loop.environment, defined)) {
+    throw new PlacementError(`the agent loop is placed in a definition of environment ${name} that differs from the session's`);
+  }
+  checkAgentLoopBinding(loop, defined?.kind, "the session");
 }
 
 function sameDefinition(a: EnvironmentDefinition, b: EnvironmentDefinition): boolean {

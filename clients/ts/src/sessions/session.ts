@@ -3,6 +3,7 @@ import type { Client } from "@connectrpc/connect";
 import type { Session as SessionMessage, SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { HostConnection, type HostDeps } from "../hosts/host-connection.ts";
 import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
+import { agentLoopEnvironmentName, checkAgentLoop, checkAgentLoopBinding } from "../runs/agent-loop.ts";
 import { createSessionRuns, prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type SessionRuns } from "../runs/index.ts";
 import { PlacementError } from "./placement-error.ts";
 import { environmentStatusFrom, eventFrom, jsonValue, receiptFrom, recordFrom, required, type EnvironmentStatus, type Receipt, type SessionEvent, type SessionRecord, type SessionState } from "./wire.ts";
@@ -85,8 +86,18 @@ export class Session {
    * run is submitted with skills by name. A run whose answer is lost in transport is submitted
    * once more under the same idempotency key, which cannot start it twice. The session runs one
    * run at a time: another while one is running is refused as run_in_progress.
+   *
+   * With an `agentLoop`, the loop is checked first (PlacementError: its form, and that its
+   * environment is a service environment of this session), then its component or program is
+   * admitted alongside the uploads when the workspace lacks it.
    */
   async run(options: RunOptions): Promise<Run> {
+    const loop = options.agentLoop;
+    if (loop) {
+      checkAgentLoop(loop);
+      const name = agentLoopEnvironmentName(loop);
+      checkAgentLoopBinding(loop, this.#record.environments.find((environment) => environment.name === name)?.kind, `session ${this.id}`);
+    }
     const submission = await prepareRunInput(options, this.#runDeps.uploads);
     return runHandle(this.#runDeps.rpc, this, await submitRun(this.#runDeps.rpc, this.id, submission));
   }

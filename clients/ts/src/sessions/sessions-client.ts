@@ -5,7 +5,7 @@ import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
 import { mapBounded } from "../map-bounded.ts";
 import { prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type RunSubmission } from "../runs/index.ts";
 import type { EnvironmentDefinition } from "./environments.ts";
-import { checkPlacedIn, placedImplementation, type ImplementationResolver } from "./resolve.ts";
+import { checkAgentLoopPlacedIn, checkPlacedIn, placedImplementation, type ImplementationResolver } from "./resolve.ts";
 import { Session, type SessionRpc } from "./session.ts";
 import type { ToolPlacement } from "./tools.ts";
 import { environmentMessage, recordFrom, required, toolMessage } from "./wire.ts";
@@ -51,7 +51,8 @@ export interface SessionsClient {
   /**
    * Admits what the tools' implementations need, then creates the session; automatic
    * environments are set up before it answers. Nothing is created when the server refuses.
-   * With a `run`, its skills and files are uploaded alongside the admissions, and the session
+   * With a `run`, its skills and files are uploaded (and its agent loop's component or program
+   * admitted) alongside the admissions, and the session
    * is created with its first run: the answer holds both handles. That call is not retried
    * (a session has no idempotency key). With host environments to serve, the session is
    * created first, the run submitted once the hosts are connected (so that it cannot call a host
@@ -78,6 +79,7 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
     // Every placement is checked before anything is admitted.
     for (const placement of placements) checkPlacedIn(placement, definition.environments);
     const firstRun = "run" in definition ? definition.run : undefined;
+    if (firstRun?.agentLoop) checkAgentLoopPlacedIn(firstRun.agentLoop, definition.environments);
     const [tools, run] = await Promise.all([
       mapBounded(placements, RESOLVE_CONCURRENCY, async (placement) => toolMessage(placement, await placedImplementation(placement, resolveImplementation))),
       firstRun && prepareRunInput(firstRun, runs.uploads),
