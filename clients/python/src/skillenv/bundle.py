@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from skillenv._coded import CodedError
+
 SKILL_MD_PATH = "SKILL.md"
 MAX_DESCRIPTION_LENGTH = 2048
 MAX_SKILL_NAME_LENGTH = 128
@@ -26,15 +28,8 @@ MAX_FRONTMATTER_BYTES = 64 * 1024
 MiB = 1024 * 1024
 
 
-class BundleFormatError(ValueError):
+class BundleFormatError(CodedError, ValueError):
     """A bundle, SKILL.md or skill name breaks the format. `code` is the server's code for the rule."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-    def __str__(self) -> str:
-        return f"{self.code}: {super().__str__()}"
 
 
 @dataclass(frozen=True)

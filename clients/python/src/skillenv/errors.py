@@ -6,6 +6,7 @@ from typing import cast
 
 import grpc
 
+from skillenv._coded import CodedError
 from skillenv._gen.google.rpc import error_details_pb2, status_pb2
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -55,13 +56,9 @@ def _error_info(trailers: tuple[tuple[str, str | bytes], ...]) -> error_details_
     return None
 
 
-class UploadError(Exception):
+class UploadError(CodedError):
     """The object store refused an upload; `code` is the service's stable code (e.g. checksum_mismatch)."""
 
     def __init__(self, code: str, message: str, status: int) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(code, message)
         self.status = status
-
-    def __str__(self) -> str:
-        return f"{self.code}: {super().__str__()}"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, cast
 from urllib.parse import urlsplit
 
+from skillenv._coded import CodedError
 from skillenv._wire import from_value, to_value
 from skillenv.environments import SetupMode
 
@@ -21,18 +22,14 @@ _OPTION_TYPES: tuple[str, ...] = ("string", "number", "boolean", "string[]", "js
 _RESERVED = ("name", "setup")
 
 
-class ExtensionDefinitionError(ValueError):
+class ExtensionDefinitionError(CodedError, ValueError):
     """A mistake in an extension kind or in an instance's options, found before any call. `code`:
     "reserved_option", "invalid_option_spec", "unknown_option", "missing_option", "invalid_option"
     (with `option` set), "invalid_url", "invalid_credential" or "invalid_configuration"."""
 
     def __init__(self, code: str, message: str, option: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(code, message)
         self.option = option
-
-    def __str__(self) -> str:
-        return f"{self.code}: {super().__str__()}"
 
 
 class Credential:

@@ -7,22 +7,17 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Union, cast
 from urllib.parse import urlsplit
 
+from skillenv._coded import CodedError
+
 ComponentKind = Literal["tool", "agentloop"]
 
 
-class ProgramError(Exception):
+class ProgramError(CodedError):
     """A program the client could not resolve, before or instead of calling the service. `code` is
     one of "unsupported_source" (a source that is neither bytes, a Path nor an http(s) or file: URL),
     "source_unreadable" (the file or URL could not be read), "source_not_utf8" and
     "runtime_not_admitted" (a runtime digest this workspace admitted neither as a tool nor as an
     agent loop)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-    def __str__(self) -> str:
-        return f"{self.code}: {super().__str__()}"
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from skillenv._coded import CodedError
 from skillenv.bundle import SKILL_MD_PATH, BundleFormatError, canonical_zip, parse_skill_md, resolve_skill_name, sha256_hex
 
 
-class SkillSourceError(Exception):
+class SkillSourceError(CodedError):
     """A skill's source could not be read: `code` is "file_unreadable" (a local file or folder) or
     "download_failed" (Skill.from_url: the request failed, or the bytes are not the expected ones)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-    def __str__(self) -> str:
-        return f"{self.code}: {super().__str__()}"
 
 
 @dataclass(frozen=True)
