@@ -39,7 +39,9 @@ export class Journal {
   readonly #store: Store;
   readonly #events: Table<JournalEvent>;
   readonly #open: Table<OpenOperation>;
+  /** Logs being loaded or loaded; `#loaded` holds the same logs once they are in memory. */
   readonly #logs = new Map<string, Promise<SessionLog>>();
+  readonly #loaded = new Map<string, SessionLog>();
 
   constructor(store: Store) {
     this.#store = store;
@@ -47,8 +49,9 @@ export class Journal {
     this.#open = store.table<OpenOperation>("open-operations");
   }
 
-  append(sessionId: string, note: NoteEvent): Promise<JournalEvent> {
-    return this.#append(sessionId, note);
+  /** Appends a note; `extra` operations (the caller's own records) commit in the same atomic batch. */
+  append(sessionId: string, note: NoteEvent, extra: WriteOp[] = []): Promise<JournalEvent> {
+    return this.#append(sessionId, note, extra);
   }
 
   /** Records an operation as sent; call it before dispatching, and dispatch only once it resolved. */
@@ -159,6 +162,7 @@ export class Journal {
     }
     const log = await this.#logs.get(sessionId);
     this.#logs.delete(sessionId);
+    this.#loaded.delete(sessionId);
     for (const listener of log?.listeners ?? []) listener("removed");
   }
 
@@ -176,11 +180,18 @@ export class Journal {
   }
 
   /**
-   * Seq numbers are taken synchronously once the session's log is loaded and the write is
-   * issued at once: the store keeps call order, so seq order is commit order.
+   * Seq numbers are taken and the write is issued synchronously, in the caller's turn, once the
+   * session's log is loaded: the store keeps call order, so seq order is commit order and call
+   * order, and writes issued together can share a batch. While the log loads, appends wait for
+   * it in call order (their callbacks run right after the one that marks it loaded).
    */
-  async #append(sessionId: string, body: EventBody, extra: WriteOp[] = []): Promise<JournalEvent> {
-    const log = await this.#log(sessionId);
+  #append(sessionId: string, body: EventBody, extra: WriteOp[] = []): Promise<JournalEvent> {
+    const log = this.#loaded.get(sessionId);
+    if (log) return this.#write(sessionId, log, body, extra);
+    return this.#log(sessionId).then((loaded) => this.#write(sessionId, loaded, body, extra));
+  }
+
+  async #write(sessionId: string, log: SessionLog, body: EventBody, extra: WriteOp[]): Promise<JournalEvent> {
     const event = { seq: log.nextSeq++, at: new Date().toISOString(), ...body } as JournalEvent;
     await this.#store.write([this.#events.putOp(eventKey(sessionId, event.seq), event), ...extra]);
     for (const listener of log.listeners) listener(event);
@@ -192,7 +203,13 @@ export class Journal {
     if (!log) {
       log = this.#loadLog(sessionId);
       this.#logs.set(sessionId, log);
-      log.catch(() => this.#logs.delete(sessionId));
+      // Registered before any append waits on the load, so it runs first (see #append).
+      log.then(
+        (loaded) => {
+          if (this.#logs.get(sessionId) === log) this.#loaded.set(sessionId, loaded);
+        },
+        () => this.#logs.delete(sessionId),
+      );
     }
     return log;
   }

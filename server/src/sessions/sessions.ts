@@ -4,7 +4,7 @@ import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, Environmen
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
-import { KeyedLock } from "../storage/index.ts";
+import { KeyedLock, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
 import type { EnvironmentRecord, SessionRecord, SessionRecords } from "./records.ts";
 import { checkSessionSpec } from "./session-spec.ts";
@@ -185,9 +185,9 @@ export class Sessions {
     if (bound.kind !== kind) throw serviceError("invalid_argument", `environment ${environment} of session ${id} is a ${bound.kind} environment, not a ${kind} one`);
   }
 
-  /** Appends a note (a run's events) to the session's journal. */
-  note(sessionId: string, note: NoteEvent): Promise<JournalEvent> {
-    return this.#options.journal.append(sessionId, note);
+  /** Appends a note (a run's events) to the session's journal; `records` commit in the same atomic batch. */
+  note(sessionId: string, note: NoteEvent, records: WriteOp[] = []): Promise<JournalEvent> {
+    return this.#options.journal.append(sessionId, note, records);
   }
 
   /**

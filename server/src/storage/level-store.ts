@@ -13,9 +13,12 @@ interface PendingWrite {
 /**
  * The embedded adapter of the store port: one LevelDB, a sublevel per table, JSON values.
  *
- * Every write is synced (fsync) before it resolves. Writes that arrive while a batch is being
- * synced are gathered into the next batch (group commit), so under load many writes share one
- * fsync and their order is kept: batches are written one after another, in call order.
+ * Every write is synced (fsync) before it resolves. Writes are gathered into batches (group
+ * commit): a batch starts once the event loop has run what was ready when the first write came
+ * (setImmediate), and writes that arrive while a batch is being synced go into the next one. So
+ * the writes one piece of work issues together (a turn's last events and its run record) share
+ * one fsync, under load many writes do, and their order is kept: batches are written one after
+ * another, in call order.
  */
 export class LevelStore implements Store {
   readonly #db: Level<string, string>;
@@ -36,7 +39,7 @@ export class LevelStore implements Store {
     if (ops.length === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
       this.#queue.push({ ops, resolve, reject });
-      this.#flushing ??= this.#flush();
+      this.#flushing ??= new Promise<void>((started) => setImmediate(started)).then(() => this.#flush());
     });
   }
 
