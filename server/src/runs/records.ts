@@ -1,5 +1,5 @@
 import type { ConversationMessage } from "../models/index.ts";
-import { prefixEnd, type Store, type Table } from "../storage/index.ts";
+import { prefixEnd, type Store, type Table, type WriteOp } from "../storage/index.ts";
 
 export type RunStatus = "running" | "completed" | "failed" | "cancelled";
 
@@ -62,25 +62,31 @@ export class RunRecords {
     return runId === undefined ? undefined : this.get(workspace, sessionId, runId);
   }
 
-  /** Stores a new running run, its idempotency key and its place among the active runs, atomically. */
-  start(record: RunRecord): Promise<void> {
+  /**
+   * What stores a new running run, its idempotency key and its place among the active runs: one
+   * atomic batch, written by the caller with the run's first event.
+   */
+  startOps(record: RunRecord): WriteOp[] {
     const ops = [
       this.#runs.putOp(runKey(record.workspace, record.sessionId, record.id), record),
       this.#active.putOp(record.id, { workspace: record.workspace, sessionId: record.sessionId }),
     ];
     if (record.idempotencyKey) ops.push(this.#keys.putOp(runKey(record.workspace, record.sessionId, record.idempotencyKey), record.id));
-    return this.#store.write(ops);
+    return ops;
   }
 
-  /** Stores a finished run with the conversation it added, and forgets it as active, atomically. */
-  finish(record: RunRecord, conversation: ConversationMessage[]): Promise<void> {
+  /**
+   * What stores a finished run with the conversation it added and forgets it as active: one
+   * atomic batch, written by the caller with the run's last event.
+   */
+  finishOps(record: RunRecord, conversation: ConversationMessage[]): WriteOp[] {
     const location = { workspace: record.workspace, sessionId: record.sessionId };
-    return this.#store.write([
+    return [
       this.#runs.putOp(runKey(record.workspace, record.sessionId, record.id), record),
       this.#conversations.putOp(`${record.sessionId}/${record.id}`, conversation),
       this.#active.deleteOp(record.id),
       this.#finished.putOp(`${record.finishedAt}/${record.id}`, location),
-    ]);
+    ];
   }
 
   delete(record: RunRecord): Promise<void> {

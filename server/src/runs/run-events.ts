@@ -1,5 +1,6 @@
 import type { NoteEvent } from "../journal/index.ts";
 import type { Sessions } from "../sessions/index.ts";
+import type { WriteOp } from "../storage/index.ts";
 
 /**
  * A run's events, written to its session's journal with the run's id (docs/events.md).
@@ -24,15 +25,17 @@ export class RunEvents {
 
   /** Records the event without waiting for it to be durable; a failed write fails `written()`. */
   record(type: NoteEvent["type"], data: Record<string, unknown>): void {
-    const write = this.#sessions.note(this.#sessionId, { type, data: { runId: this.#runId, ...data } });
-    this.#writes = Promise.all([this.#writes, write]);
-    // Handled here so a failure is not an unhandled rejection; written() still reports it.
-    this.#writes.catch(() => undefined);
+    void this.#write(type, data, []);
   }
 
-  /** Records the event and waits until it, and every event recorded before it, is durable. */
-  async emit(type: NoteEvent["type"], data: Record<string, unknown>): Promise<void> {
-    this.record(type, data);
+  /**
+   * Records the event in one atomic batch with the run's own `records` (its record at the start
+   * or the end), and waits until it, and every event recorded before it, is durable. Nothing
+   * waits for the earlier events before this one is issued: the store commits them first, and
+   * what a turn records at its end usually shares this batch.
+   */
+  async commit(type: NoteEvent["type"], data: Record<string, unknown>, records: WriteOp[]): Promise<void> {
+    void this.#write(type, data, records);
     await this.written();
   }
 
@@ -43,44 +46,57 @@ export class RunEvents {
 
   /** A writer of `assistant.delta` events for one model call. */
   deltas(round: number): DeltaWriter {
-    return new DeltaWriter((text) => this.emit("assistant.delta", { round, text }));
+    return new DeltaWriter((text) => this.#write("assistant.delta", { round, text }, []));
+  }
+
+  #write(type: NoteEvent["type"], data: Record<string, unknown>, records: WriteOp[]): Promise<unknown> {
+    const write = this.#sessions.note(this.#sessionId, { type, data: { runId: this.#runId, ...data } }, records);
+    this.#writes = Promise.all([this.#writes, write]);
+    // Handled here so a failure is not an unhandled rejection; written() still reports it.
+    this.#writes.catch(() => undefined);
+    return write;
   }
 }
 
 /**
- * Writes streamed text as `assistant.delta` events in order, one write at a time: text that
- * arrives while a write is in flight is joined into the next event, so a fast stream costs few
- * journal writes and a slow one is seen as it comes.
+ * Writes streamed text as `assistant.delta` events in order, one write in flight at a time:
+ * text that arrives while a write is in flight is joined into the next event, so a fast stream
+ * costs few journal writes and a slow one is seen as it comes.
  */
 export class DeltaWriter {
-  readonly #write: (text: string) => Promise<void>;
+  readonly #write: (text: string) => Promise<unknown>;
   #pending = "";
-  #writing: Promise<void> | undefined;
+  #writing = false;
+  #ended = false;
 
-  constructor(write: (text: string) => Promise<void>) {
+  constructor(write: (text: string) => Promise<unknown>) {
     this.#write = write;
   }
 
   push(text: string): void {
-    if (text === "") return;
+    if (text === "" || this.#ended) return;
     this.#pending += text;
-    this.#writing ??= this.#drain();
+    if (!this.#writing) this.#writeNext();
   }
 
-  /** Resolves once every pushed text is written. */
-  async flush(): Promise<void> {
-    await this.#writing;
+  /**
+   * Records what is left at once, behind a write still in flight (the journal keeps call order),
+   * so that it comes before whatever the caller records next; the run's `written()` covers it.
+   */
+  end(): void {
+    this.#ended = true;
+    if (this.#pending !== "") this.#writeNext();
   }
 
-  async #drain(): Promise<void> {
-    try {
-      while (this.#pending !== "") {
-        const text = this.#pending;
-        this.#pending = "";
-        await this.#write(text);
-      }
-    } finally {
-      this.#writing = undefined;
-    }
+  #writeNext(): void {
+    const text = this.#pending;
+    this.#pending = "";
+    this.#writing = true;
+    // A failed write is reported by the run's written(); the text after it is still written.
+    const next = () => {
+      this.#writing = false;
+      if (this.#pending !== "" && !this.#ended) this.#writeNext();
+    };
+    this.#write(text).then(next, next);
   }
 }

@@ -166,47 +166,64 @@ export class Runs {
       idempotencyHash: submission.idempotencyHash,
       ...(submission.idempotencyKey ? { idempotencyKey: submission.idempotencyKey } : {}),
     };
-    await this.#options.records.start(record);
-    await new RunEvents(this.#options.sessions, session.id, id).emit("run.submitted", {
-      model: { provider: submission.model.provider, name: submission.model.name },
-      skills: record.skills.map(({ name, contentHash }) => ({ name, contentHash })),
-      files: submission.files,
-      message: submission.message,
-      idempotencyHash: submission.idempotencyHash,
-    });
+    const events = new RunEvents(this.#options.sessions, session.id, id);
+    // The conversation so far is read while the run's record and first event are synced.
+    const conversation = this.#options.records.conversation(session.id);
+    const submitted = events.commit(
+      "run.submitted",
+      {
+        model: { provider: submission.model.provider, name: submission.model.name },
+        skills: record.skills.map(({ name, contentHash }) => ({ name, contentHash })),
+        files: submission.files,
+        message: submission.message,
+        idempotencyHash: submission.idempotencyHash,
+      },
+      this.#options.records.startOps(record),
+    );
+    const [history] = await Promise.all([conversation, submitted]);
     const tools: ToolDefinition[] = session.tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown> }));
-    const history = await this.#options.records.conversation(session.id);
-    this.#start({ record, submission, tools, skills, files, history, ...(agentLoop ? { agentLoop } : {}) });
+    this.#start({ record, submission, tools, skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events);
     return record;
   }
 
-  #start(setup: TurnSetup): void {
+  #start(setup: TurnSetup, events: RunEvents): void {
     const { record, submission } = setup;
     const controller = new AbortController();
     const deadlineMs = Date.parse(record.createdAt) + this.#options.settings.maxTurnSecs * 1000;
     const timer = setTimeout(() => controller.abort(new TurnStopped("timeout", `the turn passed SERVICE_MAX_TURN_SECS (${this.#options.settings.maxTurnSecs} s)`)), deadlineMs - Date.now());
     const provider = this.#options.providers.get(submission.model.provider)!;
     const done = (async () => {
-      const end = await new Turn(setup, { sessions: this.#options.sessions, provider, deadlineMs }, controller.signal).run();
+      const end = await new Turn(setup, { sessions: this.#options.sessions, events, provider, deadlineMs }, controller.signal).run();
       clearTimeout(timer);
       if (controller.signal.aborted) await this.#options.sessions.cancelRunOperations(record.workspace, record.sessionId, record.id).catch(() => undefined);
-      await this.#finish(record, end);
-    })().finally(() => this.#active.delete(record.id));
+      await this.#finish(record, end, events);
+    })()
+      // A run whose end could not be written stays active in storage: the next start marks it interrupted.
+      .catch(() => undefined)
+      .finally(() => this.#active.delete(record.id));
     this.#active.set(record.id, { record, controller, done });
   }
 
-  async #finish(record: RunRecord, end: TurnEnd): Promise<void> {
-    record.status = end.status;
-    record.finishedAt = new Date().toISOString();
-    record.outputText = end.outputText;
-    if (end.stopReason) record.stopReason = end.stopReason;
-    if (end.error) record.error = end.error;
-    await this.#options.records.finish(record, end.added);
-    const events = new RunEvents(this.#options.sessions, record.sessionId, record.id);
+  /**
+   * Ends the run: its record, the conversation it added and its last event in one atomic batch,
+   * committed after every event the turn recorded (which the turn did not wait for); a turn
+   * event that could not be written fails this too. GetRun shows the end once it is durable.
+   */
+  async #finish(record: RunRecord, end: TurnEnd, events = new RunEvents(this.#options.sessions, record.sessionId, record.id)): Promise<void> {
+    const finished: RunRecord = {
+      ...record,
+      status: end.status,
+      finishedAt: new Date().toISOString(),
+      outputText: end.outputText,
+      ...(end.stopReason ? { stopReason: end.stopReason } : {}),
+      ...(end.error ? { error: end.error } : {}),
+    };
     const counts = { rounds: record.rounds, toolCalls: record.toolCalls, usage: record.usage };
-    if (end.status === "completed") await events.emit("turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts });
-    else if (end.status === "cancelled") await events.emit("run.cancelled", { ...end.error, ...counts });
-    else await events.emit("turn.failed", { ...end.error, ...counts });
+    const records = this.#options.records.finishOps(finished, end.added);
+    if (end.status === "completed") await events.commit("turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts }, records);
+    else if (end.status === "cancelled") await events.commit("run.cancelled", { ...end.error, ...counts }, records);
+    else await events.commit("turn.failed", { ...end.error, ...counts }, records);
+    Object.assign(record, finished);
   }
 
   async #resolveSkills(workspace: string, names: readonly string[]): Promise<Array<RunSkill & { bytes: Uint8Array }>> {

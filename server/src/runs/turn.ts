@@ -5,7 +5,7 @@ import { ModelError, type ConversationMessage, type ModelProvider, type ModelRes
 import type { AgentLoopPlacement, Sessions, ToolCallResult } from "../sessions/index.ts";
 import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type LoopOutcome, type ToolCall, type ToolResult } from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
-import { RunEvents } from "./run-events.ts";
+import type { RunEvents } from "./run-events.ts";
 import { callSkillsTool, SKILLS_TOOL, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
 import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
@@ -26,6 +26,8 @@ export interface TurnSetup {
 
 export interface TurnDeps {
   sessions: Sessions;
+  /** The run's events; its end is committed through the same writer (Runs). */
+  events: RunEvents;
   provider: ModelProvider;
   /** When the whole turn must be over (SERVICE_MAX_TURN_SECS after submit). */
   deadlineMs: number;
@@ -53,7 +55,9 @@ export class TurnStopped extends Error {
 /**
  * One turn of a run: stage the skills' and the run's files, then drive the default agent loop,
  * recording every step as the session's events. It never throws: every way a turn ends is a
- * TurnEnd. The record's counters (rounds, tool calls, usage) are updated as it goes.
+ * TurnEnd. The record's counters (rounds, tool calls, usage) are updated as it goes. It does
+ * not wait for its last events to be durable: the run's end is committed after them, in the
+ * same batch as a rule (Runs).
  */
 export class Turn implements LoopHost {
   readonly #setup: TurnSetup;
@@ -66,7 +70,7 @@ export class Turn implements LoopHost {
     this.#setup = setup;
     this.#deps = deps;
     this.#signal = signal;
-    this.#events = new RunEvents(deps.sessions, setup.record.sessionId, setup.record.id);
+    this.#events = deps.events;
   }
 
   async run(): Promise<TurnEnd> {
@@ -76,7 +80,6 @@ export class Turn implements LoopHost {
       const { submission, history, agentLoop } = this.#setup;
       const input = { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added };
       const outcome = agentLoop ? await this.#customLoop(agentLoop) : await defaultAgentLoop(this, input);
-      await this.#events.written();
       return { status: "completed", added: this.#added, stopReason: outcome.stopReason, outputText: outcome.outputText };
     } catch (error) {
       return this.#failed(error);
@@ -94,7 +97,7 @@ export class Turn implements LoopHost {
       { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
       { apiKey: submission.apiKey, signal: this.#signal, onTextDelta: (text) => deltas.push(text) },
     );
-    await deltas.flush();
+    deltas.end();
     record.usage.inputTokens += reply.usage.inputTokens;
     record.usage.outputTokens += reply.usage.outputTokens;
     const toolCalls = reply.content.filter((part) => part.type === "tool_call");
