@@ -1,7 +1,6 @@
-import type { EventSourceMessage } from "eventsource-parser/stream";
 import { ModelError, type AssistantContent, type ConversationMessage, type ModelErrorCode, type ModelProvider, type ModelRequest, type ModelResponse, type StopReason, type ToolDefinition, type UserContent } from "./port.ts";
 import { finishContent, type ContentDraft } from "./reply.ts";
-import { cutOff, eventJson, streamEvents, type ProviderOptions } from "./transport.ts";
+import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 
 /**
  * The Anthropic Messages API (POST {baseUrl}/v1/messages), always streamed:
@@ -88,7 +87,7 @@ const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
   ["invalid_request_error", "model_rejected"],
 ]);
 
-async function readReply(events: AsyncIterable<EventSourceMessage>, onTextDelta: ((text: string) => void) | undefined): Promise<ModelResponse> {
+async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined): Promise<ModelResponse> {
   /** Keyed by block index; blocks the port does not carry (thinking, server tools) have no draft. */
   const drafts = new Map<number | undefined, ContentDraft>();
   const usage = { inputTokens: 0, outputTokens: 0 };

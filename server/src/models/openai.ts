@@ -1,7 +1,6 @@
-import type { EventSourceMessage } from "eventsource-parser/stream";
 import { ModelError, type AssistantContent, type ConversationMessage, type ModelProvider, type ModelRequest, type ModelResponse, type StopReason, type ToolDefinition } from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
-import { cutOff, eventJson, streamEvents, type ProviderOptions } from "./transport.ts";
+import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 
 /**
  * OpenAI Chat Completions (POST {baseUrl}/chat/completions), always streamed:
@@ -91,7 +90,7 @@ const STOP_REASONS = new Map<string, StopReason>([
   ["content_filter", "refusal"],
 ]);
 
-async function readReply(events: AsyncIterable<EventSourceMessage>, onTextDelta: ((text: string) => void) | undefined): Promise<ModelResponse> {
+async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined): Promise<ModelResponse> {
   const text: TextDraft = { type: "text", text: "" };
   /** Keyed by the tool call's index in the reply. */
   const calls = new Map<number | undefined, ToolCallDraft>();

@@ -1,5 +1,7 @@
+import * as http from "node:http";
+import * as https from "node:https";
 import { setTimeout as sleep } from "node:timers/promises";
-import { EventSourceParserStream, ParseError, type EventSourceMessage } from "eventsource-parser/stream";
+import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
 import { ModelError, type ModelCallOptions, type ModelErrorCode } from "./port.ts";
 
 /** How an adapter reaches its provider; createModelProviders fills it from the settings. */
@@ -23,6 +25,9 @@ export interface StreamRequest {
   body: unknown;
 }
 
+/** One server-sent event of a reply. */
+export type ServerSentEvent = EventSourceMessage;
+
 /** What naming a failure needs to know about the call. */
 interface CallContext {
   provider: string;
@@ -38,26 +43,34 @@ interface CallContext {
 const MAX_EVENT_CHARS = 4 * 1024 * 1024;
 /** How much of a provider's error message is worth carrying. */
 const MAX_DETAIL_CHARS = 500;
+/** The reason of the call's own signal when its time bound passes (its message is never shown). */
+const TIMED_OUT = new Error("the model call outlived its time bound");
 
 /**
  * POSTs a JSON body and yields the server-sent events of the reply. A retryable failure before
  * the reply starts is retried, up to maxRetries times; once events flow nothing is retried,
  * because the caller has already seen text deltas. Every failure surfaces as a ModelError.
+ *
+ * It speaks node:http(s) through Node's global agents (keep-alive, and the process's proxy
+ * settings when NODE_USE_ENV_PROXY asks for them) rather than fetch: fetch and its web streams
+ * cost about 350 µs of CPU per call more, as much as the rest of a text turn's model call
+ * (docs/performance.md). Redirects are never followed, as node:http never does: a key in a
+ * custom header (x-api-key) would follow one to another origin.
  */
-export async function* streamEvents(request: StreamRequest, options: ProviderOptions, call: ModelCallOptions): AsyncGenerator<EventSourceMessage> {
-  const context: CallContext = {
-    provider: request.provider,
-    apiKey: call.apiKey,
-    timeoutMs: options.timeoutMs,
-    callerSignal: call.signal,
-    signal: AbortSignal.any([call.signal, AbortSignal.timeout(options.timeoutMs)]),
-  };
-  const response = await connect(request, options, context);
-  yield* readEvents(response, context);
+export async function* streamEvents(request: StreamRequest, options: ProviderOptions, call: ModelCallOptions): AsyncGenerator<ServerSentEvent> {
+  const bound = new CallBound(call.signal, options.timeoutMs);
+  const context: CallContext = { provider: request.provider, apiKey: call.apiKey, timeoutMs: options.timeoutMs, callerSignal: call.signal, signal: bound.signal };
+  let response: http.IncomingMessage | undefined;
+  try {
+    response = await connect(request, options, context);
+    yield* readEvents(response, context);
+  } finally {
+    bound.releaseWhenClosed(response);
+  }
 }
 
 /** Parses the JSON object an event carries. */
-export function eventJson(event: EventSourceMessage, provider: string): object {
+export function eventJson(event: ServerSentEvent, provider: string): object {
   let value: unknown;
   try {
     value = JSON.parse(event.data);
@@ -73,10 +86,50 @@ export function cutOff(provider: string): ModelError {
   return new ModelError("model_unavailable", `${provider}: the stream ended before the reply was complete`);
 }
 
-async function connect(request: StreamRequest, options: ProviderOptions, context: CallContext): Promise<Response> {
+/**
+ * The call's own signal: the caller's, or the time bound. One timer per call, cleared when the
+ * response is done with (AbortSignal.timeout's timer would live on for the whole bound after
+ * every call).
+ */
+class CallBound {
+  readonly #controller = new AbortController();
+  readonly #caller: AbortSignal;
+  readonly #timer: NodeJS.Timeout;
+  readonly #onCallerAbort = () => this.#controller.abort(this.#caller.reason);
+
+  constructor(caller: AbortSignal, timeoutMs: number) {
+    this.#caller = caller;
+    if (caller.aborted) this.#controller.abort(caller.reason);
+    else caller.addEventListener("abort", this.#onCallerAbort, { once: true });
+    this.#timer = setTimeout(() => this.#controller.abort(TIMED_OUT), timeoutMs).unref();
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /**
+   * The reply may be complete (message_stop, [DONE]) before its HTTP response has ended: what is
+   * left is read and dropped so that the connection goes back to the agent, still under the
+   * bound, which is released once the response closes.
+   */
+  releaseWhenClosed(response: http.IncomingMessage | undefined): void {
+    if (response === undefined || response.closed) return this.#release();
+    response.resume();
+    response.once("close", () => this.#release());
+  }
+
+  #release(): void {
+    clearTimeout(this.#timer);
+    this.#caller.removeEventListener("abort", this.#onCallerAbort);
+  }
+}
+
+async function connect(request: StreamRequest, options: ProviderOptions, context: CallContext): Promise<http.IncomingMessage> {
+  const body = JSON.stringify(request.body);
   for (let retry = 0; ; retry++) {
-    const outcome = await attempt(request, context);
-    if (outcome instanceof Response) return outcome;
+    const outcome = await attempt(request, body, context);
+    if (!("error" in outcome)) return outcome;
     if (!outcome.error.retryable || retry >= options.maxRetries) throw outcome.error;
     await pause(backoffMs(retry, options.retryBaseDelayMs ?? 500, outcome.retryAfterMs), context);
   }
@@ -88,48 +141,61 @@ interface FailedAttempt {
   retryAfterMs?: number | undefined;
 }
 
-async function attempt(request: StreamRequest, context: CallContext): Promise<Response | FailedAttempt> {
-  const body = JSON.stringify(request.body);
-  let response: Response;
+async function attempt(request: StreamRequest, body: string, context: CallContext): Promise<http.IncomingMessage | FailedAttempt> {
+  let response: http.IncomingMessage;
   try {
-    // No redirects: a key in a custom header (x-api-key) would follow one to another origin.
-    response = await fetch(request.url, { method: "POST", headers: request.headers, body, signal: context.signal, redirect: "manual" });
+    response = await post(request, body, context.signal);
   } catch (error) {
     return { error: transportFailure(error, context) };
   }
-  if (!response.ok) return { error: await statusFailure(response, context), retryAfterMs: retryAfterMs(response.headers) };
-  if (response.body === null || !response.headers.get("content-type")?.startsWith("text/event-stream")) {
-    await response.body?.cancel();
-    return { error: new ModelError("model_invalid_response", `${context.provider}: the reply is not an event stream`, response.status) };
+  const status = response.statusCode ?? 0;
+  if (status < 200 || status > 299) return { error: await statusFailure(response, context), retryAfterMs: retryAfterMs(response.headers) };
+  if (!response.headers["content-type"]?.startsWith("text/event-stream")) {
+    response.destroy();
+    return { error: new ModelError("model_invalid_response", `${context.provider}: the reply is not an event stream`, status) };
   }
   return response;
 }
 
-/** `response` has a body: attempt() checked. */
-async function* readEvents(response: Response, context: CallContext): AsyncGenerator<EventSourceMessage> {
-  // Node's web streams are async iterable; the DOM lib of the tsconfig (without dom.asynciterable) does not say so.
-  const events = response.body!
-    .pipeThrough(new TextDecoderStream())
-    .pipeThrough(new EventSourceParserStream({ onError: "terminate", maxBufferSize: MAX_EVENT_CHARS })) as unknown as AsyncIterable<EventSourceMessage>;
+/** The POST, resolved with the response once its headers are in; the signal destroys request and response. */
+function post(request: StreamRequest, body: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+  const url = new URL(request.url);
+  const send = url.protocol === "https:" ? https.request : http.request;
+  return new Promise((resolve, reject) => {
+    const outgoing = send(url, { method: "POST", headers: { ...request.headers, "content-length": Buffer.byteLength(body) }, signal }, resolve);
+    outgoing.once("error", reject);
+    outgoing.end(body);
+  });
+}
+
+/** `response` is an event stream: attempt() checked. */
+async function* readEvents(response: http.IncomingMessage, context: CallContext): AsyncGenerator<ServerSentEvent> {
+  const events: ServerSentEvent[] = [];
+  let malformed: ParseError | undefined;
+  const parser = createParser({ onEvent: (event) => events.push(event), onError: (error) => (malformed ??= error), maxBufferSize: MAX_EVENT_CHARS });
+  response.setEncoding("utf8");
   try {
-    for await (const event of events) yield event;
+    // Not destroyed when the reader stops early: streamEvents reads what is left.
+    for await (const chunk of response.iterator({ destroyOnReturn: false }) as AsyncIterable<string>) {
+      parser.feed(chunk);
+      if (malformed) throw new ModelError("model_invalid_response", `${context.provider}: the reply is not a well-formed event stream`);
+      for (const event of events.splice(0)) {
+        // Events parsed from one chunk are not handed out once the call was stopped.
+        if (context.signal.aborted) throw transportFailure(context.signal.reason, context);
+        yield event;
+      }
+    }
   } catch (error) {
-    if (error instanceof ParseError) throw new ModelError("model_invalid_response", `${context.provider}: the reply is not a well-formed event stream`);
+    if (error instanceof ModelError) throw error;
     throw transportFailure(error, context);
   }
 }
 
-/** A failed fetch, body read or pause: cancelled or timed out when a signal fired, else the network. */
+/** A failed request, body read or pause: cancelled or timed out when a signal fired, else the network. */
 function transportFailure(error: unknown, context: CallContext): ModelError {
   if (context.callerSignal.aborted) return new ModelError("model_cancelled", `${context.provider}: the call was cancelled`);
   if (context.signal.aborted) return new ModelError("model_timeout", `${context.provider}: no complete reply within ${context.timeoutMs} ms`);
-  return new ModelError("model_unavailable", `${context.provider}: connection failed (${networkReason(error)})`);
-}
-
-/** Node's fetch throws "fetch failed" or "terminated"; the cause says what happened (connect ECONNREFUSED, other side closed). */
-function networkReason(error: unknown): string {
-  const cause: unknown = error instanceof Error ? error.cause : undefined;
-  return String(cause instanceof Error ? cause.message : error instanceof Error ? error.message : error);
+  return new ModelError("model_unavailable", `${context.provider}: connection failed (${error instanceof Error ? error.message : String(error)})`);
 }
 
 type StatusCode = Extract<ModelErrorCode, "model_auth_failed" | "model_rate_limited" | "model_overloaded" | "model_rejected" | "model_unavailable">;
@@ -151,13 +217,21 @@ function codeForStatus(status: number): StatusCode {
   return "model_rejected";
 }
 
-async function statusFailure(response: Response, context: CallContext): Promise<ModelError> {
-  const code = codeForStatus(response.status);
-  const body = await response.text().catch(() => "");
+async function statusFailure(response: http.IncomingMessage, context: CallContext): Promise<ModelError> {
+  const status = response.statusCode ?? 0;
+  const code = codeForStatus(status);
+  const body = await text(response).catch(() => "");
   // A provider's 401 message may quote part of the refused key; say nothing beyond the status.
   const detail = code === "model_auth_failed" ? undefined : providerMessage(body, context.apiKey);
-  const message = `${context.provider}: ${STATUS_SUMMARY[code]} (HTTP ${response.status})${detail === undefined ? "" : `: ${detail}`}`;
-  return new ModelError(code, message, response.status);
+  const message = `${context.provider}: ${STATUS_SUMMARY[code]} (HTTP ${status})${detail === undefined ? "" : `: ${detail}`}`;
+  return new ModelError(code, message, status);
+}
+
+async function text(response: http.IncomingMessage): Promise<string> {
+  response.setEncoding("utf8");
+  let body = "";
+  for await (const chunk of response as AsyncIterable<string>) body += chunk;
+  return body;
 }
 
 /** The provider's own explanation (both wire formats put it at error.message), with the key cut out in case it was echoed. */
@@ -173,10 +247,10 @@ function providerMessage(body: string, apiKey: string): string | undefined {
 }
 
 /** Both providers send retry-after (seconds); both SDKs also honour the finer retry-after-ms. */
-function retryAfterMs(headers: Headers): number | undefined {
-  const ms = Number(headers.get("retry-after-ms") ?? NaN);
+function retryAfterMs(headers: http.IncomingHttpHeaders): number | undefined {
+  const ms = Number(headers["retry-after-ms"] ?? NaN);
   if (ms >= 0) return ms;
-  const secs = Number(headers.get("retry-after") ?? NaN);
+  const secs = Number(headers["retry-after"] ?? NaN);
   return secs >= 0 ? secs * 1000 : undefined;
 }
 
