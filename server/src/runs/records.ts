@@ -1,5 +1,6 @@
 import type { ConversationMessage } from "../models/index.ts";
 import { prefixEnd, type Store, type Table, type WriteOp } from "../storage/index.ts";
+import { ConversationCache } from "./conversation-cache.ts";
 
 export type RunStatus = "running" | "completed" | "failed" | "cancelled";
 
@@ -31,8 +32,9 @@ interface RunLocation {
 
 /**
  * Runs keyed `<workspace>/<sessionId>/<runId>` (newest last, as ids sort by time); each session's
- * idempotency keys; the conversation each run added to its session; and the runs that are
- * running, so that a restart can mark them failed.
+ * idempotency keys; the conversation each run added to its session (the latest sessions' kept in
+ * memory too: ConversationCache); and the runs that are running, so that a restart can mark them
+ * failed.
  */
 export class RunRecords {
   readonly #store: Store;
@@ -42,6 +44,7 @@ export class RunRecords {
   readonly #active: Table<RunLocation>;
   /** Finished runs keyed `<finishedAt>/<runId>`, for retention cleanup in time order. */
   readonly #finished: Table<RunLocation>;
+  readonly #cache = new ConversationCache();
 
   constructor(store: Store) {
     this.#store = store;
@@ -76,20 +79,29 @@ export class RunRecords {
   }
 
   /**
-   * What stores a finished run with the conversation it added and forgets it as active: one
-   * atomic batch, written by the caller with the run's last event.
+   * Stores a finished run with the conversation it added and forgets it as active, in one atomic
+   * batch that `commit` writes (with the run's last event).
    */
-  finishOps(record: RunRecord, conversation: ConversationMessage[]): WriteOp[] {
+  async finish(record: RunRecord, conversation: ConversationMessage[], commit: (ops: WriteOp[]) => Promise<void>): Promise<void> {
     const location = { workspace: record.workspace, sessionId: record.sessionId };
-    return [
+    const ops = [
       this.#runs.putOp(runKey(record.workspace, record.sessionId, record.id), record),
       this.#conversations.putOp(`${record.sessionId}/${record.id}`, conversation),
       this.#active.deleteOp(record.id),
       this.#finished.putOp(`${record.finishedAt}/${record.id}`, location),
     ];
+    try {
+      await commit(ops);
+    } catch (error) {
+      // Whether it was written is not known.
+      this.#cache.forget(record.sessionId);
+      throw error;
+    }
+    this.#cache.extend(record.sessionId, conversation);
   }
 
   delete(record: RunRecord): Promise<void> {
+    this.#cache.forget(record.sessionId);
     const ops = [
       this.#runs.deleteOp(runKey(record.workspace, record.sessionId, record.id)),
       this.#conversations.deleteOp(`${record.sessionId}/${record.id}`),
@@ -111,10 +123,15 @@ export class RunRecords {
     return this.#runs.values({ gt: prefix, lt: prefixEnd(prefix) });
   }
 
-  /** The session's conversation so far: every finished run's messages, in run order. */
-  async conversation(sessionId: string): Promise<ConversationMessage[]> {
+  /** The session's conversation so far: every finished run's messages, in run order. Callers must not change it. */
+  async conversation(sessionId: string): Promise<readonly ConversationMessage[]> {
+    const cached = this.#cache.get(sessionId);
+    if (cached) return cached;
+    const readStarted = this.#cache.readStarted();
     const prefix = `${sessionId}/`;
-    return (await this.#conversations.values({ gt: prefix, lt: prefixEnd(prefix) })).flat();
+    const messages = (await this.#conversations.values({ gt: prefix, lt: prefixEnd(prefix) })).flat();
+    this.#cache.keep(sessionId, messages, readStarted);
+    return messages;
   }
 
   /** Runs that were running when the process stopped. */

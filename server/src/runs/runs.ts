@@ -219,10 +219,11 @@ export class Runs {
       ...(end.error ? { error: end.error } : {}),
     };
     const counts = { rounds: record.rounds, toolCalls: record.toolCalls, usage: record.usage };
-    const records = this.#options.records.finishOps(finished, end.added);
-    if (end.status === "completed") await events.commit("turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts }, records);
-    else if (end.status === "cancelled") await events.commit("run.cancelled", { ...end.error, ...counts }, records);
-    else await events.commit("turn.failed", { ...end.error, ...counts }, records);
+    const [type, data] =
+      end.status === "completed"
+        ? (["turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts }] as const)
+        : ([end.status === "cancelled" ? "run.cancelled" : "turn.failed", { ...end.error, ...counts }] as const);
+    await this.#options.records.finish(finished, end.added, (records) => events.commit(type, data, records));
     Object.assign(record, finished);
   }
 

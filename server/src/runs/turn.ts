@@ -19,7 +19,7 @@ export interface TurnSetup {
   skills: RunSkill[];
   /** Run files to stage, paths relative to /workspace. */
   files: StagedFile[];
-  history: ConversationMessage[];
+  history: readonly ConversationMessage[];
   /** A custom agent loop; the default loop when absent. */
   agentLoop?: AgentLoopPlacement;
 }

@@ -1,0 +1,93 @@
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import { Level } from "level";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { ConversationMessage } from "../src/models/index.ts";
+import { RunRecords, type RunRecord } from "../src/runs/records.ts";
+import { LevelStore, StorageError, type Store } from "../src/storage/index.ts";
+
+const SESSION = "ses_0000000000000000000000000a";
+
+function finishedRun(id: string): RunRecord {
+  return {
+    id,
+    sessionId: SESSION,
+    workspace: "ws",
+    status: "completed",
+    model: { provider: "anthropic", name: "m", maxTokens: 1, parameters: {} },
+    skills: [],
+    createdAt: "2026-01-01T00:00:00.000Z",
+    finishedAt: "2026-01-01T00:00:01.000Z",
+    usage: { inputTokens: 0, outputTokens: 0 },
+    rounds: 1,
+    toolCalls: 0,
+    outputText: "",
+    idempotencyHash: "",
+  };
+}
+
+function said(text: string): ConversationMessage[] {
+  return [{ role: "user", content: [{ type: "text", text }] }];
+}
+
+const texts = (messages: readonly ConversationMessage[]) => messages.map((message) => (message.content[0] as { text: string }).text);
+
+describe("a session's conversation (kept in memory for its next run)", () => {
+  let dir: string;
+  let store: Store;
+  /** Two views of one database: `records` is the one under test, `cold` has nothing cached. */
+  let records: RunRecords;
+  let cold: () => RunRecords;
+
+  beforeEach(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-run-records-"));
+    const db = new Level<string, string>(dir);
+    await db.open();
+    store = new LevelStore(db);
+    records = new RunRecords(store);
+    cold = () => new RunRecords(store);
+  });
+  afterEach(async () => {
+    await store.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  const finish = (id: string, text: string) => records.finish(finishedRun(id), said(text), (ops) => store.write(ops));
+
+  it("grows with every committed run and is what storage holds", async () => {
+    await finish("run_1", "one");
+    expect(texts(await records.conversation(SESSION))).toEqual(["one"]);
+    await finish("run_2", "two");
+    expect(texts(await records.conversation(SESSION))).toEqual(["one", "two"]);
+    expect(await cold().conversation(SESSION)).toEqual(await records.conversation(SESSION));
+  });
+
+  it("loses a deleted run's messages", async () => {
+    await finish("run_1", "one");
+    await finish("run_2", "two");
+    await records.conversation(SESSION);
+    await records.delete(finishedRun("run_1"));
+    expect(texts(await records.conversation(SESSION))).toEqual(["two"]);
+  });
+
+  it("does not keep a read that a deletion overlapped", async () => {
+    await finish("run_1", "one");
+    await finish("run_2", "two");
+    const reading = records.conversation(SESSION);
+    const deleting = records.delete(finishedRun("run_1"));
+    await Promise.all([reading, deleting]);
+    expect(texts(await records.conversation(SESSION))).toEqual(["two"]);
+  });
+
+  it("forgets the conversation when a run's end could not be written", async () => {
+    await finish("run_1", "one");
+    await records.conversation(SESSION);
+    const failed = records.finish(finishedRun("run_2"), said("two"), async (ops) => {
+      await store.write(ops);
+      throw new StorageError("the batch was written, but its caller was told otherwise");
+    });
+    await expect(failed).rejects.toBeInstanceOf(StorageError);
+    expect(texts(await records.conversation(SESSION))).toEqual(["one", "two"]);
+  });
+});
