@@ -1,6 +1,7 @@
 import { ModelError, type AssistantContent, type ConversationMessage, type ModelErrorCode, type ModelProvider, type ModelRequest, type ModelResponse, type StopReason, type ToolDefinition, type UserContent } from "./port.ts";
 import { finishContent, type ContentDraft } from "./reply.ts";
 import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { WireMessages } from "./wire-json.ts";
 
 /**
  * The Anthropic Messages API (POST {baseUrl}/v1/messages), always streamed:
@@ -20,17 +21,19 @@ export function createAnthropicProvider(options: ProviderOptions): ModelProvider
   };
 }
 
+const wire = new WireMessages((message) => [wireMessage(message)]);
+
 /** The caller's parameters come first, so the request's own fields always win. */
-function messagesBody(request: ModelRequest): Record<string, unknown> {
-  return {
+function messagesBody(request: ModelRequest): string {
+  const fields = {
     ...request.parameters,
     model: request.model,
     max_tokens: request.maxTokens,
     ...(request.system === "" ? {} : { system: request.system }),
-    messages: request.messages.map(wireMessage),
     ...(request.tools.length === 0 ? {} : { tools: request.tools.map(wireTool) }),
     stream: true,
   };
+  return wire.body(fields, request.messages);
 }
 
 function wireMessage(message: ConversationMessage): Record<string, unknown> {

@@ -1,6 +1,7 @@
 import { ModelError, type AssistantContent, type ConversationMessage, type ModelProvider, type ModelRequest, type ModelResponse, type StopReason, type ToolDefinition } from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
 import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { WireMessages } from "./wire-json.ts";
 
 /**
  * OpenAI Chat Completions (POST {baseUrl}/chat/completions), always streamed:
@@ -23,18 +24,20 @@ export function createOpenAIProvider(options: ProviderOptions): ModelProvider {
  * The caller's parameters come first, so the request's own fields always win. max_tokens is
  * deprecated and refused by reasoning models; max_completion_tokens works for every model.
  */
-function chatBody(request: ModelRequest): Record<string, unknown> {
+function chatBody(request: ModelRequest): string {
   const system = request.system === "" ? [] : [{ role: "system", content: request.system }];
-  return {
+  const fields = {
     ...request.parameters,
     model: request.model,
     max_completion_tokens: request.maxTokens,
-    messages: [...system, ...request.messages.flatMap(wireMessages)],
     ...(request.tools.length === 0 ? {} : { tools: request.tools.map(wireTool) }),
     stream: true,
     stream_options: { include_usage: true },
   };
+  return wire.body(fields, request.messages, system);
 }
+
+const wire = new WireMessages(wireMessages);
 
 /**
  * A tool result is a message of its own (role "tool"), and tool messages must directly follow

@@ -28,6 +28,7 @@ export interface ToolDefinition {
   inputSchema: Record<string, unknown>;
 }
 
+/** A message is never changed once it is part of a conversation: adapters remember each one's wire form (wire-json.ts). */
 export type ConversationMessage =
   | { role: "user"; content: UserContent[] }
   | { role: "assistant"; content: AssistantContent[] };

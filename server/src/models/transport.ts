@@ -22,7 +22,8 @@ export interface StreamRequest {
   url: string;
   /** Including the auth header. */
   headers: Record<string, string>;
-  body: unknown;
+  /** JSON text. */
+  body: string;
 }
 
 /** One server-sent event of a reply. */
@@ -126,9 +127,8 @@ class CallBound {
 }
 
 async function connect(request: StreamRequest, options: ProviderOptions, context: CallContext): Promise<http.IncomingMessage> {
-  const body = JSON.stringify(request.body);
   for (let retry = 0; ; retry++) {
-    const outcome = await attempt(request, body, context);
+    const outcome = await attempt(request, context);
     if (!("error" in outcome)) return outcome;
     if (!outcome.error.retryable || retry >= options.maxRetries) throw outcome.error;
     await pause(backoffMs(retry, options.retryBaseDelayMs ?? 500, outcome.retryAfterMs), context);
@@ -141,10 +141,10 @@ interface FailedAttempt {
   retryAfterMs?: number | undefined;
 }
 
-async function attempt(request: StreamRequest, body: string, context: CallContext): Promise<http.IncomingMessage | FailedAttempt> {
+async function attempt(request: StreamRequest, context: CallContext): Promise<http.IncomingMessage | FailedAttempt> {
   let response: http.IncomingMessage;
   try {
-    response = await post(request, body, context.signal);
+    response = await post(request, context.signal);
   } catch (error) {
     return { error: transportFailure(error, context) };
   }
@@ -158,13 +158,13 @@ async function attempt(request: StreamRequest, body: string, context: CallContex
 }
 
 /** The POST, resolved with the response once its headers are in; the signal destroys request and response. */
-function post(request: StreamRequest, body: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+function post(request: StreamRequest, signal: AbortSignal): Promise<http.IncomingMessage> {
   const url = new URL(request.url);
   const send = url.protocol === "https:" ? https.request : http.request;
   return new Promise((resolve, reject) => {
-    const outgoing = send(url, { method: "POST", headers: { ...request.headers, "content-length": Buffer.byteLength(body) }, signal }, resolve);
+    const outgoing = send(url, { method: "POST", headers: { ...request.headers, "content-length": Buffer.byteLength(request.body) }, signal }, resolve);
     outgoing.once("error", reject);
-    outgoing.end(body);
+    outgoing.end(request.body);
   });
 }
 
