@@ -166,10 +166,10 @@ export class Runs {
       idempotencyHash: submission.idempotencyHash,
       ...(submission.idempotencyKey ? { idempotencyKey: submission.idempotencyKey } : {}),
     };
+    const history = await this.#options.records.conversation(session.id);
+    const tools: ToolDefinition[] = session.tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown> }));
     const events = new RunEvents(this.#options.sessions, session.id, id);
-    // The conversation so far is read while the run's record and first event are synced.
-    const conversation = this.#options.records.conversation(session.id);
-    const submitted = events.commit(
+    const recorded = events.commit(
       "run.submitted",
       {
         model: { provider: submission.model.provider, name: submission.model.name },
@@ -180,21 +180,24 @@ export class Runs {
       },
       this.#options.records.startOps(record),
     );
-    const [history] = await Promise.all([conversation, submitted]);
-    const tools: ToolDefinition[] = session.tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown> }));
-    this.#start({ record, submission, tools, skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events);
+    // The turn starts while the run's record is synced (see Turn); the run is answered once it is durable.
+    this.#start({ record, submission, tools, skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events, recorded);
+    await recorded;
     return record;
   }
 
-  #start(setup: TurnSetup, events: RunEvents): void {
+  #start(setup: TurnSetup, events: RunEvents, recorded: Promise<void>): void {
     const { record, submission } = setup;
     const controller = new AbortController();
+    recorded.catch(() => controller.abort(new TurnStopped("cancelled", "the run could not be recorded")));
     const deadlineMs = Date.parse(record.createdAt) + this.#options.settings.maxTurnSecs * 1000;
     const timer = setTimeout(() => controller.abort(new TurnStopped("timeout", `the turn passed SERVICE_MAX_TURN_SECS (${this.#options.settings.maxTurnSecs} s)`)), deadlineMs - Date.now());
     const provider = this.#options.providers.get(submission.model.provider)!;
     const done = (async () => {
-      const end = await new Turn(setup, { sessions: this.#options.sessions, events, provider, deadlineMs }, controller.signal).run();
+      const end = await new Turn(setup, { sessions: this.#options.sessions, events, recorded, provider, deadlineMs }, controller.signal).run();
       clearTimeout(timer);
+      // A run whose record could not be written was never created: nothing more is written for it.
+      if (!(await recorded.then(() => true, () => false))) return;
       if (controller.signal.aborted) await this.#options.sessions.cancelRunOperations(record.workspace, record.sessionId, record.id).catch(() => undefined);
       await this.#finish(record, end, events);
     })()

@@ -28,6 +28,8 @@ export interface TurnDeps {
   sessions: Sessions;
   /** The run's events; its end is committed through the same writer (Runs). */
   events: RunEvents;
+  /** Resolves once the run's record and first event are durable; rejects if they could not be written. */
+  recorded: Promise<void>;
   provider: ModelProvider;
   /** When the whole turn must be over (SERVICE_MAX_TURN_SECS after submit). */
   deadlineMs: number;
@@ -58,6 +60,11 @@ export class TurnStopped extends Error {
  * TurnEnd. The record's counters (rounds, tool calls, usage) are updated as it goes. It does
  * not wait for its last events to be durable: the run's end is committed after them, in the
  * same batch as a rule (Runs).
+ *
+ * It starts while the run's record is being synced, so that its first events (turn.started,
+ * model.request) share that batch instead of taking one of their own, which the turn's end
+ * would often wait behind. Nothing reaches the model or an environment (staging, tools, a
+ * custom loop) before the record is durable; if it cannot be written, the turn is stopped (Runs).
  */
 export class Turn implements LoopHost {
   readonly #setup: TurnSetup;
@@ -92,6 +99,8 @@ export class Turn implements LoopHost {
     record.rounds = round;
     const tools = skills.length > 0 ? [...this.#setup.tools, SKILLS_TOOL] : this.#setup.tools;
     this.#events.record("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) });
+    // In the first round this event shares the batch of the run's record, which the call waits for.
+    await this.#deps.recorded;
     const deltas = this.#events.deltas(round);
     const reply = await this.#deps.provider.complete(
       { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
@@ -139,6 +148,7 @@ export class Turn implements LoopHost {
       emit: (event: string) => this.#events.record("turn.progress", { event: parseJson(event) }),
     };
     const input = JSON.stringify({ v: 1, message: submission.message });
+    await this.#deps.recorded;
     const running = this.#deps.sessions.runAgentLoop(record.workspace, record.sessionId, loop, host, { input, timeoutMs: this.#remainingMs(), runId: record.id });
     const { receipt } = await raceStop(running, this.#signal);
     if (receipt.outcome === "failure") throw new LoopFailed(receipt.code, receipt.message);
@@ -183,6 +193,7 @@ export class Turn implements LoopHost {
     const { skills, files, record } = this.#setup;
     const staged = [...skills.flatMap((skill) => [...skill.files].map(([path, bytes]) => ({ path: `skills/${skill.name}/${path}`, bytes }))), ...files];
     if (staged.length === 0) return;
+    await this.#deps.recorded;
     const receipts = await this.#deps.sessions.stage(record.workspace, record.sessionId, staged, record.id);
     const failed = receipts.find(({ receipt }) => receipt.outcome !== "returned");
     if (failed) throw new StagingFailed(`staging into environment ${failed.environment} failed: ${failed.receipt.outcome === "failure" ? failed.receipt.message : failed.receipt.outcome}`);
