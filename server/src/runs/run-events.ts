@@ -82,6 +82,7 @@ export class DeltaWriter {
   /**
    * Records what is left at once, behind a write still in flight (the journal keeps call order),
    * so that it comes before whatever the caller records next; the run's `written()` covers it.
+   * Nothing is written after it, also when the stream failed: the turn's end must come last.
    */
   end(): void {
     this.#ended = true;

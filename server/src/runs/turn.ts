@@ -102,11 +102,16 @@ export class Turn implements LoopHost {
     // In the first round this event shares the batch of the run's record, which the call waits for.
     await this.#deps.recorded;
     const deltas = this.#events.deltas(round);
-    const reply = await this.#deps.provider.complete(
-      { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
-      { apiKey: submission.apiKey, signal: this.#signal, onTextDelta: (text) => deltas.push(text) },
-    );
-    deltas.end();
+    let reply: ModelResponse;
+    try {
+      reply = await this.#deps.provider.complete(
+        { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
+        { apiKey: submission.apiKey, signal: this.#signal, onTextDelta: (text) => deltas.push(text) },
+      );
+    } finally {
+      // Text that streamed in is journaled before anything the turn records next, its end included.
+      deltas.end();
+    }
     record.usage.inputTokens += reply.usage.inputTokens;
     record.usage.outputTokens += reply.usage.outputTokens;
     const toolCalls = reply.content.filter((part) => part.type === "tool_call");
