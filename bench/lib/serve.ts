@@ -1,3 +1,6 @@
+import { once } from "node:events";
+import type * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import type { FromChild, ToChild } from "./child.ts";
 
 export interface Served {
@@ -29,4 +32,22 @@ export async function serveOverIpc(start: () => Promise<Served>): Promise<void> 
     else if (message.type === "stop") served.close().finally(() => process.exit(0));
   });
   send({ type: "ready", url: served.url });
+}
+
+/** Listens on a loopback port; `close` ends the server's HTTP/2 sessions too, so it does not wait on idle clients. */
+export async function listenHttp2(server: http2.Http2Server): Promise<Served> {
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    async close() {
+      for (const session of sessions) session.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }

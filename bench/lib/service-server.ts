@@ -7,9 +7,7 @@
 // service's pool, prepared components, process and event loop, without the session and journal.
 //
 // The child reports both base URLs as its URL, space-separated: "<service> <bare>" (see services.ts).
-import { once } from "node:events";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { toJsonString } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -18,7 +16,7 @@ import { startService, type RunningService } from "../../server/src/app.ts";
 import { loadSettings } from "../../server/src/config/index.ts";
 import { failure, returned, unknown, type TerminalReceipt } from "../../server/src/environments/index.ts";
 import { receiptMessage } from "../../server/src/sessions/messages.ts";
-import { serveOverIpc, type Served } from "./serve.ts";
+import { listenHttp2, serveOverIpc, type Served } from "./serve.ts";
 
 type Pool = RunningService["serviceEnv"]["pool"];
 type Receipt = Awaited<ReturnType<Pool["invoke"]>>;
@@ -65,20 +63,7 @@ async function serveBarePool(pool: Pool, maxTurnSecs: number): Promise<Served> {
     },
   });
   const server = http2.createServer(handler);
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    async close() {
-      for (const session of sessions) session.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return listenHttp2(server);
 }
 
 function terminal(receipt: Receipt): TerminalReceipt {

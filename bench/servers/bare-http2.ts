@@ -1,9 +1,7 @@
 // The floor: a plaintext node:http2 server on the core stream API (no compat layer, no routing,
 // no protobuf) that drains a POST and answers a small fixed body. Same process model as the service.
-import { once } from "node:events";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
-import { serveOverIpc } from "../lib/serve.ts";
+import { listenHttp2, serveOverIpc } from "../lib/serve.ts";
 
 // About the size of a Presign dedup-hit answer, so the baseline moves comparable bytes.
 const BODY = Buffer.from(JSON.stringify({ exists: true, sha256: "0".repeat(64) }));
@@ -18,18 +16,5 @@ await serveOverIpc(async () => {
     });
     stream.on("error", () => stream.destroy());
   });
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    async close() {
-      for (const session of sessions) session.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return listenHttp2(server);
 });

@@ -6,10 +6,8 @@
 // the host command stream's transport on its own, in the service's process and event loop.
 //
 // The child reports both base URLs as its URL, space-separated: "<service> <bare>".
-import { once } from "node:events";
 import * as fs from "node:fs/promises";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -17,7 +15,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { HostService } from "../../gen/skillenv/env/v1/host_pb.js";
 import { startService } from "../../server/src/app.ts";
 import { loadSettings } from "../../server/src/config/index.ts";
-import { serveOverIpc, type Served } from "../lib/serve.ts";
+import { listenHttp2, serveOverIpc, type Served } from "../lib/serve.ts";
 
 await serveOverIpc(async () => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-bench-hosts-"));
@@ -55,18 +53,5 @@ async function serveEchoStream(): Promise<Served> {
     },
   });
   const server = http2.createServer(handler);
-  const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    async close() {
-      for (const session of sessions) session.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return listenHttp2(server);
 }
