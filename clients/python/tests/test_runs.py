@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, assert_type, cast
 
 import pytest
 from support import ScriptedProvider, build_components, unique
 
+import skillenv.sessions
 from skillenv import (
     AgentLoop,
     Client,
@@ -16,8 +17,11 @@ from skillenv import (
     PlacementError,
     PreparedArtifact,
     RunFile,
+    RunOptions,
     ServiceError,
+    Session,
     SessionEvent,
+    SessionWithRun,
     Skill,
     host_env,
     program,
@@ -225,4 +229,151 @@ def test_an_agent_loop_is_refused_outside_the_sessions_service_environments_and_
     with pytest.raises(ServiceError) as refusal:
         run_with(AgentLoop(environment=sandbox, implementation=client.env.admit_component(Component(echo_wasm))))
     assert refusal.value.code == "not_found"
+    session.delete()
+
+
+# --- client.sessions.create(run=...): a session and its first run in one call ---
+
+
+def session_ids(client: Client) -> set[str]:
+    return {session.id for session in client.sessions.all()}
+
+
+@pytest.fixture
+def submissions(client: Client, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, bool | None]]:
+    """Every CreateRun the client sends apart from CreateSession (`submit_run`): each time, whether
+    the session's host environments are attached, as the service reports it at that moment."""
+    seen: list[dict[str, bool | None]] = []
+    submit_run = skillenv.sessions.submit_run
+
+    def recording(rpc: Any, session_id: str, run_input: Any) -> Any:
+        seen.append({environment.name: environment.host_attached for environment in client.sessions.get(session_id).environments if environment.kind == "host"})
+        return submit_run(rpc, session_id, run_input)
+
+    monkeypatch.setattr(skillenv.sessions, "submit_run", recording)
+    return seen
+
+
+def test_create_with_a_run_answers_the_session_and_its_first_run_uploading_the_runs_skill_first(
+    client: Client, provider: ScriptedProvider, echo_wasm: bytes, submissions: list[dict[str, bool | None]]
+) -> None:
+    provider.script("first-run", [
+        {"toolCalls": [
+            {"id": "call_list", "name": "skills", "input": {"action": "list"}},
+            {"id": "call_echo", "name": "echo", "input": {"text": "together"}},
+        ]},
+        {"text": "Started together."},
+    ])  # fmt: skip
+    first_steps = Skill.from_content("---\nname: py-first-steps\ndescription: Gets a session going.\n---\n# First steps\n")
+    sandbox = service_env("sandbox")
+
+    created = client.sessions.create(
+        environments=[sandbox],
+        tools=[tool("echo", environment=sandbox, implementation=Component(echo_wasm))],
+        run=RunOptions(message="Begin.", model=Model("anthropic", "first-run"), provider_keys=KEYS, skills=[first_steps]),
+    )
+
+    assert_type(created, SessionWithRun)
+    session, run = created
+    assert submissions == []  # the run went with CreateSession, in one call
+    assert (created.session, created.run) == (session, run)
+    assert session.state == "ready" and session.hosts == {}
+    assert (run.session_id, run.status) == (session.id, "running")
+    record = run.result()
+    assert (record.status, record.output_text, record.tool_calls) == ("completed", "Started together.", 2)
+    results = {event.data["callId"]: event.data for event in run.events() if event.type == "tool.result"}
+    assert results["call_list"]["output"] == {"skills": [{"name": "py-first-steps", "description": "Gets a session going."}]}
+    assert results["call_echo"]["output"] == {"text": "together"}
+    # The draft was upserted first: a workspace skill, snapshotted by the run.
+    assert [(skill.name, skill.content_hash) for skill in record.skills] == [("py-first-steps", first_steps.bundle().content_hash)]
+    assert client.skills.get("py-first-steps").content_hash == first_steps.bundle().content_hash
+    assert [listed.id for listed in session.runs.list().runs] == [run.id]
+    assert session.runs.get(run.id).record.output_text == "Started together."
+    # Without a run, create answers the session alone.
+    alone = client.sessions.create(environments=[sandbox])
+    assert_type(alone, Session)
+    alone.delete()
+    session.delete()
+
+
+def test_create_with_a_run_serves_its_hosts_before_the_run_can_call_them(client: Client, provider: ScriptedProvider, submissions: list[dict[str, bool | None]]) -> None:
+    provider.script("first-run-host", [
+        {"toolCalls": [{"id": "call_clock", "name": "clock", "input": {}}]},
+        {"text": "Today is 2026-11-22."},
+    ])  # fmt: skip
+    laptop = host_env("laptop", {"clock": clock})
+
+    session, run = client.sessions.create(
+        environments=[laptop],
+        tools=[tool("clock", environment=laptop)],
+        run=RunOptions(message="What day is it?", model=Model("anthropic", "first-run-host"), provider_keys=KEYS),
+    )
+
+    # The session first, then its host, then the run: submitted (with CreateRun) once the service had the host attached.
+    assert submissions == [{"laptop": True}]
+    assert session.hosts["laptop"].state == "connected"
+    assert run.session_id == session.id
+    record = run.result()
+    assert (record.status, record.output_text) == ("completed", "Today is 2026-11-22.")
+    # The host was attached when the model called its tool: a returned result, not host_unavailable.
+    results = [event.data for event in run.events() if event.type == "tool.result"]
+    assert [(result["callId"], result["outcome"], result.get("output")) for result in results] == [("call_clock", "returned", {"date": "2026-11-22"})]
+    assert [listed.id for listed in session.runs.list().runs] == [run.id]
+    session.delete()
+
+
+@pytest.mark.parametrize("serve_hosts", [False, True], ids=["in-one-call", "hosts-served-first"])
+def test_a_first_run_the_service_refuses_leaves_no_session_behind(client: Client, serve_hosts: bool) -> None:
+    laptop = host_env("laptop", {"clock": clock})
+    model = Model("anthropic", "never-called")
+    before = session_ids(client)
+
+    def create_with(run: RunOptions) -> None:
+        client.sessions.create(environments=[laptop], tools=[tool("clock", environment=laptop)], serve_hosts=serve_hosts, run=run)
+
+    with pytest.raises(ServiceError) as missing_key:
+        create_with(RunOptions(message="Hi", model=model, provider_keys={}))
+    assert missing_key.value.code == "provider_key_missing"
+    with pytest.raises(ServiceError) as unknown_skill:
+        create_with(RunOptions(message="Hi", model=model, provider_keys=KEYS, skills=["py-no-such-skill"]))
+    assert unknown_skill.value.code == "skill_not_found"
+
+    assert session_ids(client) == before
+
+
+def test_create_with_a_run_checks_its_agent_loop_against_the_definitions_before_anything_is_sent(client: Client, loops: dict[str, bytes]) -> None:
+    sandbox = service_env("sandbox")
+    draft = Skill.from_content("---\nname: py-never-uploaded\ndescription: Refused before upload.\n---\nNever.\n")
+    loop = Component(loops["agent-loop-js"], kind="agentloop")
+    before = session_ids(client)
+
+    def create_with(agent_loop: AgentLoop) -> None:
+        run = RunOptions(message="hi", model=Model("anthropic", "never-called"), provider_keys=KEYS, skills=[draft], agent_loop=agent_loop)
+        client.sessions.create(environments=[sandbox, LAPTOP], tools=[tool("clock", environment=LAPTOP)], run=run)
+
+    with pytest.raises(PlacementError, match=r"host environment laptop of the session.*service environment"):
+        create_with(AgentLoop(environment="laptop", implementation=loop))
+    with pytest.raises(PlacementError, match=r"environment elsewhere, which the session does not define"):
+        create_with(AgentLoop(environment="elsewhere", implementation=loop))
+    with pytest.raises(PlacementError, match=r"a definition of environment sandbox that differs from the session's"):
+        create_with(AgentLoop(environment=service_env("sandbox", network=["https://example.com"]), implementation=loop))
+    # Nothing was uploaded and no session was created.
+    with pytest.raises(ServiceError) as never_uploaded:
+        client.skills.get("py-never-uploaded")
+    assert never_uploaded.value.code == "skill_not_found"
+    assert session_ids(client) == before
+
+
+def test_create_with_a_run_admits_its_agent_loop_and_runs_it(client: Client, provider: ScriptedProvider, loops: dict[str, bytes]) -> None:
+    shouting = program(runtime=Component(loops["qjs-program-agent-loop"], kind="agentloop"), source=SHOUTING_LOOP, configuration={"suffix": "!"})
+    sandbox = service_env("sandbox")
+    provider.script("first-run-loop", [{"text": "first words"}])
+
+    session, run = client.sessions.create(
+        environments=[sandbox],
+        run=RunOptions(message="hi", model=Model("anthropic", "first-run-loop"), provider_keys=KEYS, agent_loop=AgentLoop(environment=sandbox, implementation=shouting)),
+    )
+
+    assert (run.result().status, run.result().output_text) == ("completed", "FIRST WORDS!")
+    assert [event.data["event"] for event in run.events() if event.type == "turn.progress"] == [{"v": 1, "kind": "shouting"}]
     session.delete()

@@ -13,8 +13,8 @@ from skillenv.events import EventStream, SessionEvent
 from skillenv.extension import Credential, ExtensionDefinitionError, ExtensionEnvironment, ExtensionKind, environment, extension_env
 from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, HostState, HostToolContext, Reconnect, ToolFailure, host_env
 from skillenv.programs import Component, Program, ProgramError, ResolvedProgram, program
-from skillenv.runs import AgentLoop, Model, Run, RunFile, RunRecord
-from skillenv.sessions import Failure, Receipt, Returned, Session, SessionRecord, Unknown
+from skillenv.runs import AgentLoop, Model, Run, RunFile, RunOptions, RunRecord
+from skillenv.sessions import Failure, Receipt, Returned, Session, SessionRecord, SessionWithRun, Unknown
 from skillenv.skill import Skill, SkillBundle, SkillSourceError
 from skillenv.skills import SkillFile, SkillMetadata, UploadedSkill
 from skillenv.tools import Opaque, PlacementError, ToolPlacement, tool
@@ -50,12 +50,14 @@ __all__ = [
     "Returned",
     "Run",
     "RunFile",
+    "RunOptions",
     "RunRecord",
     "ServiceEnvironment",
     "ServiceError",
     "Session",
     "SessionEvent",
     "SessionRecord",
+    "SessionWithRun",
     "Skill",
     "SkillBundle",
     "SkillFile",

@@ -22,7 +22,7 @@ from skillenv.events import EventStream, SessionEvent
 from skillenv.programs import Component, Program, ResolvedProgram
 from skillenv.skill import Skill
 from skillenv.skills import UploadedSkill
-from skillenv.tools import PlacementError
+from skillenv.tools import Environment, PlacementError
 
 # Uploads at once per pass (skills, files), as for skill uploads.
 _UPLOAD_CONCURRENCY = 4
@@ -139,6 +139,16 @@ def check_agent_loop_binding(loop: AgentLoop, kind: str | None, session: str) ->
         raise PlacementError(f"the agent loop is placed in the {kind} environment {name} of {session}; an agent loop runs in a service environment (service_env)")
 
 
+def check_agent_loop_placed_in(loop: AgentLoop, environments: Sequence[Environment]) -> None:
+    """Before a session exists (`client.sessions.create(run=...)`): the loop's environment must be a
+    service environment of `environments`, as they define it."""
+    name = loop.environment_name
+    defined = next((environment for environment in environments if environment.name == name), None)
+    if defined is not None and not isinstance(loop.environment, str) and loop.environment != defined:
+        raise PlacementError(f"the agent loop is placed in a definition of environment {name} that differs from the session's")
+    check_agent_loop_binding(loop, None if defined is None else defined.kind, "the session")
+
+
 def agent_loop_program(program: ResolvedProgram) -> ResolvedProgram:
     """A program resolved on a tool runtime (a digest can name either kind) cannot be an agent loop."""
     if program.entrypoint != "turn":
@@ -158,6 +168,28 @@ def _agent_loop_message(loop: AgentLoop, implementation: ResolvedAgentLoopImplem
     if configuration is not None:
         message.configuration.CopyFrom(to_value(configuration))
     return message
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """A run to submit, as one value: what `session.run` takes as keywords, for
+    `client.sessions.create(run=...)` (the session's first run). Does no I/O."""
+
+    message: str
+    """The user's message."""
+    model: Model
+    provider_keys: Mapping[str, str]
+    """The API key per model provider, e.g. {"anthropic": "sk-ant-..."}; for this run only, never stored."""
+    skills: Sequence[RunSkill] = ()
+    files: Sequence[RunFile] = ()
+    agents_md: str = ""
+    """Standing instructions for the model, part of its system prompt."""
+    idempotency_key: str | None = None
+    """Makes a resubmission answer the existing run; generated when None."""
+    max_rounds: int = 0
+    """Model calls at most; 0 is the server's default (and upper bound), SERVICE_RUN_MAX_ROUNDS."""
+    agent_loop: AgentLoop | None = None
+    """A custom agent loop in a service environment of the session, in place of the default loop."""
 
 
 @dataclass(frozen=True)
@@ -325,19 +357,7 @@ class Run:
         return self.record
 
 
-def prepare_run_input(
-    uploads: RunUploads,
-    *,
-    message: str,
-    model: Model,
-    provider_keys: Mapping[str, str],
-    skills: Sequence[RunSkill] = (),
-    files: Sequence[RunFile] = (),
-    agents_md: str = "",
-    idempotency_key: str | None = None,
-    max_rounds: int = 0,
-    agent_loop: AgentLoop | None = None,
-) -> runs_pb2.RunInput:
+def prepare_run_input(uploads: RunUploads, options: RunOptions) -> runs_pb2.RunInput:
     """The submission (spec §4.1): draft skills upserted, file bytes uploaded and the agent loop's
     component or program admitted first, all at once and with bounded concurrency, so that it
     carries only skill names, asset hashes and ids. The caller checks the agent loop's environment
@@ -346,19 +366,20 @@ def prepare_run_input(
     Without an idempotency key one is generated, so that a submission whose answer was lost can be
     sent again safely. Zero and empty fields take the server's defaults.
     """
+    agent_loop, model = options.agent_loop, options.model
     with ThreadPoolExecutor(max_workers=_UPLOAD_CONCURRENCY) as pool:
         loop = None if agent_loop is None else pool.submit(uploads.admit_agent_loop, agent_loop.implementation)
-        skill_names = [pool.submit(_skill_name, skill, uploads) for skill in skills]
-        staged = [pool.submit(_staged_file, file, uploads) for file in files]
+        skill_names = [pool.submit(_skill_name, skill, uploads) for skill in options.skills]
+        staged = [pool.submit(_staged_file, file, uploads) for file in options.files]
         run_input = runs_pb2.RunInput(
             model=runs_pb2.Model(provider=model.provider, name=model.name, max_tokens=model.max_tokens),
             skills=[runs_pb2.SkillReference(kind="skill", name=name.result()) for name in skill_names],
-            message=message,
-            agents_md=agents_md,
+            message=options.message,
+            agents_md=options.agents_md,
             files=[file.result() for file in staged],
-            provider_keys=dict(provider_keys),
-            idempotency_key=idempotency_key or str(uuid.uuid4()),
-            max_rounds=max_rounds,
+            provider_keys=dict(options.provider_keys),
+            idempotency_key=options.idempotency_key or str(uuid.uuid4()),
+            max_rounds=options.max_rounds,
         )
         if agent_loop is not None and loop is not None:
             run_input.agentloop.CopyFrom(_agent_loop_message(agent_loop, loop.result()))

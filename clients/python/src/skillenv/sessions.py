@@ -7,17 +7,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Literal, Union, cast
+from typing import Any, ClassVar, Literal, NamedTuple, Union, cast, overload
 
 from skillenv._gen.skillenv.sessions.v1 import common_pb2, runs_pb2, sessions_pb2
 from skillenv._rpc import Rpc
 from skillenv._wire import datetime_of, from_value, optional_datetime_of, to_struct, to_value
 from skillenv.environments import ServiceEnvironment, SetupMode
+from skillenv.errors import ServiceError
 from skillenv.events import EventStream
 from skillenv.extension import ExtensionEnvironment
 from skillenv.hosts import HostConnection, HostEnvironment, Reconnect
 from skillenv.programs import ResolvedProgram
-from skillenv.runs import AgentLoop, Model, Run, RunFile, RunRecord, RunSkill, RunUploads, check_agent_loop_binding, prepare_run_input, submit_run
+from skillenv.runs import AgentLoop, Model, Run, RunFile, RunOptions, RunRecord, RunSkill, RunUploads, check_agent_loop_binding, check_agent_loop_placed_in, prepare_run_input, submit_run
 from skillenv.tools import Environment, Opaque, PlacementError, ResolvedToolImplementation, ServiceToolImplementation, ToolImplementation, ToolPlacement, check_placed_in
 
 # Implementations admitted at once while creating a session, as for skill uploads.
@@ -241,8 +242,7 @@ class Session:
             name = agent_loop.environment_name
             bound = next((environment for environment in self.record.environments if environment.name == name), None)
             check_agent_loop_binding(agent_loop, None if bound is None else bound.kind, f"session {self.id}")
-        run_input = prepare_run_input(
-            self._deps.uploads,
+        options = RunOptions(
             message=message,
             model=model,
             provider_keys=provider_keys,
@@ -253,6 +253,7 @@ class Session:
             max_rounds=max_rounds,
             agent_loop=agent_loop,
         )
+        run_input = prepare_run_input(self._deps.uploads, options)
         return Run(self._rpc, self, RunRecord.from_message(submit_run(self._rpc, self.id, run_input)))
 
     def serve(self, definition: HostEnvironment) -> HostConnection:
@@ -306,6 +307,14 @@ class Session:
         return self.record
 
 
+class SessionWithRun(NamedTuple):
+    """What `client.sessions.create(run=...)` answers: the session and its first run
+    (`session, run = client.sessions.create(...)`)."""
+
+    session: Session
+    run: Run
+
+
 class SessionsClient:
     """`client.sessions`."""
 
@@ -314,7 +323,20 @@ class SessionsClient:
         self._rpc = deps.rpc
         self._resolve = resolve
 
-    def create(self, *, environments: Sequence[Environment], tools: Sequence[ToolPlacement] = (), serve_hosts: bool = True) -> Session:
+    @overload
+    def create(self, *, environments: Sequence[Environment], tools: Sequence[ToolPlacement] = (), serve_hosts: bool = True, run: None = None) -> Session: ...
+
+    @overload
+    def create(self, *, environments: Sequence[Environment], tools: Sequence[ToolPlacement] = (), serve_hosts: bool = True, run: RunOptions) -> SessionWithRun: ...
+
+    def create(
+        self,
+        *,
+        environments: Sequence[Environment],
+        tools: Sequence[ToolPlacement] = (),
+        serve_hosts: bool = True,
+        run: RunOptions | None = None,
+    ) -> Session | SessionWithRun:
         """Admits the components and programs the tools need (once per Component or Program and
         client), then creates the session; automatic environments (service and extension ones) are
         set up before it answers. Nothing is created when the server refuses.
@@ -323,18 +345,37 @@ class SessionsClient:
         `environments` as soon as the session exists, and `create` answers once each is connected
         (`session.hosts`); a failure on the way deletes the session again. Without it, serve them
         later with `session.serve`, or from another process.
+
+        With a `run`, its draft skills and files are uploaded (and its agent loop's Component or
+        Program admitted) alongside the tools' admissions, and the session is created with its first
+        run: the answer is a `SessionWithRun`. That call is not retried (a session has no
+        idempotency key), and a refused run (e.g. provider_key_missing, skill_not_found) leaves no
+        session behind. With host environments to serve, the session is created first and the run
+        submitted once they are connected (so that it cannot call a host tool before its host is
+        there), and a failure on the way deletes the session again.
         """
-        # Every placement is checked before anything is admitted.
+        environments = list(environments)
+        # Every placement, and the run's agent loop, is checked before anything is admitted.
         for placement in tools:
-            check_placed_in(placement, list(environments))
-        with ThreadPoolExecutor(max_workers=_RESOLVE_CONCURRENCY) as pool:
+            check_placed_in(placement, environments)
+        if run is not None and run.agent_loop is not None:
+            check_agent_loop_placed_in(run.agent_loop, environments)
+        # The run's uploads have bounds of their own (prepare_run_input), beside the admissions.
+        with ThreadPoolExecutor(max_workers=1) as first_run, ThreadPoolExecutor(max_workers=_RESOLVE_CONCURRENCY) as pool:
+            prepared = None if run is None else first_run.submit(prepare_run_input, self._deps.uploads, run)
             tool_messages = list(pool.map(self._tool_message, tools))
+            run_input = None if prepared is None else prepared.result()
         request = sessions_pb2.CreateSessionRequest(environments=[_environment_message(environment) for environment in environments], tools=tool_messages)
-        session = self._session(self._rpc.call(self._rpc.sessions.CreateSession, request).session)
         hosts = [environment for environment in environments if isinstance(environment, HostEnvironment)] if serve_hosts else []
         if hosts:
-            self._serve(session, hosts)
-        return session
+            return self._create_served(request, hosts, run_input)
+        if run_input is not None:
+            request.run.CopyFrom(run_input)
+        response = self._rpc.call(self._rpc.sessions.CreateSession, request)
+        session = self._session(response.session)
+        if run_input is None:
+            return session
+        return SessionWithRun(session, Run(self._rpc, session, RunRecord.from_message(response.run)))
 
     def get(self, session_id: str) -> Session:
         """A session of this workspace; another workspace's id is refused as session_not_found."""
@@ -359,12 +400,22 @@ class SessionsClient:
     def delete(self, session_id: str) -> None:
         self._rpc.call(self._rpc.sessions.DeleteSession, sessions_pb2.DeleteSessionRequest(session_id=session_id))
 
-    def _serve(self, session: Session, hosts: list[HostEnvironment]) -> None:
+    def _create_served(self, request: sessions_pb2.CreateSessionRequest, hosts: list[HostEnvironment], run_input: runs_pb2.RunInput | None) -> Session | SessionWithRun:
+        """The session, then its hosts, then its first run: nothing is left behind when a step fails."""
+        session = self._session(self._rpc.call(self._rpc.sessions.CreateSession, request).session)
         try:
-            for host in hosts:
-                session.serve(host).wait_connected()
+            for connection in [session.serve(host) for host in hosts]:
+                connection.wait_connected()
+            if run_input is None:
+                return session
+            return SessionWithRun(session, Run(self._rpc, session, RunRecord.from_message(submit_run(self._rpc, session.id, run_input))))
         except BaseException:
-            session.delete()
+            try:
+                session.delete()
+            except ServiceError:
+                # The original failure is the one to report; the hosts stop all the same.
+                for connection in session.hosts.values():
+                    connection.stop()
             raise
 
     def _session(self, message: sessions_pb2.Session) -> Session:
