@@ -18,7 +18,8 @@
 //     process (bench/servers/env-prepare.ts);
 //   - RSS of a pool with the service defaults after preparing every component of build/components,
 //     cold and warm, beside the same pool idle, and after calling a few of them (spares settled),
-//     each in a fresh process (bench/servers/env-memory.ts).
+//     each in a fresh process with the environment npm start gives the service, and warm once
+//     more without it (bench/servers/env-memory.ts).
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import * as os from "node:os";
@@ -30,6 +31,7 @@ import type { ComponentRef, Pool, PoolOptions, Receipt } from "../server/src/env
 import { formatFigures, type Figure } from "./lib/figures.ts";
 import { machineLoad } from "./lib/machine.ts";
 import { MiB, summarize, throughput } from "./lib/stats.ts";
+import { startEnvironment } from "./lib/start-env.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed, formatTable, type Column } from "./lib/table.ts";
 import { msSince, now } from "./lib/timing.ts";
@@ -327,11 +329,16 @@ function prepareInChild(job: PrepareJob): Promise<PrepareReport & { wallMs: numb
   return runChild<PrepareReport>("env-prepare.ts", job);
 }
 
-/** Runs a child script of bench/servers with `job` as its argument; its last stdout line is its JSON report. */
-async function runChild<Report>(name: string, job: unknown): Promise<Report & { wallMs: number }> {
+/**
+ * Runs a child script of bench/servers with `job` as its argument, in the environment `npm start`
+ * gives the service unless `glibcDefaults`; its last stdout line is its JSON report.
+ */
+async function runChild<Report>(name: string, job: unknown, glibcDefaults = false): Promise<Report & { wallMs: number }> {
   const script = path.join(import.meta.dirname, "servers", name);
   const started = performance.now();
-  const child = spawn(process.execPath, [script, JSON.stringify(job)], { stdio: ["ignore", "pipe", "pipe"] });
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("MALLOC_") && key !== "GLIBC_TUNABLES"));
+  const env = glibcDefaults ? inherited : { ...inherited, ...startEnvironment() };
+  const child = spawn(process.execPath, [script, JSON.stringify(job)], { env, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -672,6 +679,8 @@ async function run(): Promise<SuiteReport> {
       { name: "cold (fresh data dir, transpiles)", r: await runChild<MemoryReport>("env-memory.ts", memoryJob(memoryDir)) },
       { name: "warm (prepared data dir)", r: await runChild<MemoryReport>("env-memory.ts", memoryJob(memoryDir)) },
     ];
+    // The same warm start without npm start's malloc setting: what it saves.
+    const glibcDefaults = await runChild<MemoryReport>("env-memory.ts", memoryJob(memoryDir), true);
     phase("memory (child processes)", startedAt);
 
     // 8. Admission's section reader beside a full decode.
@@ -718,7 +727,8 @@ async function run(): Promise<SuiteReport> {
     ];
     const warmPrepare = summarize(warm.map((w) => w.prepareMs)).medianMs;
     const mib = (bytes: number) => fixed(bytes / MiB, 0);
-    const memoryColumns: Column<(typeof memory)[number]>[] = [
+    const memoryRows = [...memory, { name: "warm, glibc's default malloc", r: glibcDefaults }];
+    const memoryColumns: Column<(typeof memoryRows)[number]>[] = [
       { header: "pool RSS, fresh process", value: (m) => m.name, align: "left" },
       { header: "components", value: (m) => String(m.r.components) },
       { header: "transpiles", value: (m) => String(m.r.transpiles) },
@@ -743,7 +753,7 @@ async function run(): Promise<SuiteReport> {
       figures.push({
         figure: `pool RSS after preparing ${m.r.components} components, ${m.name.split(" ")[0]}`,
         ours: `${mib(m.r.preparedRssBytes)} MiB`,
-        baseline: `idle pool ${mib(m.r.idleRssBytes)} MiB`,
+        baseline: `idle pool ${mib(m.r.idleRssBytes)} MiB${m === memory[1] ? `; glibc's default malloc ${mib(glibcDefaults.preparedRssBytes)} MiB` : ""}`,
         target: `<= ${RSS_TARGET_MIB} MiB`,
         met: m.r.preparedRssBytes <= RSS_TARGET_MIB * MiB,
       });
@@ -772,8 +782,9 @@ async function run(): Promise<SuiteReport> {
           `Instrumenting sum-js's core modules (${fixed(jsLoop.coreMiB, 1)} MiB) took ${fixed(jsLoop.instrumentMs, 0)} ms (fuel + memory cap, this thread).`,
         `admission section reader on echo-js (${fixed(reader.bytes / MiB, 1)} MiB): ${fixed(reader.readerMs, 2)} ms (best of 20) vs jco componentWit ${fixed(reader.witMs, 1)} ms (best of 3).`,
         "",
-        formatTable(memoryColumns, memory),
-        `Pool with the service defaults (${POOL.workers} workers, spares ${POOL.spareInstances ?? 2} per component within ${POOL.spareMemoryMib ?? 256} MiB per worker) preparing every component of build/components, ` +
+        formatTable(memoryColumns, memoryRows),
+        `Each in a fresh process with the environment npm start gives the service (${Object.entries(startEnvironment()).map(([key, value]) => `${key}=${value}`).join(" ")}), the last row without it. ` +
+          `Pool with the service defaults (${POOL.workers} workers, spares ${POOL.spareInstances ?? 2} per component within ${POOL.spareMemoryMib ?? 256} MiB per worker) preparing every component of build/components, ` +
           `then ${2 * POOL.workers} calls each of ${MEMORY_USE.map((u) => u.name).join(", ")}. Warm: ${fixed((warmMemory.preparedRssBytes - warmMemory.idleRssBytes) / MiB / warmMemory.components, 1)} MiB per prepared component over the idle pool.`,
         "",
         formatTable(prepColumns, prepRows),
