@@ -158,14 +158,42 @@ describe("assets upload over REST", () => {
     expect(await response.json()).toMatchObject({ code: "route_not_found", status: "not_found" });
   });
 
-  it("answers CORS preflights for browsers", async () => {
-    const response = await fetch(`${service.url}/skillenv.assets.v1.AssetService/Presign`, {
+  const preflight = (url: string, origin: string) =>
+    fetch(`${url}/skillenv.assets.v1.AssetService/Presign`, {
       method: "OPTIONS",
-      headers: { origin: "https://app.example.com", "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type" },
+      headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type" },
     });
-    expect(response.status).toBe(204);
-    expect(response.headers.get("access-control-allow-origin")).toBe("*");
-    expect(response.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("authorization");
+
+  it("allows no other origin by default: a cross-origin preflight gets no CORS headers", async () => {
+    const response = await preflight(service.url, "https://app.example.com");
+    expect(response.headers.get("access-control-allow-origin")).toBeNull();
+    expect(response.headers.get("access-control-allow-methods")).toBeNull();
+  });
+
+  it("answers CORS preflights from the origins SERVICE_CORS_ORIGINS lists, and only those", async () => {
+    const listed = await startTestService({ SERVICE_CORS_ORIGINS: "https://app.example.com" });
+    try {
+      const allowed = await preflight(listed.url, "https://app.example.com");
+      expect(allowed.status).toBe(204);
+      expect(allowed.headers.get("access-control-allow-origin")).toBe("https://app.example.com");
+      expect(allowed.headers.get("vary")).toBe("origin");
+      expect(allowed.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("authorization");
+      const other = await preflight(listed.url, "https://other.example.com");
+      expect(other.headers.get("access-control-allow-origin")).toBeNull();
+    } finally {
+      await listed.close();
+    }
+  });
+
+  it("answers any origin's preflight with * when SERVICE_CORS_ORIGINS is *", async () => {
+    const open = await startTestService({ SERVICE_CORS_ORIGINS: "*" });
+    try {
+      const response = await preflight(open.url, "https://anywhere.example.org");
+      expect(response.status).toBe(204);
+      expect(response.headers.get("access-control-allow-origin")).toBe("*");
+    } finally {
+      await open.close();
+    }
   });
 
   it("logs one JSON line per request, with workspace and code but no key", async () => {

@@ -154,7 +154,7 @@ export function loadSettings(env: Env = process.env): Settings {
     apiKeys: read("SERVICE_API_KEYS", parseApiKeys, undefined),
     publicUrl: read("SERVICE_PUBLIC_URL", parseUrl, undefined),
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
-    corsOrigins: read("SERVICE_CORS_ORIGINS", parseList, ["*"]),
+    corsOrigins: read("SERVICE_CORS_ORIGINS", parseList, []),
     logRequests: read("SERVICE_LOG_REQUESTS", parseBoolean, true),
     shutdownGraceSecs: read("SERVICE_SHUTDOWN_GRACE_SECS", parsePositiveInt, 10),
     limits: {
