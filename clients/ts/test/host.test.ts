@@ -2,9 +2,11 @@ import * as fs from "node:fs/promises";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnService, type ServiceProcess } from "../../../server/test/helpers/process.ts";
+import type { ReportRequest } from "../gen/skillenv/env/v1/host_pb.js";
 import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
 import { DEFAULT_RECONNECT, reconnectDelay } from "../src/hosts/backoff.ts";
@@ -364,6 +366,48 @@ describe("the form of the command stream", () => {
     expect(result).toMatchObject({ outcome: "returned", output: "which way?" });
     await eventsUntil(session, receiptOf(result.operationId));
     expect(proceduresSince(service, from).includes("skillenv.env.v1.HostService/Report")).toBe(reports);
+    await session.delete();
+  });
+});
+
+describe("Reports on the server-streaming form", () => {
+  /**
+   * A client whose first Report of a tool's result fails as over a dropped connection: before the
+   * service got it ("request"), or after the service took it and before its answer arrived
+   * ("answer"). Every other call goes through.
+   */
+  function clientLosingFirstResult(lost: "request" | "answer"): ServiceClient {
+    let lostOne = false;
+    const loseFirstResult: Interceptor = (next) => async (request) => {
+      const receipt = request.method.name === "Report" ? (request.message as ReportRequest).receipt : undefined;
+      if (lostOne || receipt?.receipt.case !== "returned") return next(request);
+      lostOne = true;
+      if (lost === "answer") await next(request);
+      throw new ConnectError("the connection was reset", Code.Unavailable);
+    };
+    const transport = createConnectTransport({ baseUrl: service.url, httpVersion: "1.1", interceptors: [apiKeyInterceptor(KEY_A), loseFirstResult] });
+    return createServiceClient(transport, { hosts: { streaming: "server-streaming", reconnect: RECONNECT } });
+  }
+
+  it.each(["request", "answer"] as const)("delivers a tool's result whose first Report lost its %s, and records it once", async (lost) => {
+    const laptop = hostEnv({ name: "laptop", tools: { echo: (input) => input } });
+    const session = await clientLosingFirstResult(lost).sessions.create({ environments: [laptop], tools: [tool({ name: "echo", environment: laptop })] });
+    const from = service.logs.length;
+
+    const result = await session.callTool("echo", "still here", { timeoutMs: 20_000 });
+
+    expect(result).toMatchObject({ outcome: "returned", output: "still here" });
+    const events = await eventsUntil(session, receiptOf(result.operationId));
+    expect(events.filter(receiptOf(result.operationId))).toHaveLength(1);
+    // accepted, returned; and when the answer was lost, the copy sent again after a backoff,
+    // which the service refuses: the operation had ended.
+    const reportCodes = () =>
+      service.logs
+        .slice(from)
+        .map((line) => JSON.parse(line) as { procedure?: string; code?: string })
+        .filter((line) => line.procedure === "skillenv.env.v1.HostService/Report")
+        .map((line) => line.code);
+    await expect.poll(reportCodes, { timeout: 5000 }).toEqual(lost === "answer" ? ["ok", "ok", "operation_not_found"] : ["ok", "ok"]);
     await session.delete();
   });
 });

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { Client } from "@connectrpc/connect";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { HostService, type ConnectRequestSchema, type HostReceiptSchema, type ServerMessage } from "../../gen/skillenv/env/v1/host_pb.js";
+import { reconnectDelay, sleep } from "./backoff.ts";
 import type { HostStreaming } from "./streaming.ts";
 import { Outbox } from "./outbox.ts";
 
@@ -19,8 +20,9 @@ export interface CommandStream {
   readonly messages: AsyncIterable<ServerMessage>;
   /**
    * Sends a receipt. The receipts of one operation reach the service in the order sent. Best
-   * effort: a receipt that cannot be delivered is dropped, and the service ends the operation
-   * itself (unknown when the stream closed, timeout at the deadline).
+   * effort: a receipt that cannot be delivered (on the server-streaming form, after a few
+   * attempts for a terminal one) is dropped, and the service ends the operation itself (unknown
+   * when the stream closed, timeout at the deadline).
    */
   send(receipt: ReceiptInit): void;
 }
@@ -54,11 +56,34 @@ function serverStreaming(rpc: HostRpc, attachment: Attachment, signal: AbortSign
     }
   }
   const inOrder = new OperationQueues();
-  const send = (receipt: ReceiptInit) =>
-    inOrder.add(receipt.operationId ?? "", async () => {
-      await rpc.report({ connectionId, receipt }, { signal });
-    });
+  const send = (receipt: ReceiptInit) => inOrder.add(receipt.operationId ?? "", () => report(rpc, { connectionId, receipt }, signal));
   return { messages: messages(), send };
+}
+
+/** Attempts at delivering a terminal receipt, and the waits between them (jittered, doubling). */
+const REPORT_ATTEMPTS = 4;
+const REPORT_RETRY = { initialDelayMs: 100, maxDelayMs: 400 };
+/** Failures after which a Report may not have reached the service; refusals are final. */
+const UNDELIVERED = new Set([Code.Unavailable, Code.Unknown, Code.DeadlineExceeded, Code.ResourceExhausted]);
+
+/**
+ * Sends one Report. A terminal receipt carries the tool's result, so a Report that may not have
+ * arrived is sent again while the stream is open: if the first did arrive, the service refuses
+ * the copy (the operation has ended), and nothing is recorded twice. Accepted and progress are
+ * sent once: a copy of one would be journaled twice.
+ */
+async function report(rpc: HostRpc, request: { connectionId: string; receipt: ReceiptInit }, signal: AbortSignal): Promise<void> {
+  const terminal = request.receipt.receipt?.case === "returned" || request.receipt.receipt?.case === "failure";
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await rpc.report(request, { signal });
+      return;
+    } catch (error) {
+      const undelivered = UNDELIVERED.has(ConnectError.from(error).code);
+      if (!terminal || !undelivered || attempt >= REPORT_ATTEMPTS || signal.aborted) throw error;
+      await sleep(reconnectDelay(attempt - 1, REPORT_RETRY), signal);
+    }
+  }
 }
 
 /**
