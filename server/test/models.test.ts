@@ -295,6 +295,22 @@ describe.each(adapters)("the $name adapter", (adapter) => {
     expect(deltas).toEqual(["a"]);
   });
 
+  it("sends nothing before sendAfter resolves, and nothing at all when it rejects", async () => {
+    const name = model([{ text: "late" }, { text: "never" }]);
+    let send!: () => void;
+    const sendAfter = new Promise<void>((resolve) => (send = resolve));
+    const call = adapter.create().complete(request(name), { apiKey: KEY, signal: new AbortController().signal, sendAfter });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(requestsFor(name)).toHaveLength(0);
+    send();
+    expect((await call).content).toEqual([{ type: "text", text: "late" }]);
+
+    const refused = adapter.create().complete(request(name), { apiKey: KEY, signal: new AbortController().signal, sendAfter: Promise.reject(new Error("not recorded")) });
+    expect((await failure(refused)).code).toBe("model_unavailable");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(requestsFor(name)).toHaveLength(1);
+  });
+
   it("ends the call with model_timeout when the reply outlives the time bound", async () => {
     const error = await failure(complete(adapter.create({ timeoutMs: 50 }), request(model([{ text: "late", delayMs: 600_000 }]))));
     expect(error).toMatchObject({ code: "model_timeout", retryable: true });

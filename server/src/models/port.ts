@@ -52,6 +52,12 @@ export interface ModelCallOptions {
   signal: AbortSignal;
   /** Called with each piece of reply text as it streams in, in order. */
   onTextDelta?: (text: string) => void;
+  /**
+   * Nothing is sent before this resolves: the request is prepared meanwhile (its body built, a
+   * connection taken from the pool or opened), so that it goes out in one write once it may. If
+   * it rejects, nothing is sent and the call fails.
+   */
+  sendAfter?: Promise<unknown>;
 }
 
 export interface ModelProvider {

@@ -38,6 +38,8 @@ interface CallContext {
   callerSignal: AbortSignal;
   /** The caller's signal or the time bound, whichever fires first; it aborts every request and pause. */
   signal: AbortSignal;
+  /** Nothing is sent before it resolves (ModelCallOptions.sendAfter). */
+  sendAfter: Promise<unknown> | undefined;
 }
 
 /** Larger than any event the providers send; bounds what a misbehaving server can make us buffer. */
@@ -60,7 +62,7 @@ const TIMED_OUT = new Error("the model call outlived its time bound");
  */
 export async function* streamEvents(request: StreamRequest, options: ProviderOptions, call: ModelCallOptions): AsyncGenerator<ServerSentEvent> {
   const bound = new CallBound(call.signal, options.timeoutMs);
-  const context: CallContext = { provider: request.provider, apiKey: call.apiKey, timeoutMs: options.timeoutMs, callerSignal: call.signal, signal: bound.signal };
+  const context: CallContext = { provider: request.provider, apiKey: call.apiKey, timeoutMs: options.timeoutMs, callerSignal: call.signal, signal: bound.signal, sendAfter: call.sendAfter };
   let response: http.IncomingMessage | undefined;
   try {
     response = await connect(request, options, context);
@@ -144,7 +146,7 @@ interface FailedAttempt {
 async function attempt(request: StreamRequest, context: CallContext): Promise<http.IncomingMessage | FailedAttempt> {
   let response: http.IncomingMessage;
   try {
-    response = await post(request, context.signal);
+    response = await post(request, context);
   } catch (error) {
     return { error: transportFailure(error, context) };
   }
@@ -157,14 +159,31 @@ async function attempt(request: StreamRequest, context: CallContext): Promise<ht
   return response;
 }
 
-/** The POST, resolved with the response once its headers are in; the signal destroys request and response. */
-function post(request: StreamRequest, signal: AbortSignal): Promise<http.IncomingMessage> {
+/**
+ * The POST, resolved with the response once its headers are in; the signal destroys request and
+ * response. With `sendAfter`, the request is made at once but writes nothing (headers included)
+ * until it resolves: node:http hands a request its socket only on a later tick, so a request
+ * made once `sendAfter` resolved would wait behind everything else that resolution set going
+ * (a run's answer and its first events), and then still be written.
+ */
+async function post(request: StreamRequest, { signal, sendAfter }: CallContext): Promise<http.IncomingMessage> {
   const url = new URL(request.url);
   const send = url.protocol === "https:" ? https.request : http.request;
+  const refusal = sendAfter?.then(
+    () => undefined,
+    (error: unknown) => (error instanceof Error ? error : new Error(String(error))),
+  );
+  // Made after the I/O of the current turn of the event loop: what the caller set going before
+  // (the store starts the batch that `sendAfter` stands for with setImmediate) is not held up by it.
+  if (refusal !== undefined) await new Promise((next) => setImmediate(next));
   return new Promise((resolve, reject) => {
     const outgoing = send(url, { method: "POST", headers: { ...request.headers, "content-length": Buffer.byteLength(request.body) }, signal }, resolve);
     outgoing.once("error", reject);
-    outgoing.end(request.body);
+    if (refusal === undefined) return void outgoing.end(request.body);
+    void refusal.then((error) => {
+      if (error !== undefined) outgoing.destroy(error);
+      else if (!outgoing.destroyed) outgoing.end(request.body);
+    });
   });
 }
 

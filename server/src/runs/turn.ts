@@ -72,12 +72,16 @@ export class Turn implements LoopHost {
   readonly #signal: AbortSignal;
   readonly #events: RunEvents;
   readonly #added: ConversationMessage[] = [];
+  /** The run's record until it is durable (or could not be written): model calls send nothing before. */
+  #unrecorded: Promise<void> | undefined;
 
   constructor(setup: TurnSetup, deps: TurnDeps, signal: AbortSignal) {
     this.#setup = setup;
     this.#deps = deps;
     this.#signal = signal;
     this.#events = deps.events;
+    this.#unrecorded = deps.recorded;
+    deps.recorded.then(() => (this.#unrecorded = undefined), () => undefined);
   }
 
   async run(): Promise<TurnEnd> {
@@ -99,14 +103,14 @@ export class Turn implements LoopHost {
     record.rounds = round;
     const tools = skills.length > 0 ? [...this.#setup.tools, SKILLS_TOOL] : this.#setup.tools;
     this.#events.record("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) });
-    // In the first round this event shares the batch of the run's record, which the call waits for.
-    await this.#deps.recorded;
     const deltas = this.#events.deltas(round);
     let reply: ModelResponse;
     try {
       reply = await this.#deps.provider.complete(
         { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
-        { apiKey: submission.apiKey, signal: this.#signal, onTextDelta: (text) => deltas.push(text) },
+        // In the first round model.request shares the batch of the run's record: the request is
+        // prepared while that batch syncs, and sent once it is durable.
+        { apiKey: submission.apiKey, signal: this.#signal, onTextDelta: (text) => deltas.push(text), ...(this.#unrecorded ? { sendAfter: this.#unrecorded } : {}) },
       );
     } finally {
       // Text that streamed in is journaled before anything the turn records next, its end included.
