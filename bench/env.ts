@@ -18,8 +18,8 @@
 //     process (bench/servers/env-prepare.ts);
 //   - RSS of a pool with the service defaults after preparing every component of build/components,
 //     cold and warm, beside the same pool idle, and after calling a few of them (spares settled),
-//     each in a fresh process with the environment npm start gives the service, and warm once
-//     more without it (bench/servers/env-memory.ts).
+//     each in a fresh process with the malloc settings the service's entry point gives itself,
+//     and warm once more without them (bench/servers/env-memory.ts).
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import * as os from "node:os";
@@ -27,11 +27,11 @@ import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
+import { MALLOC_ENVIRONMENT } from "../server/src/config/index.ts";
 import type { ComponentRef, Pool, PoolOptions, Receipt } from "../server/src/environments/service/pool/index.ts";
 import { formatFigures, type Figure } from "./lib/figures.ts";
 import { machineLoad } from "./lib/machine.ts";
 import { MiB, summarize, throughput } from "./lib/stats.ts";
-import { startEnvironment } from "./lib/start-env.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed, formatTable, type Column } from "./lib/table.ts";
 import { msSince, now } from "./lib/timing.ts";
@@ -330,14 +330,14 @@ function prepareInChild(job: PrepareJob): Promise<PrepareReport & { wallMs: numb
 }
 
 /**
- * Runs a child script of bench/servers with `job` as its argument, in the environment `npm start`
- * gives the service unless `glibcDefaults`; its last stdout line is its JSON report.
+ * Runs a child script of bench/servers with `job` as its argument, with the malloc settings the
+ * service's entry point gives itself unless `glibcDefaults`; its last stdout line is its JSON report.
  */
 async function runChild<Report>(name: string, job: unknown, glibcDefaults = false): Promise<Report & { wallMs: number }> {
   const script = path.join(import.meta.dirname, "servers", name);
   const started = performance.now();
   const inherited = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith("MALLOC_") && key !== "GLIBC_TUNABLES"));
-  const env = glibcDefaults ? inherited : { ...inherited, ...startEnvironment() };
+  const env = glibcDefaults ? inherited : { ...inherited, ...MALLOC_ENVIRONMENT };
   const child = spawn(process.execPath, [script, JSON.stringify(job)], { env, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
@@ -783,7 +783,7 @@ async function run(): Promise<SuiteReport> {
         `admission section reader on echo-js (${fixed(reader.bytes / MiB, 1)} MiB): ${fixed(reader.readerMs, 2)} ms (best of 20) vs jco componentWit ${fixed(reader.witMs, 1)} ms (best of 3).`,
         "",
         formatTable(memoryColumns, memoryRows),
-        `Each in a fresh process with the environment npm start gives the service (${Object.entries(startEnvironment()).map(([key, value]) => `${key}=${value}`).join(" ")}), the last row without it. ` +
+        `Each in a fresh process with the malloc settings the service's entry point gives itself (${Object.entries(MALLOC_ENVIRONMENT).map(([key, value]) => `${key}=${value}`).join(" ")}), the last row without them. ` +
           `Pool with the service defaults (${POOL.workers} workers, spares ${POOL.spareInstances ?? 2} per component within ${POOL.spareMemoryMib ?? 256} MiB per worker) preparing every component of build/components, ` +
           `then ${2 * POOL.workers} calls each of ${MEMORY_USE.map((u) => u.name).join(", ")}. Warm: ${fixed((warmMemory.preparedRssBytes - warmMemory.idleRssBytes) / MiB / warmMemory.components, 1)} MiB per prepared component over the idle pool.`,
         "",

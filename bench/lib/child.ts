@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { startEnvironment } from "./start-env.ts";
+import { MALLOC_ENVIRONMENT } from "../../server/src/config/index.ts";
 
 /** IPC protocol between the bench and a server child (see serve.ts for the child side). */
 export type ToChild = { type: "stats" } | { type: "stop" };
@@ -39,8 +39,9 @@ process.on("exit", () => {
 /** Runs `node <script>` with an IPC channel and resolves once it reports its URL. */
 export async function spawnServer(script: string, options: SpawnOptions = {}): Promise<ServerChild> {
   const child = spawn(process.execPath, ["--expose-gc", ...(options.execArgv ?? []), script], {
-    // Every server child, baselines included, runs as `npm start` runs the service.
-    env: { PATH: process.env.PATH ?? "", ...startEnvironment(), ...options.env },
+    // Every server child, baselines included, runs with the malloc settings the service's entry
+    // point gives itself (server/src/main.ts).
+    env: { PATH: process.env.PATH ?? "", ...MALLOC_ENVIRONMENT, ...options.env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   live.add(child);

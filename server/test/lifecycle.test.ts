@@ -4,6 +4,7 @@ import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { MALLOC_ENVIRONMENT } from "../src/config/index.ts";
 import { KEY_A, postJson } from "./helpers/service.ts";
 import { runUntilExit, spawnService } from "./helpers/process.ts";
 
@@ -29,6 +30,22 @@ describe("process lifecycle", () => {
     expect((await fs.readFile(keyFile, "utf8")).trim()).toBe(key);
     second.child.kill("SIGTERM");
     await second.exited;
+  });
+
+  it.runIf(process.platform === "linux")("runs with the malloc settings of MALLOC_ENVIRONMENT, keeping an operator's own value and its pid", async () => {
+    const environOf = async (pid: number) => (await fs.readFile(`/proc/${pid}/environ`, "utf8")).split("\0");
+    const started = await spawnService({ SERVICE_DATA_DIR: await tempDir(), SERVICE_API_KEYS: KEYS });
+    const expected = Object.entries(MALLOC_ENVIRONMENT).map(([name, value]) => `${name}=${value}`);
+    // The pid the test spawned is the process that serves: it replaced itself, it did not fork.
+    expect(await environOf(started.child.pid!)).toEqual(expect.arrayContaining(expected));
+    expect((await postJson(started.url, "/assets/presign", { sha256: "0".repeat(64), sizeBytes: 1 }, KEY_A)).status).toBe(200);
+    started.child.kill("SIGTERM");
+    expect(await started.exited).toBe(0);
+
+    const own = await spawnService({ SERVICE_DATA_DIR: await tempDir(), SERVICE_API_KEYS: KEYS, MALLOC_MMAP_THRESHOLD_: "65536" });
+    expect(await environOf(own.child.pid!)).toContain("MALLOC_MMAP_THRESHOLD_=65536");
+    own.child.kill("SIGTERM");
+    expect(await own.exited).toBe(0);
   });
 
   it("stops at startup on a bad setting, naming it", async () => {

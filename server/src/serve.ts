@@ -1,0 +1,45 @@
+import { ConnectError } from "@connectrpc/connect";
+import { startService } from "./app.ts";
+import { loadSettings, SettingsError } from "./config/index.ts";
+
+/** The service as a process (main.ts loads it): settings from the environment, graceful stop on SIGTERM/SIGINT. */
+async function main(): Promise<void> {
+  let settings;
+  try {
+    settings = loadSettings();
+  } catch (error) {
+    if (!(error instanceof SettingsError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(2);
+  }
+  let service;
+  try {
+    service = await startService(settings);
+  } catch (error) {
+    // Startup refusals (a bad preparation file, a component that fails to prepare, a busy
+    // port) are the operator's to fix: say what failed, without a stack trace.
+    process.stderr.write(`startup failed: ${error instanceof ConnectError ? error.rawMessage : (error as Error).message}\n`);
+    process.exit(1);
+  }
+  if (service.devKeyFile) {
+    process.stderr.write(`no SERVICE_API_KEYS set: development key for workspace "dev" is in ${service.devKeyFile}\n`);
+  }
+  process.stderr.write(`skillenv listening on ${service.url} (data: ${settings.dataDir})\n`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`${signal}: draining\n`);
+    service.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`shutdown failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+await main();
