@@ -24,7 +24,6 @@ async function main(): Promise<void> {
   if (service.devKeyFile) {
     process.stderr.write(`no SERVICE_API_KEYS set: development key for workspace "dev" is in ${service.devKeyFile}\n`);
   }
-  process.stderr.write(`skillenv listening on ${service.url} (data: ${settings.dataDir})\n`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -40,6 +39,8 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  // Said only once a signal drains: a supervisor that waits for this line may stop it at once.
+  process.stderr.write(`skillenv listening on ${service.url} (data: ${settings.dataDir})\n`);
 }
 
 await main();
