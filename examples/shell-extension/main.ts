@@ -29,9 +29,9 @@ async function main(): Promise<void> {
 
   const service = new ShellExtensionService({ root, sandbox, outputLimit: settings.outputLimit });
   const server = await serve({ host: settings.host, port: settings.port, token: settings.token, service });
-  console.error(`shell-extension listening on ${server.url}`);
-
   for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void server.close().then(() => process.exit(0)));
+  // Said only once a signal stops it cleanly: whoever waits for this line may stop it at once.
+  console.error(`shell-extension listening on ${server.url}`);
 }
 
 /**
