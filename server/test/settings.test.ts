@@ -6,7 +6,7 @@ describe("settings", () => {
     const settings = loadSettings({});
     expect(settings.listen).toEqual({ host: "127.0.0.1", port: 8080 });
     expect(settings.apiKeys).toBeUndefined();
-    expect(settings.env).toMatchObject({ filesystemAllow: [], networkAllow: [], secretAllow: [], workers: 2, preparationFile: undefined });
+    expect(settings.env).toMatchObject({ filesystemAllow: [], networkAllow: [], secretAllow: [], workers: 2, preparationFile: undefined, compiledMemoryMib: 0 });
   });
 
   it("parses every documented form", () => {
@@ -20,6 +20,7 @@ describe("settings", () => {
       SERVICE_ENV_WORKERS: "8",
       SERVICE_MAX_TURN_SECS: "60",
       SERVICE_ENV_PREPARATION: "prep.json",
+      SERVICE_ENV_COMPILED_MEMORY_MIB: "512",
     });
     expect(settings.listen).toEqual({ host: "::1", port: 0 });
     expect([...(settings.apiKeys ?? [])]).toEqual([
@@ -32,6 +33,8 @@ describe("settings", () => {
     expect(settings.env.workers).toBe(8);
     expect(settings.env.maxTurnSecs).toBe(60);
     expect(settings.env.preparationFile).toMatch(/^\/.*prep\.json$/);
+    expect(settings.env.compiledMemoryMib).toBe(512);
+    expect(loadSettings({ SERVICE_ENV_COMPILED_MEMORY_MIB: "0" }).env.compiledMemoryMib).toBe(0);
   });
 
   it.each([
@@ -44,6 +47,7 @@ describe("settings", () => {
     ["SERVICE_ENV_WORKERS", "0", "positive integer"],
     ["SERVICE_ENV_WORKERS", "two", "positive integer"],
     ["SERVICE_MAX_TURN_SECS", "-5", "positive integer"],
+    ["SERVICE_ENV_COMPILED_MEMORY_MIB", "lots", "positive integer"],
     ["SERVICE_ENV_NETWORK_ALLOW", "api.example.com", "origins like"],
     ["SERVICE_ENV_NETWORK_ALLOW", "https://api.*.example.com", "origins like"],
     ["SERVICE_ENV_NETWORK_ALLOW", "http://*.example.com", "origins like"],

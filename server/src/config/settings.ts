@@ -114,6 +114,8 @@ export interface EnvironmentSettings {
   spareInstances: number;
   /** Guest memory the spare instances of one worker may hold. */
   spareMemoryMib: number;
+  /** Budget for compiled components (core module bytes); 0: unbounded, they stay for the pool's lifetime. */
+  compiledMemoryMib: number;
 }
 
 export class SettingsError extends Error {
@@ -195,6 +197,8 @@ export function loadSettings(env: Env = process.env): Settings {
       // 0 turns spare instances off.
       spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 2),
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
+      // 0 (the default) keeps every prepared component compiled (SPEC 3 rule 4).
+      compiledMemoryMib: read("SERVICE_ENV_COMPILED_MEMORY_MIB", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 0),
     },
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),

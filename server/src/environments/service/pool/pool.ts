@@ -44,7 +44,13 @@ class WorkerGone extends Error {}
 interface Compiled {
   prepared: PreparedComponent;
   modules: [string, WebAssembly.Module][];
+  /** Size of its core modules: what the compiled-code budget counts. */
+  bytes: number;
+  /** When it was last prepared or dispatched (the pool's use clock): the budget unloads the least recent. */
+  used: number;
 }
+
+type CompiledCode = Pick<Compiled, "modules" | "bytes">;
 
 class WorkerHandle {
   readonly index: number;
@@ -75,6 +81,7 @@ class WorkerHandle {
 
 interface Flight {
   n: number;
+  id: string;
   handle: WorkerHandle;
   kind: Kind;
   started: number;
@@ -101,6 +108,13 @@ export class Pool {
   readonly #components = new Map<string, Compiled>();
   readonly #preparing = new Map<string, Promise<void>>();
   readonly #flights = new Map<number, Flight>();
+  /** Why a component must stay compiled now: its loads, its invocations waiting or in flight. */
+  readonly #pins = new Map<string, number>();
+  #clock = 0;
+  #unloads = 0;
+  /** Unloaded components not compiled again since; compiling one again is a reload from its prepared files. */
+  readonly #unloaded = new Set<string>();
+  #reloads = 0;
   readonly #bootFailures: number[] = [];
   #next = 1;
   #rotation = 0;
@@ -132,12 +146,15 @@ export class Pool {
   /**
    * Prepares a component and loads it on every worker; resolves when all are ready. Concurrent
    * calls for one id share the work; a prepared component stays loaded for the pool's lifetime
-   * (replacement workers load it again before taking work). Rejects with preparation_failed.
+   * (replacement workers load it again before taking work), unless compiledMemoryMib is set and
+   * it is unloaded to keep within it. Rejects with preparation_failed.
    */
   prepare(component: ComponentRef): Promise<void> {
     if (this.#closed) return Promise.reject(new Error("the worker pool is closed"));
     // Preparing again checks current readiness: a replacement worker may still be loading.
-    if (this.#components.has(component.id)) {
+    const compiled = this.#components.get(component.id);
+    if (compiled) {
+      compiled.used = ++this.#clock;
       return this.#loadEverywhere(component.id).catch((error: unknown) => {
         throw asPreparationFailure(component.id, new Error(`loading on the workers: ${messageOf(error)}`));
       });
@@ -146,9 +163,11 @@ export class Pool {
     if (existing) return existing;
     const promise = this.#prepare(component);
     this.#preparing.set(component.id, promise);
-    promise.catch(() => {
+    // Forgotten once settled: a component unloaded later is prepared again (from its files).
+    const forget = () => {
       if (this.#preparing.get(component.id) === promise) this.#preparing.delete(component.id);
-    });
+    };
+    promise.then(forget, forget);
     return promise;
   }
 
@@ -167,14 +186,31 @@ export class Pool {
     if (this.#closed) return Promise.resolve(done(started, failure("unavailable", "the worker pool is closed")));
     const compiled = this.#components.get(invocation.component.id);
     if (compiled) return this.#dispatch(invocation, compiled, started);
-    return this.prepare(invocation.component).then(
-      () => {
-        const ready = this.#components.get(invocation.component.id);
-        if (!ready) return done(started, failure("preparation_failed", `component ${invocation.component.id} is not prepared`));
-        return this.#dispatch(invocation, ready, started);
-      },
-      (error: unknown) => done(started, failure("preparation_failed", messageOf(error))),
-    );
+    return this.#prepareAndDispatch(invocation, started);
+  }
+
+  /**
+   * Prepares (or reloads an unloaded component from its prepared files), then dispatches. The pin
+   * keeps the budget from unloading the component between the two steps; should it be gone all
+   * the same (unloaded right as its preparation settled), it is prepared again.
+   */
+  async #prepareAndDispatch(invocation: Invocation, started: number): Promise<Receipt> {
+    const id = invocation.component.id;
+    this.#pin(id);
+    try {
+      for (;;) {
+        try {
+          await this.prepare(invocation.component);
+        } catch (error) {
+          return done(started, failure("preparation_failed", messageOf(error)));
+        }
+        if (this.#closed) return done(started, failure("unavailable", "the worker pool is closed"));
+        const ready = this.#components.get(id);
+        if (ready) return await this.#dispatch(invocation, ready, started);
+      }
+    } finally {
+      this.#unpin(id);
+    }
   }
 
   stats(): PoolStats {
@@ -190,8 +226,11 @@ export class Pool {
     return {
       workers,
       prepared: this.#components.size,
+      compiledBytes: this.#compiledBytes(),
+      unloads: this.#unloads,
       transpiles: this.#preparer.stats.transpiles,
-      preparedFromDisk: this.#preparer.stats.cacheHits,
+      // The Preparer remembers what it prepared, so a reload reads the prepared files without asking it.
+      preparedFromDisk: this.#preparer.stats.cacheHits + this.#reloads,
       replacements: this.#replacements,
       inFlight: {
         tools: workers.reduce((sum, worker) => sum + worker.tools, 0),
@@ -249,20 +288,22 @@ export class Pool {
   async #prepare(component: ComponentRef): Promise<void> {
     const id = component.id;
     let prepared = await this.#preparer.prepare(component);
-    let modules: [string, WebAssembly.Module][];
+    let code: CompiledCode;
     try {
-      modules = await this.#compile(prepared);
+      code = await this.#compile(prepared);
     } catch (error) {
       if (!prepared.fromCache) throw asPreparationFailure(id, new Error(`compiling: ${messageOf(error)}`));
       // A damaged prepared directory: prepare once more from the component's bytes.
       await this.#preparer.discard(id);
       prepared = await this.#preparer.prepare(component);
-      modules = await this.#compile(prepared).catch((again: unknown) => {
+      code = await this.#compile(prepared).catch((again: unknown) => {
         throw asPreparationFailure(id, new Error(`compiling: ${messageOf(again)}`));
       });
     }
     if (this.#closed) throw new Error("the worker pool is closed");
-    this.#components.set(id, { prepared, modules });
+    this.#components.set(id, { prepared, ...code, used: ++this.#clock });
+    // Room is made before the workers load it; being the most recently used, it is not unloaded itself.
+    this.#fitBudget();
     try {
       await this.#loadEverywhere(id);
     } catch (error) {
@@ -270,15 +311,26 @@ export class Pool {
       if (prepared.fromCache) await this.#preparer.discard(id);
       throw asPreparationFailure(id, new Error(`loading on the workers: ${messageOf(error)}`));
     }
+    if (this.#unloaded.delete(id)) this.#reloads++;
   }
 
   /** Compiles the core modules once per process; workers share the code (posted Modules). */
-  async #compile(prepared: PreparedComponent): Promise<[string, WebAssembly.Module][]> {
+  async #compile(prepared: PreparedComponent): Promise<CompiledCode> {
     const files = await this.#preparer.readCoreModules(prepared);
-    return Promise.all(files.map(async ([name, bytes]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>)]));
+    const modules = await Promise.all(files.map(async ([name, bytes]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>)]));
+    return { modules, bytes: files.reduce((sum, [, bytes]) => sum + bytes.byteLength, 0) };
   }
 
   async #loadEverywhere(id: string): Promise<void> {
+    this.#pin(id);
+    try {
+      await this.#loadOnEveryWorker(id);
+    } finally {
+      this.#unpin(id);
+    }
+  }
+
+  async #loadOnEveryWorker(id: string): Promise<void> {
     for (;;) {
       if (this.#closed) throw new Error("the worker pool is closed");
       const handles = [...this.#workers];
@@ -304,6 +356,7 @@ export class Pool {
   }
 
   #dispatch(invocation: Invocation, compiled: Compiled, started: number): Promise<Receipt> {
+    compiled.used = ++this.#clock;
     const refused = refusal(invocation, compiled);
     if (refused) return Promise.resolve(done(started, failure(refused.code, refused.message)));
     const secrets = readSecrets(invocation.grants.secrets, invocation.secretSource);
@@ -323,9 +376,10 @@ export class Pool {
     const n = this.#next++;
     let resolve!: (receipt: Receipt) => void;
     const promise = new Promise<Receipt>((res) => (resolve = res));
-    const flight: Flight = { n, handle, kind, started, host: invocation.host, sandbox: undefined, timer: undefined, posted: false, settled: false, resolve };
+    const flight: Flight = { n, id: invocation.component.id, handle, kind, started, host: invocation.host, sandbox: undefined, timer: undefined, posted: false, settled: false, resolve };
     this.#flights.set(n, flight);
     handle.flights.add(flight);
+    this.#pin(flight.id);
     invocation.signal?.addEventListener("abort", () => this.#cancel(flight), { once: true });
     if (invocation.signal?.aborted) this.#cancel(flight);
     if (needsSandbox(invocation.grants)) {
@@ -421,6 +475,61 @@ export class Pool {
     else flight.handle.loops--;
     if (flight.sandbox) void removeSandbox(flight.sandbox);
     flight.resolve(done(flight.started, outcome));
+    this.#unpin(flight.id);
+  }
+
+  #pin(id: string): void {
+    this.#pins.set(id, (this.#pins.get(id) ?? 0) + 1);
+  }
+
+  /** A component that was kept over the budget by its pins may go once they are all released. */
+  #unpin(id: string): void {
+    const left = (this.#pins.get(id) ?? 1) - 1;
+    if (left > 0) {
+      this.#pins.set(id, left);
+      return;
+    }
+    this.#pins.delete(id);
+    this.#fitBudget();
+  }
+
+  #compiledBytes(): number {
+    let total = 0;
+    for (const compiled of this.#components.values()) total += compiled.bytes;
+    return total;
+  }
+
+  /**
+   * Keeps compiled code within compiledMemoryMib (0: unbounded) by unloading the least recently
+   * used components that nothing pins. The most recently used one always stays, even alone over
+   * the budget; pinned ones stay too, and the total may exceed the budget until they are released.
+   */
+  #fitBudget(): void {
+    const budget = this.#options.compiledMemoryMib * MiB;
+    if (budget === 0 || this.#closed) return;
+    let total = this.#compiledBytes();
+    if (total <= budget) return;
+    const byUse = [...this.#components].sort(([, a], [, b]) => a.used - b.used);
+    for (const [id, compiled] of byUse.slice(0, -1)) {
+      if (total <= budget) return;
+      if (this.#pins.has(id)) continue;
+      this.#unload(id);
+      total -= compiled.bytes;
+    }
+  }
+
+  /** Drops a component's compiled code; its next invocation prepares it again from its prepared files. */
+  #unload(id: string): void {
+    this.#components.delete(id);
+    this.#unloads++;
+    this.#unloaded.add(id);
+    for (const handle of this.#workers) {
+      handle.loaded.delete(id);
+      // A replacement worker may still be loading it: nobody needs that load any more.
+      handle.loads.get(id)?.resolve();
+      handle.loads.delete(id);
+      this.#post(handle, { t: "unload", id });
+    }
   }
 
   /**
@@ -500,12 +609,16 @@ export class Pool {
         break;
       case "loaded": {
         const load = handle.loads.get(message.id);
+        // None: a load that unloading the component cancelled. (An answer the worker sent before it
+        // saw the unload may settle a newer load of the id early: harmless, as the worker handles
+        // invocations after that load in order and awaits it.)
+        if (!load) break;
         if (message.error !== undefined) {
           handle.loads.delete(message.id);
-          load?.reject(new Error(message.error));
+          load.reject(new Error(message.error));
         } else {
           handle.loaded.add(message.id);
-          load?.resolve();
+          load.resolve();
         }
         break;
       }
@@ -584,6 +697,7 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
     toolSlotsPerWorker: positive("toolSlotsPerWorker", options.toolSlotsPerWorker),
     spareInstances: Math.max(0, Math.floor(options.spareInstances ?? 2)),
     spareMemoryMib: Math.max(0, options.spareMemoryMib ?? 256),
+    compiledMemoryMib: Math.max(0, options.compiledMemoryMib ?? 0),
   };
 }
 

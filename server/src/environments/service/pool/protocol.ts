@@ -79,6 +79,8 @@ export type ToWorker =
       /** Program source for a runtime component; never logged, never stored. */
       source?: string;
     }
+  /** Drop the component (its loaded form, spares, pending load): the pool no longer keeps it compiled. */
+  | { t: "unload"; id: string }
   | { t: "cancel"; n: number }
   | { t: "host-result"; n: number; call: number; ok: true; value: string }
   | { t: "host-result"; n: number; call: number; ok: false; error: FailureBody }

@@ -31,6 +31,12 @@ export interface PoolOptions {
   spareInstances?: number;
   /** Guest memory the spare instances of one worker may hold, in MiB. Default 256. */
   spareMemoryMib?: number;
+  /**
+   * Budget for compiled components, counted as the bytes of their core modules, in MiB: past it
+   * the least recently used idle ones are unloaded (and reloaded from their prepared files when
+   * next invoked). Default 0: unbounded, prepared code stays for the pool's lifetime.
+   */
+  compiledMemoryMib?: number;
 }
 
 /** Host services of an agent loop, supplied by the caller (model calls, nested tool dispatch). */
@@ -94,6 +100,10 @@ export interface PoolStats {
   transpiles: number;
   /** Preparations satisfied from `<dataDir>/prepared/`. */
   preparedFromDisk: number;
+  /** Core module bytes of the compiled components (what compiledMemoryMib bounds). */
+  compiledBytes: number;
+  /** Components unloaded to keep within compiledMemoryMib. */
+  unloads: number;
   /** Workers replaced after a crash or a deadline kill. */
   replacements: number;
   inFlight: { tools: number; agentLoops: number };

@@ -138,6 +138,9 @@ port.on("message", (message: ToWorker) => {
     case "load":
       load(message);
       break;
+    case "unload":
+      unload(message.id);
+      break;
     case "invoke":
       void invoke(message);
       break;
@@ -156,26 +159,39 @@ port.on("message", (message: ToWorker) => {
 });
 
 function load(message: Extract<ToWorker, { t: "load" }>): void {
-  if (loading.has(message.id)) {
-    send({ t: "loaded", id: message.id });
+  const { id } = message;
+  if (loading.has(id)) {
+    send({ t: "loaded", id });
     return;
   }
-  const promise = (async () => {
-    const glue = (await import(message.glueUrl)) as { instantiate?: unknown };
-    const component = loadComponent(message.id, glue, message.modules, message.facts);
-    components.set(message.id, component);
-    // No spares yet: they are kept for components in use (after an invocation), so that
-    // preparing many components costs no guest memory until they are called.
-    return component;
-  })();
-  loading.set(message.id, promise);
+  // No spares yet: they are kept for components in use (after an invocation), so that
+  // preparing many components costs no guest memory until they are called.
+  const promise = import(message.glueUrl).then((glue: { instantiate?: unknown }) => loadComponent(id, glue, message.modules, message.facts));
+  loading.set(id, promise);
   promise.then(
-    () => send({ t: "loaded", id: message.id }),
+    (component) => {
+      // Unloaded meanwhile: the pool dropped this load and expects no answer to it.
+      if (loading.get(id) !== promise) return;
+      components.set(id, component);
+      send({ t: "loaded", id });
+    },
     (error: unknown) => {
-      loading.delete(message.id);
-      send({ t: "loaded", id: message.id, error: error instanceof Error ? error.message : String(error) });
+      if (loading.get(id) !== promise) return;
+      loading.delete(id);
+      send({ t: "loaded", id, error: error instanceof Error ? error.message : String(error) });
     },
   );
+}
+
+/**
+ * Forgets a component the pool unloaded (compiled-code budget). An invocation still running on
+ * it keeps its own instance; no new spare is made for it (Spares refills only loaded components).
+ */
+function unload(id: string): void {
+  const component = components.get(id);
+  if (component) component.spares.length = 0;
+  components.delete(id);
+  loading.delete(id);
 }
 
 async function invoke(message: InvokeMessage): Promise<void> {
