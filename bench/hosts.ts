@@ -30,7 +30,7 @@ import type { CreateSessionRequestSchema, SessionService } from "../gen/skillenv
 import { BENCH_API_KEY, spawnServer } from "./lib/child.ts";
 import { formatFigures } from "./lib/figures.ts";
 import { attachInstantHost, EchoStream } from "./lib/host-streams.ts";
-import { connectH2, ECHO, ECHO_INPUT, echoCaller, sessionClient, withChildren } from "./lib/services.ts";
+import { connectH2, cpuProfileArgv, ECHO, ECHO_INPUT, echoCaller, sessionClient, withChildren } from "./lib/services.ts";
 import type { Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed } from "./lib/table.ts";
 import { childSide, measureVariants, type Plan, type Variant, type VariantResult } from "./lib/variants.ts";
@@ -249,12 +249,6 @@ function executeCaller(extensionUrl: string): () => Promise<void> {
     }
     throw new Error("Execute: the stream ended without a receipt");
   };
-}
-
-/** BENCH_CPU_PROF=<dir> profiles the service and the extension (written when they stop cleanly), as in the sessions suite. */
-function cpuProfileArgv(): string[] {
-  const dir = process.env.BENCH_CPU_PROF;
-  return dir ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(dir)}`] : [];
 }
 
 export const hostsSuite: Suite = {

@@ -25,7 +25,7 @@ import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1
 import { AssetService } from "../gen/skillenv/assets/v1/assets_pb.js";
 import { BENCH_API_KEY, spawnServer } from "./lib/child.ts";
 import { formatFigures, type Figure } from "./lib/figures.ts";
-import { withChildren } from "./lib/services.ts";
+import { cpuProfileArgv, withChildren } from "./lib/services.ts";
 import { MiB } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed } from "./lib/table.ts";
@@ -267,12 +267,6 @@ function figures(rows: readonly ResultRow[], pairNames: readonly string[]): Figu
       target: "-",
     },
   ];
-}
-
-/** BENCH_CPU_PROF=<dir> profiles the service child (written when it stops cleanly). */
-function cpuProfileArgv(): string[] {
-  const dir = process.env.BENCH_CPU_PROF;
-  return dir ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(dir)}`] : [];
 }
 
 export const protocolsSuite: Suite = {

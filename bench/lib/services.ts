@@ -40,7 +40,8 @@ export function spawnProvider(): Promise<ServerChild> {
   return spawnServer(path.join(import.meta.dirname, "provider-server.ts"));
 }
 
-function cpuProfileArgv(): string[] {
+/** BENCH_CPU_PROF=<dir> profiles a server child (its profile is written when it stops cleanly). */
+export function cpuProfileArgv(): string[] {
   const dir = process.env.BENCH_CPU_PROF;
   return dir ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(dir)}`] : [];
 }
