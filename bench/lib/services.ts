@@ -69,8 +69,7 @@ export function runClient(transport: Transport): Client<typeof RunService> {
   return createClient(RunService, transport);
 }
 
-/** Admits build/components/<name>.wasm as a tool of the bench's workspace; returns its id. */
-/** Admits build/components/<name>.wasm as a tool (or, with "agentloops", an agent loop). */
+/** Admits build/components/<name>.wasm as a tool (or, with "agentloops", an agent loop) of the bench's workspace; returns its id. */
 export async function admitTool(baseUrl: string, name: string, kind: "tools" | "agentloops" = "tools"): Promise<string> {
   const bytes = await fs.readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
   const response = await fetch(`${baseUrl}/v1/${kind}`, {
