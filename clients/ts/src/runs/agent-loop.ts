@@ -4,6 +4,7 @@ import { Program, type ComponentBytes, type ResolvedProgram } from "../env/index
 import type { ServiceEnvironmentDefinition } from "../sessions/environments.ts";
 import { hasJsonForm } from "../sessions/json.ts";
 import { PlacementError } from "../sessions/placement-error.ts";
+import { programConfiguration } from "../sessions/tools.ts";
 import { jsonValue } from "../sessions/wire.ts";
 
 /** What a run's custom agent loop runs, in any form the client can resolve. */
@@ -90,8 +91,4 @@ export function agentLoopMessage(loop: AgentLoop, implementation: ResolvedAgentL
     },
     configuration: jsonValue(loop.configuration ?? programConfiguration(loop.implementation)),
   };
-}
-
-function programConfiguration(implementation: AgentLoopImplementation): unknown {
-  return typeof implementation === "object" && ("type" in implementation || implementation instanceof Program) ? implementation.configuration : undefined;
 }

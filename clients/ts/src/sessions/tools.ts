@@ -121,6 +121,7 @@ function checkImplementation(name: string, implementation: ToolImplementation | 
   }
 }
 
-function programConfiguration(implementation: ToolImplementation | undefined): unknown {
+/** A program's own configuration (a Program or a resolved one), the default of a placement's or an agent loop's. */
+export function programConfiguration(implementation: ToolImplementation | undefined): unknown {
   return typeof implementation === "object" && ("type" in implementation || implementation instanceof Program) ? implementation.configuration : undefined;
 }
