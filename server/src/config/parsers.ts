@@ -7,6 +7,11 @@ export function parsePositiveInt(raw: string): number {
   return Number(raw);
 }
 
+/** A positive integer, or 0 (which a setting reads as "off" or "unbounded"). */
+export function parseZeroOrPositiveInt(raw: string): number {
+  return raw.trim() === "0" ? 0 : parsePositiveInt(raw);
+}
+
 export function parseBoolean(raw: string): boolean {
   if (raw === "true" || raw === "1") return true;
   if (raw === "false" || raw === "0") return false;

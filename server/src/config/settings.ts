@@ -10,6 +10,7 @@ import {
   parseOrigins,
   parsePositiveInt,
   parseUrl,
+  parseZeroOrPositiveInt,
   type ListenAddress,
 } from "./parsers.ts";
 
@@ -195,10 +196,10 @@ export function loadSettings(env: Env = process.env): Settings {
       agentLoopSlotsPerWorker: read("SERVICE_ENV_AGENT_LOOP_SLOTS", parsePositiveInt, 16),
       toolSlotsPerWorker: read("SERVICE_ENV_TOOL_SLOTS", parsePositiveInt, 4),
       // 0 turns spare instances off.
-      spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 2),
+      spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", parseZeroOrPositiveInt, 2),
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
       // 0 (the default) keeps every prepared component compiled (SPEC 3 rule 4).
-      compiledMemoryMib: read("SERVICE_ENV_COMPILED_MEMORY_MIB", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 0),
+      compiledMemoryMib: read("SERVICE_ENV_COMPILED_MEMORY_MIB", parseZeroOrPositiveInt, 0),
     },
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),
@@ -211,7 +212,7 @@ export function loadSettings(env: Env = process.env): Settings {
       anthropicBaseUrl: read("SERVICE_ANTHROPIC_BASE_URL", parseUrl, "https://api.anthropic.com"),
       openaiBaseUrl: read("SERVICE_OPENAI_BASE_URL", parseUrl, "https://api.openai.com/v1"),
       // 0 turns retries off.
-      maxRetries: read("SERVICE_MODEL_MAX_RETRIES", (raw) => (raw.trim() === "0" ? 0 : parsePositiveInt(raw)), 2),
+      maxRetries: read("SERVICE_MODEL_MAX_RETRIES", parseZeroOrPositiveInt, 2),
       timeoutSecs: read("SERVICE_MODEL_TIMEOUT_SECS", parsePositiveInt, 300),
     },
   };
