@@ -2,6 +2,7 @@ import type { Reader } from "./leb.ts";
 import {
   KIND_FUNC,
   KIND_GLOBAL,
+  REF_FUNC,
   SEC_ELEMENT,
   SEC_EXPORT,
   SEC_FUNCTION,
@@ -14,6 +15,7 @@ import {
   skipImportDesc,
   skipLimits,
   type Section,
+  walkConstExpr,
 } from "./sections.ts";
 
 /** A function type as the byte ranges of its parameter and result lists (for deriving new types). */
@@ -150,40 +152,7 @@ function readTableFuncRefs(r: Reader, into: number[]): void {
 
 /** The functions a constant expression takes a reference to (`ref.func`). */
 function readConstExprFuncs(r: Reader, into: number[]): void {
-  for (;;) {
-    const at = r.pos;
-    const op = r.u8();
-    switch (op) {
-      case 0x0b:
-        return;
-      case 0xd2: // ref.func
-        into.push(r.u32());
-        break;
-      case 0x23: // global.get
-      case 0x41: // i32.const
-      case 0x42: // i64.const
-      case 0xd0: // ref.null heaptype
-        r.skipLeb();
-        break;
-      case 0x43:
-        r.skip(4);
-        break;
-      case 0x44:
-        r.skip(8);
-        break;
-      case 0x6a: // extended-const arithmetic
-      case 0x6b:
-      case 0x6c:
-      case 0x7c:
-      case 0x7d:
-      case 0x7e:
-        break;
-      case 0xfd: // v128.const
-        if (r.u32() !== 0x0c) throw new Error(`unsupported SIMD opcode in constant expression at offset ${at}`);
-        r.skip(16);
-        break;
-      default:
-        throw new Error(`unsupported opcode 0x${op.toString(16)} in constant expression at offset ${at}`);
-    }
-  }
+  walkConstExpr(r, (op, index) => {
+    if (op === REF_FUNC) into.push(index);
+  });
 }

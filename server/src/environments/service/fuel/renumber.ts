@@ -4,7 +4,7 @@
  */
 import type { CallPlan } from "./calls.ts";
 import { Reader, Writer } from "./leb.ts";
-import { KIND_GLOBAL, skipLimits } from "./sections.ts";
+import { GLOBAL_GET, KIND_GLOBAL, skipLimits, walkConstExpr } from "./sections.ts";
 
 /** Maps an old global index to its index after the fuel import was added. */
 export type GlobalMap = (index: number) => number;
@@ -13,46 +13,16 @@ export function shiftDefinedGlobals(importedGlobals: number): GlobalMap {
   return (index) => (index < importedGlobals ? index : index + 1);
 }
 
-/** Constant expressions: numeric/vector constants, ref.null/ref.func, global.get, extended-const arithmetic. */
+/** Copies a constant expression, renumbering its global.get indices. */
 function copyConstExpr(r: Reader, w: Writer, map: GlobalMap): void {
-  for (;;) {
-    const at = r.pos;
-    const op = r.u8();
-    w.u8(op);
-    switch (op) {
-      case 0x0b:
-        return;
-      case 0x23: // global.get
-        w.u32(map(r.u32()));
-        break;
-      case 0x41: // i32.const
-      case 0x42: // i64.const
-      case 0xd0: // ref.null heaptype
-      case 0xd2: // ref.func
-        w.copyLeb(r);
-        break;
-      case 0x43:
-        copyBytes(r, w, 4);
-        break;
-      case 0x44:
-        copyBytes(r, w, 8);
-        break;
-      case 0x6a: // i32.add, i32.sub, i32.mul, i64.add, i64.sub, i64.mul (extended-const)
-      case 0x6b:
-      case 0x6c:
-      case 0x7c:
-      case 0x7d:
-      case 0x7e:
-        break;
-      case 0xfd: // v128.const
-        if (r.u32() !== 0x0c) throw new Error(`unsupported SIMD opcode in constant expression at offset ${at}`);
-        w.u32(0x0c);
-        copyBytes(r, w, 16);
-        break;
-      default:
-        throw new Error(`unsupported opcode 0x${op.toString(16)} in constant expression at offset ${at}`);
-    }
-  }
+  let from = r.pos;
+  walkConstExpr(r, (op, index, indexAt) => {
+    if (op !== GLOBAL_GET) return;
+    w.copy(r.bytes, from, indexAt);
+    w.u32(map(index));
+    from = r.pos;
+  });
+  w.copy(r.bytes, from, r.pos);
 }
 
 function copyBytes(r: Reader, w: Writer, n: number): void {

@@ -68,6 +68,55 @@ export function skipLimits(r: Reader): void {
   if (flags & 1) r.skipLeb();
 }
 
+export const GLOBAL_GET = 0x23;
+export const REF_FUNC = 0xd2;
+
+/**
+ * Reads a constant expression through its `end`: numeric/vector constants, ref.null/ref.func,
+ * global.get, extended-const arithmetic. Calls `onIndex` for each global.get and ref.func with the
+ * opcode, the index and where the index starts (`r.pos` is just past it).
+ */
+export function walkConstExpr(r: Reader, onIndex: (op: number, index: number, indexAt: number) => void): void {
+  for (;;) {
+    const at = r.pos;
+    const op = r.u8();
+    switch (op) {
+      case 0x0b:
+        return;
+      case GLOBAL_GET:
+      case REF_FUNC: {
+        const indexAt = r.pos;
+        onIndex(op, r.u32(), indexAt);
+        break;
+      }
+      case 0x41: // i32.const
+      case 0x42: // i64.const
+      case 0xd0: // ref.null heaptype
+        r.skipLeb();
+        break;
+      case 0x43:
+        r.skip(4);
+        break;
+      case 0x44:
+        r.skip(8);
+        break;
+      case 0x6a: // i32.add, i32.sub, i32.mul, i64.add, i64.sub, i64.mul (extended-const)
+      case 0x6b:
+      case 0x6c:
+      case 0x7c:
+      case 0x7d:
+      case 0x7e:
+        break;
+      case 0xfd: // v128.const
+        if (r.u32() !== 0x0c) throw new Error(`unsupported SIMD opcode in constant expression at offset ${at}`);
+        r.skip(16);
+        break;
+      default:
+        throw new Error(`unsupported opcode 0x${op.toString(16)} in constant expression at offset ${at}`);
+    }
+  }
+}
+
 /** Skips one import's descriptor after its two names and kind byte. */
 export function skipImportDesc(r: Reader, kind: number): void {
   switch (kind) {
