@@ -1,4 +1,5 @@
 import { once } from "node:events";
+import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { FromChild, ToChild } from "./child.ts";
@@ -35,18 +36,29 @@ export async function serveOverIpc(start: () => Promise<Served>): Promise<void> 
 }
 
 /** Listens on a loopback port; `close` ends the server's HTTP/2 sessions too, so it does not wait on idle clients. */
-export async function listenHttp2(server: http2.Http2Server): Promise<Served> {
+export function listenHttp2(server: http2.Http2Server): Promise<Served> {
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
+  return listen(server, () => {
+    for (const session of sessions) session.close();
+  });
+}
+
+/** Listens on a loopback port; `close` drops the server's keep-alive connections too, so it does not wait on idle clients. */
+export function listenHttp1(server: http.Server): Promise<Served> {
+  return listen(server, () => server.closeAllConnections());
+}
+
+async function listen(server: http.Server | http2.Http2Server, dropConnections: () => void): Promise<Served> {
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     async close() {
-      for (const session of sessions) session.close();
+      dropConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };

@@ -7,14 +7,12 @@
 //
 // Node's http2 server does not fall back to HTTP/1.1 on plaintext, so it listens twice: h2c and
 // HTTP/1.1. The child reports both base URLs as its URL, space-separated: "<h2c> <http/1.1>".
-import { once } from "node:events";
 import * as http from "node:http";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus } from "../../gen/grpc/health/v1/health_pb.js";
 import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
-import { serveOverIpc } from "../lib/serve.ts";
+import { listenHttp1, listenHttp2, serveOverIpc } from "../lib/serve.ts";
 
 await serveOverIpc(async () => {
   const handler = connectNodeAdapter({
@@ -27,23 +25,11 @@ await serveOverIpc(async () => {
       });
     },
   });
-  const h2 = http2.createServer(handler);
-  const h1 = http.createServer(handler);
-  const sessions = new Set<http2.ServerHttp2Session>();
-  h2.on("session", (session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
-  });
-  h2.listen(0, "127.0.0.1");
-  h1.listen(0, "127.0.0.1");
-  await Promise.all([once(h2, "listening"), once(h1, "listening")]);
-  const url = (server: http.Server | http2.Http2Server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const [h2, h1] = await Promise.all([listenHttp2(http2.createServer(handler)), listenHttp1(http.createServer(handler))]);
   return {
-    url: `${url(h2)} ${url(h1)}`,
+    url: `${h2.url} ${h1.url}`,
     async close() {
-      for (const session of sessions) session.close();
-      h1.closeAllConnections();
-      await Promise.all([new Promise<void>((resolve) => h2.close(() => resolve())), new Promise<void>((resolve) => h1.close(() => resolve()))]);
+      await Promise.all([h2.close(), h1.close()]);
     },
   };
 });

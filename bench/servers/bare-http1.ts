@@ -1,10 +1,8 @@
 // The floor for a bulk upload: a plaintext node:http (HTTP/1.1) server that reads and discards a
 // PUT body and answers a small fixed JSON body. No hashing, no disk, no signature check. Same
 // process model as the service, so the bytes cross the same loopback socket between two processes.
-import { once } from "node:events";
 import * as http from "node:http";
-import type { AddressInfo } from "node:net";
-import { serveOverIpc } from "../lib/serve.ts";
+import { listenHttp1, serveOverIpc } from "../lib/serve.ts";
 
 // About the size of the object store's answer to a signed PUT ({sha256, sizeBytes}).
 const BODY = Buffer.from(JSON.stringify({ sha256: "0".repeat(64), sizeBytes: "20971520" }));
@@ -19,13 +17,5 @@ await serveOverIpc(async () => {
     // Discard: flowing mode with no 'data' listener drops every chunk as it arrives.
     req.resume();
   });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return listenHttp1(server);
 });

@@ -3,12 +3,10 @@
 // service calls extensions); every RPC but Execute answers empty, and Execute answers at once
 // with one `returned` receipt carrying the input back: no accepted, no progress, no auth, no
 // state, nothing recorded (the test extension of server/test records every call it gets).
-import { once } from "node:events";
 import * as http from "node:http";
-import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { ExtensionEnvironmentService } from "../../gen/skillenv/extension/v1/extension_pb.js";
-import { serveOverIpc } from "../lib/serve.ts";
+import { listenHttp1, serveOverIpc } from "../lib/serve.ts";
 
 await serveOverIpc(async () => {
   const handler = connectNodeAdapter({
@@ -26,13 +24,5 @@ await serveOverIpc(async () => {
     },
   });
   const server = http.createServer(handler);
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return listenHttp1(server);
 });
