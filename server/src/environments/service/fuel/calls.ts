@@ -59,11 +59,6 @@ export class CallPlan {
     return d < 0 ? -1 : this.#bodyIndex[d]!;
   }
 
-  /** The function index of defined function `d`'s metered body. */
-  bodyIndex(d: number): number {
-    return this.#bodyIndex[d]!;
-  }
-
   resultBlock(type: number): Uint8Array {
     return this.#resultBlock.get(type)!;
   }
