@@ -1,4 +1,4 @@
-import { fromJson, fromJsonString, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { fromJson, toJson, type JsonObject, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampDate, ValueSchema, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
 import type { ImplementationSchema } from "../../gen/skillenv/sessions/v1/common_pb.js";
 import type {
@@ -106,10 +106,7 @@ function implementationKind(implementation: NonNullable<PlacedImplementation>): 
 
 /** Any value as JSON.stringify sees it (toJSON, dropped undefined fields); undefined stays unset. */
 export function jsonValue(value: unknown): Value | undefined {
-  if (value === undefined) return undefined;
-  const text = JSON.stringify(value);
-  if (text === undefined) throw new TypeError(`${typeof value} is not a JSON value`);
-  return fromJsonString(ValueSchema, text);
+  return value === undefined ? undefined : fromJson(ValueSchema, jsonSnapshot(value));
 }
 
 export function recordFrom(message: SessionMessage): SessionRecord {
