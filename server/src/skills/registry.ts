@@ -1,8 +1,9 @@
 import { validateSkillName } from "@skillenv/client/bundle";
-import type { Assets } from "../assets/index.ts";
+import type { AssetRecord, Assets } from "../assets/index.ts";
 import { checkSha256 } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { KeyedLock } from "../storage/index.ts";
+import type { BundleFile } from "./bundle/index.ts";
 import type { SkillRecord, SkillRecords } from "./skill-records.ts";
 import type { StoredBundles } from "./stored-bundles.ts";
 
@@ -75,21 +76,24 @@ export class SkillRegistry {
   }
 
   /** The skill's metadata with every file's path and size (never the bytes). */
-  async listing(workspace: string, name: string): Promise<SkillRecord & { files: Array<{ path: string; sizeBytes: number }> }> {
+  async listing(workspace: string, name: string): Promise<SkillRecord & { files: BundleFile[] }> {
     const record = await this.get(workspace, name);
     if (record.files) return { ...record, files: record.files };
-    const asset = await this.#assets.finalized(workspace, record.contentHash);
-    if (!asset) throw serviceError("asset_not_found", `the bundle of skill ${name} is no longer available`);
-    return { ...record, files: (await this.#bundles.inspect(asset)).listing };
+    return { ...record, files: (await this.#bundles.inspect(await this.#bundleOf(workspace, record))).listing };
   }
 
   /** The bundle's files, for staging and the `skills` meta-tool: server-internal, never on the wire. */
   async files(workspace: string, name: string): Promise<SkillFiles> {
     const record = await this.get(workspace, name);
-    const asset = await this.#assets.finalized(workspace, record.contentHash);
-    if (!asset) throw serviceError("asset_not_found", `the bundle of skill ${name} is no longer available`);
-    const bundle = await this.#bundles.files(asset);
+    const bundle = await this.#bundles.files(await this.#bundleOf(workspace, record));
     return { record, files: bundle.files };
+  }
+
+  /** The finalized asset holding a stored skill's bundle. */
+  async #bundleOf(workspace: string, record: SkillRecord): Promise<AssetRecord> {
+    const asset = await this.#assets.finalized(workspace, record.contentHash);
+    if (!asset) throw serviceError("asset_not_found", `the bundle of skill ${record.name} is no longer available`);
+    return asset;
   }
 
   async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<SkillRecord> {

@@ -1,4 +1,5 @@
 import { workspaceKey, workspaceRange, type Store, type Table } from "../storage/index.ts";
+import type { BundleFile } from "./bundle/index.ts";
 
 /** What the registry stores per (workspace, name): metadata only; bytes stay in the blob store. */
 export interface SkillRecord {
@@ -9,7 +10,7 @@ export interface SkillRecord {
   fileCount: number;
   totalFileBytes: number;
   /** Every file's path and size (records written before it was kept have none: read from the bundle). */
-  files?: Array<{ path: string; sizeBytes: number }>;
+  files?: BundleFile[];
   createdAt: string;
   updatedAt: string;
 }
