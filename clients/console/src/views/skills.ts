@@ -1,9 +1,9 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
+import type { SkillDetails } from "@skillenv/client/web";
 import { code, formatBytes, formatTime, h, plural } from "../dom.ts";
 import { href } from "../router.ts";
 import { fill, pageHeader, pagedTable, panel, type ViewContext } from "./common.ts";
 
-type SkillDetails = Awaited<ReturnType<ViewContext["client"]["skills"]["get"]>>;
 type SkillMetadata = Omit<SkillDetails, "files">;
 
 export function skillsView(context: ViewContext): HTMLElement {
