@@ -36,6 +36,15 @@ def to_value(value: Any) -> struct_pb2.Value:
     return message
 
 
+def is_json_value(value: Any) -> bool:
+    """Whether `to_value` takes `value` (a cycle is not a JSON value either)."""
+    try:
+        to_value(value)
+        return True
+    except (TypeError, RecursionError):
+        return False
+
+
 def to_struct(mapping: Mapping[Any, Any]) -> struct_pb2.Struct:
     message = struct_pb2.Struct()
     for key, item in mapping.items():

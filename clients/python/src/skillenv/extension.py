@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal, cast
 from urllib.parse import urlsplit
 
 from skillenv._coded import CodedError
-from skillenv._wire import from_value, to_value
+from skillenv._wire import from_value, is_json_value, to_value
 from skillenv.environments import SetupMode
 
 OptionType = Literal["string", "number", "boolean", "string[]", "json"]
@@ -169,20 +169,12 @@ def _has_type(value: Any, option_type: str) -> bool:
     if option_type == "string":
         return isinstance(value, str)
     if option_type == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and _is_json(value)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and is_json_value(value)
     if option_type == "boolean":
         return isinstance(value, bool)
     if option_type == "string[]":
         return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)  # pyright: ignore[reportUnknownVariableType]
-    return _is_json(value)
-
-
-def _is_json(value: Any) -> bool:
-    try:
-        to_value(value)
-        return True
-    except (TypeError, RecursionError):
-        return False
+    return is_json_value(value)
 
 
 def _checked_url(url: Any, what: str) -> str:

@@ -14,7 +14,7 @@ import grpc
 
 from skillenv._gen.skillenv.sessions.v1 import common_pb2, runs_pb2
 from skillenv._rpc import Rpc
-from skillenv._wire import datetime_of, from_struct, optional_datetime_of, to_struct, to_value
+from skillenv._wire import datetime_of, from_struct, is_json_value, optional_datetime_of, to_struct, to_value
 from skillenv.assets import UploadResult
 from skillenv.environments import ServiceEnvironment
 from skillenv.errors import ServiceError
@@ -121,11 +121,8 @@ def _agent_loop_problem(loop: AgentLoop) -> str | None:
             return f"program {implementation.id} runs on a tool runtime; an agent loop needs an agent-loop runtime"
     else:
         return f"an agent loop's implementation is an id, a Component, a Program or a ResolvedProgram, not {type(implementation).__name__}"
-    if loop.configuration is not None:
-        try:
-            to_value(loop.configuration)
-        except (TypeError, RecursionError):
-            return "its configuration must be a JSON value"
+    if loop.configuration is not None and not is_json_value(loop.configuration):
+        return "its configuration must be a JSON value"
     return None
 
 

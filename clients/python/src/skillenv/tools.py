@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
-from skillenv._wire import to_value
+from skillenv._wire import is_json_value
 from skillenv.environments import ServiceEnvironment
 from skillenv.extension import ExtensionEnvironment
 from skillenv.hosts import HostEnvironment
@@ -143,10 +143,7 @@ def _check_implementation(name: str, implementation: ToolImplementation | None) 
     elif isinstance(implementation, ResolvedProgram):
         if implementation.entrypoint != "run":
             why = f"program {implementation.id} runs on an agent-loop runtime; a tool needs a tool runtime"
-    elif isinstance(implementation, Opaque):
-        try:
-            to_value(implementation.value)
-        except (TypeError, RecursionError):
-            why = "an opaque implementation must be a JSON value"
+    elif isinstance(implementation, Opaque) and not is_json_value(implementation.value):
+        why = "an opaque implementation must be a JSON value"
     if why is not None:
         raise PlacementError(f"tool {name}: {why}")
