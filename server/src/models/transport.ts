@@ -1,5 +1,6 @@
 import * as http from "node:http";
 import * as https from "node:https";
+import { text } from "node:stream/consumers";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
 import { ModelError, type ModelCallOptions, type ModelErrorCode } from "./port.ts";
@@ -244,13 +245,6 @@ async function statusFailure(response: http.IncomingMessage, context: CallContex
   const detail = code === "model_auth_failed" ? undefined : providerMessage(body, context.apiKey);
   const message = `${context.provider}: ${STATUS_SUMMARY[code]} (HTTP ${status})${detail === undefined ? "" : `: ${detail}`}`;
   return new ModelError(code, message, status);
-}
-
-async function text(response: http.IncomingMessage): Promise<string> {
-  response.setEncoding("utf8");
-  let body = "";
-  for await (const chunk of response as AsyncIterable<string>) body += chunk;
-  return body;
 }
 
 /** The provider's own explanation (both wire formats put it at error.message), with the key cut out in case it was echoed. */
