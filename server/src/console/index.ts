@@ -46,7 +46,7 @@ export async function loadConsole(dir: string = CONSOLE_BUILD_DIR): Promise<Stat
     answer(pathname, requestHeaders) {
       if (pathname === "/") return redirect(CONSOLE_PATH, 302, HEADERS);
       if (pathname === "/console") return redirect(CONSOLE_PATH, 308, HEADERS);
-      if (pathname !== CONSOLE_PATH && !pathname.startsWith(CONSOLE_PATH)) return undefined;
+      if (!pathname.startsWith(CONSOLE_PATH)) return undefined;
       if (!site) return { status: 503, headers: { ...HEADERS, "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" }, body: NOT_BUILT };
       const file = site.files.get(pathname === CONSOLE_PATH ? `${CONSOLE_PATH}index.html` : pathname);
       return file && fileAnswer(file, requestHeaders);
