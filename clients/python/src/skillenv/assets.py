@@ -12,8 +12,9 @@ from skillenv._rpc import Rpc
 from skillenv.bundle import sha256_hex
 from skillenv.errors import UploadError
 
-# The signed URL is the authority for the PUT; like the gRPC channel, it is reached directly.
-_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# The signed URL is the authority for the PUT; like the gRPC channel (and the TypeScript client's
+# fetch), it is reached directly, not through http_proxy. So is a program's source URL (env.py).
+direct_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def _put(url: str, data: bytes, headers: dict[str, str], timeout: float) -> None
     """The raw bytes with the signed headers verbatim (the checksum header among them)."""
     request = urllib.request.Request(url, data=data, headers=headers, method="PUT")
     try:
-        with _direct.open(request, timeout=timeout):
+        with direct_opener.open(request, timeout=timeout):
             pass
     except urllib.error.HTTPError as refusal:
         raise _upload_error(refusal) from None

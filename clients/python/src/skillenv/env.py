@@ -19,7 +19,7 @@ from skillenv._gen.google.api import httpbody_pb2
 from skillenv._gen.skillenv.env.v1 import artifacts_pb2
 from skillenv._once import OncePerInstance
 from skillenv._rpc import Rpc
-from skillenv.assets import upload_asset
+from skillenv.assets import direct_opener, upload_asset
 from skillenv.bundle import sha256_hex
 from skillenv.errors import ServiceError
 from skillenv.programs import Component, ComponentKind, Program, ProgramError, ProgramSource, ResolvedProgram
@@ -33,9 +33,6 @@ _PREFERRED_INLINE_BYTES = 4 * 1024 * 1024
 
 # Reading a program's source from an http(s) URL.
 _SOURCE_TIMEOUT = 60.0
-
-# Like the TypeScript client's fetch, a program's URL is reached directly, not through http_proxy.
-_direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -194,7 +191,7 @@ def _read_source(source: ProgramSource) -> bytes:
             raise ProgramError("unsupported_source", f"a file: URL names a file of this machine, not of {url.netloc}")
         return _read_file(Path(urllib.request.url2pathname(url.path)))
     try:
-        with _direct.open(source, timeout=_SOURCE_TIMEOUT) as response:
+        with direct_opener.open(source, timeout=_SOURCE_TIMEOUT) as response:
             return cast(bytes, response.read())
     except urllib.error.HTTPError as refusal:
         raise ProgramError("source_unreadable", f"fetching the program source {source} failed: HTTP {refusal.code}") from None
