@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal, cast, get_args
 from urllib.parse import urlsplit
 
 from skillenv._coded import CodedError
@@ -17,7 +17,7 @@ OptionType = Literal["string", "number", "boolean", "string[]", "json"]
 Options = dict[str, Any]
 """An instance's options, as the kind's functions get them: the given ones, by name."""
 
-_OPTION_TYPES: tuple[str, ...] = ("string", "number", "boolean", "string[]", "json")
+_OPTION_TYPES: tuple[str, ...] = get_args(OptionType)
 # Every instance takes these; a kind cannot declare them.
 _RESERVED = ("name", "setup")
 
