@@ -1,3 +1,3 @@
 export { loadSettings, SettingsError, type EnvironmentSettings, type HttpLimits, type Limits, type SessionSettings, type Settings } from "./settings.ts";
 export { isEnvVarName, isWorkspaceName, type ListenAddress } from "./parsers.ts";
-export { ensureMallocEnvironment, MALLOC_ENVIRONMENT } from "./process-memory.ts";
+export { MALLOC_ENVIRONMENT } from "./process-memory.ts";
