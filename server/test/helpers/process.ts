@@ -1,7 +1,24 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import * as path from "node:path";
+import { afterAll } from "vitest";
 
 const MAIN = path.resolve(import.meta.dirname, "../../src/main.ts");
+
+/**
+ * Services still running when their file's tests are over: a test that failed before its own
+ * kill would otherwise leave its server running after the suite. This module is evaluated once
+ * per test file, so each file kills what it started.
+ */
+const running = new Set<ChildProcess>();
+afterAll(() => {
+  for (const child of running) child.kill("SIGKILL");
+});
+
+function tracked(child: ChildProcess): ChildProcess {
+  running.add(child);
+  child.once("exit", () => running.delete(child));
+  return child;
+}
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -12,10 +29,12 @@ export interface ServiceProcess {
 
 /** Runs the real entry point (`node server/src/main.ts`) and waits for its listening line. */
 export async function spawnService(env: Record<string, string>): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH ?? "", SERVICE_LISTEN: "127.0.0.1:0", SERVICE_LOG_REQUESTS: "false", ...env },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child = tracked(
+    spawn(process.execPath, [MAIN], {
+      env: { PATH: process.env.PATH ?? "", SERVICE_LISTEN: "127.0.0.1:0", SERVICE_LOG_REQUESTS: "false", ...env },
+      stdio: ["ignore", "ignore", "pipe"],
+    }),
+  );
   let stderr = "";
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
@@ -31,7 +50,7 @@ export async function spawnService(env: Record<string, string>): Promise<Service
 
 /** Runs the entry point expecting it to stop; returns exit code and stderr. */
 export async function runUntilExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "ignore", "pipe"] });
+  const child = tracked(spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "ignore", "pipe"] }));
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
