@@ -71,8 +71,6 @@ export interface ExecuteOperation {
   input: string;
   /** Absolute Unix time in milliseconds. */
   deadlineMs: number;
-  /** Invocation-scoped grants (SPEC 4.5.1), within the binding's own. */
-  grants?: ServiceGrants;
   /** Interim receipts, in the order the environment reports them. */
   report(receipt: InterimReceipt): void;
   /** Present when the implementation is an agent loop: its host services. */
