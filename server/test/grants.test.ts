@@ -4,8 +4,8 @@ import * as path from "node:path";
 import { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
-import { loadSettings } from "../src/config/index.ts";
-import { authorizeGrant, originAllowed, parseGrants, type GrantAllowLists } from "../src/environments/service/grants/index.ts";
+import { loadSettings, originAllowed } from "../src/config/index.ts";
+import { authorizeGrant, parseGrants, type GrantAllowLists } from "../src/environments/service/grants/index.ts";
 
 const NONE: GrantAllowLists = { filesystemAllow: [], networkAllow: [], secretAllow: [] };
 
@@ -162,6 +162,14 @@ describe("authorizeGrant", () => {
       expect(code).toBe("grant_not_allowed");
       expect(message).toContain("SERVICE_ENV_NETWORK_ALLOW");
     }
+  });
+
+  it("allows an IPv6 origin that SERVICE_ENV_NETWORK_ALLOW lists, whatever its spelling on either side", async () => {
+    const lists = { ...NONE, networkAllow: loadSettings({ SERVICE_ENV_NETWORK_ALLOW: "http://[0:0::1]:8080" }).env.networkAllow };
+    await expect(authorizeGrant(parseGrants({ network: ["http://[::1]:8080"] }), lists, { workspaceRoot: outside })).resolves.toBeUndefined();
+    await expect(authorizeGrant(parseGrants({ network: ["HTTP://[0::1]:8080/"] }), lists, { workspaceRoot: outside })).resolves.toBeUndefined();
+    const { code } = await refusal(() => authorizeGrant(parseGrants({ network: ["http://[::2]:8080"] }), lists, { workspaceRoot: outside }));
+    expect(code).toBe("grant_not_allowed");
   });
 
   it("allows only listed secrets, by exact name", async () => {

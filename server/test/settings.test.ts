@@ -51,6 +51,9 @@ describe("settings", () => {
     ["SERVICE_ENV_NETWORK_ALLOW", "api.example.com", "origins like"],
     ["SERVICE_ENV_NETWORK_ALLOW", "https://api.*.example.com", "origins like"],
     ["SERVICE_ENV_NETWORK_ALLOW", "http://*.example.com", "origins like"],
+    ["SERVICE_ENV_NETWORK_ALLOW", "https://api.example.com/v1", "origins like"],
+    ["SERVICE_ENV_NETWORK_ALLOW", "https://user@api.example.com", "origins like"],
+    ["SERVICE_ENV_NETWORK_ALLOW", "https://*.[::1]", "origins like"],
     ["SERVICE_ENV_FILESYSTEM_ALLOW", "relative/dir", "absolute paths"],
     ["SERVICE_ENV_SECRET_ALLOW", "NOT-A-NAME", "environment variable names"],
     ["SERVICE_PUBLIC_URL", "ftp://x", "http or https"],
@@ -64,6 +67,11 @@ describe("settings", () => {
       expect((error as Error).message).toContain(`${name}: `);
       expect((error as Error).message).toContain(form);
     }
+  });
+
+  it("keeps allowed origins in the canonical form grants are compared in, IPv6 literals included", () => {
+    const settings = loadSettings({ SERVICE_ENV_NETWORK_ALLOW: "HTTP://[::1]:8080,https://API.Example.com:443,https://*.Example.org,http://[0:0:0:0:0:0:0:1]:9000" });
+    expect(settings.env.networkAllow).toEqual(["http://[::1]:8080", "https://api.example.com", "https://*.example.org", "http://[::1]:9000"]);
   });
 
   it("reports every bad setting at once", () => {

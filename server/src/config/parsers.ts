@@ -1,5 +1,7 @@
 /** Small value parsers for settings. Each throws an Error whose message states the accepted form. */
 
+import { formatOrigin, parseOrigin } from "./origins.ts";
+
 export function parsePositiveInt(raw: string): number {
   if (!/^[1-9][0-9]*$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
     throw new Error("expected a positive integer, e.g. 4");
@@ -66,13 +68,16 @@ export function parseApiKeys(raw: string): Map<string, string> {
   return keys;
 }
 
-/** Allowed network origins: exact `scheme://host[:port]`, or `https://*.<domain>`. */
+/**
+ * Allowed network origins, by the rule grants are checked with (origins.ts): exact
+ * `scheme://host[:port]` (a name or an IP literal, IPv6 bracketed), or `https://*.<domain>[:port]`;
+ * kept in canonical form (lowercase, default port dropped).
+ */
 export function parseOrigins(raw: string): string[] {
-  return parseList(raw).map((origin) => {
-    if (!/^https?:\/\/(\*\.)?[a-z0-9.-]+(:[0-9]{1,5})?$/.test(origin) || (origin.includes("*") && !origin.startsWith("https://*."))) {
-      throw new Error(`expected origins like https://api.example.com or https://*.example.com, got ${JSON.stringify(origin)}`);
-    }
-    return origin;
+  return parseList(raw).map((text) => {
+    const origin = parseOrigin(text);
+    if (!origin) throw new Error(`expected origins like https://api.example.com, https://*.example.com or http://[::1]:8080, got ${JSON.stringify(text)}`);
+    return formatOrigin(origin);
   });
 }
 

@@ -5,7 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { ExtensionEnvironmentService, type ExecuteResponse } from "../../../../gen/skillenv/extension/v1/extension_pb.js";
 import { serviceError } from "../../errors/index.ts";
-import { originAllowed } from "../service/index.ts";
+import { originAllowed } from "../../config/index.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type StagedFile, type TerminalReceipt } from "../port.ts";
 import type { Sealer } from "./sealer.ts";

@@ -3,6 +3,5 @@
 // (transpile, instrument, persist), fuel/ (metering by core-wasm rewriting), grants/ (parsing
 // and the deployment allow-lists), startup.ts (the pool and the preparation file), kind.ts (the
 // adapter of the environment port).
-export { originAllowed } from "./grants/index.ts";
 export { ServiceEnvironmentKind, type ServiceImplementation, type ServiceKindOptions } from "./kind.ts";
 export { startServiceEnvironment, type ServiceEnvironment } from "./startup.ts";

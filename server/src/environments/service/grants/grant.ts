@@ -1,7 +1,6 @@
-import { isEnvVarName } from "../../../config/index.ts";
+import { formatOrigin, isEnvVarName, parseOrigin } from "../../../config/index.ts";
 import type { AccessMode, ServiceGrants } from "../../port.ts";
 import { serviceError } from "../../../errors/index.ts";
-import { formatOrigin, parseOrigin } from "./origins.ts";
 
 const MODES: readonly string[] = ["read", "write"];
 const GRANT_FIELDS = ["filesystem", "network", "secrets"];

@@ -1,3 +1,2 @@
 export { authorizeGrant, type GrantAllowLists, type GrantTarget } from "./authorize.ts";
 export { parseGrants } from "./grant.ts";
-export { originAllowed } from "./origins.ts";
