@@ -87,6 +87,27 @@ describe("SERVICE_ENV_PREPARATION at startup", () => {
     expect(result.stderr).not.toContain("listening on");
   });
 
+  it("stops startup when the workers fail to load a listed component that admission accepted", async () => {
+    const echo = await fs.readFile(path.join(BUILD, "echo-wat.wasm"));
+    const file = await preparationDir({ tools: ["echo.wasm"] }, { "echo.wasm": echo });
+    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-prep-data-"));
+    const env = { SERVICE_DATA_DIR: dataDir, SERVICE_API_KEYS: KEYS, SERVICE_ENV_PREPARATION: file };
+    const first = await spawnService(env);
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    // The persisted preparation is what a restart loads on the workers: make its glue throw there.
+    const [toolchain] = await fs.readdir(path.join(dataDir, "prepared"));
+    const [component] = await fs.readdir(path.join(dataDir, "prepared", toolchain!));
+    const glue = path.join(dataDir, "prepared", toolchain!, component!, "glue.mjs");
+    await fs.writeFile(glue, 'throw new Error("this glue cannot load");\n');
+
+    const result = await runUntilExit({ ...env, SERVICE_LISTEN: "127.0.0.1:0" });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("startup failed:");
+    expect(result.stderr).toContain("this glue cannot load");
+    expect(result.stderr).not.toContain("listening on");
+  });
+
   it("stops startup when the preparation file itself is missing", async () => {
     const result = await runUntilExit({ SERVICE_DATA_DIR: await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-prep-data-")), SERVICE_API_KEYS: KEYS, SERVICE_ENV_PREPARATION: "/nonexistent/prepare.json", SERVICE_LISTEN: "127.0.0.1:0" });
     expect(result.code).toBe(1);
