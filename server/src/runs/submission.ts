@@ -19,7 +19,10 @@ export interface SubmissionRules {
   providers: ReadonlySet<string>;
   /** SERVICE_RUN_MAX_ROUNDS: default and upper bound of max_rounds. */
   maxRounds: number;
-  /** Largest message, as UTF-8 (SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: the message is journaled). */
+  /**
+   * Largest message and agentsMd, as UTF-8 (SERVICE_JOURNAL_MAX_PAYLOAD_BYTES): the message is
+   * journaled, and agentsMd is held for the run and sent with every model request.
+   */
   maxMessageBytes: number;
 }
 
@@ -49,6 +52,7 @@ export function checkSubmission(input: RunInput | undefined, rules: SubmissionRu
   if (!apiKey) throw serviceError("provider_key_missing", `provider_keys has no key for the model's provider ${JSON.stringify(model.provider)}`);
   if (input.message === "") invalid("message must not be empty");
   if (Buffer.byteLength(input.message) > rules.maxMessageBytes) invalid(`message exceeds ${rules.maxMessageBytes} bytes`);
+  if (Buffer.byteLength(input.agentsMd) > rules.maxMessageBytes) invalid(`agentsMd exceeds ${rules.maxMessageBytes} bytes`);
   const submission = {
     model,
     agentloop: checkAgentLoop(input),
