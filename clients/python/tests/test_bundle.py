@@ -93,6 +93,15 @@ def test_a_directory_without_a_name_takes_its_slugified_basename(tmp_path: Path)
     assert slugify_skill_name("My__Skill!") == "my_skill"
 
 
+def test_a_linked_directory_takes_the_basename_of_the_link_as_given(tmp_path: Path) -> None:
+    target = tmp_path / "store-3f2a"
+    target.mkdir()
+    (target / "SKILL.md").write_text("---\ndescription: Writes résumés.\n---\n")
+    (tmp_path / "Resume Writer").symlink_to(target, target_is_directory=True)
+    assert Skill.from_dir(tmp_path / "Resume Writer").bundle().name == "resume-writer"
+    assert Skill.from_dir(f"{tmp_path / 'Resume Writer'}/").bundle().name == "resume-writer"
+
+
 def test_a_symbolic_link_in_a_directory_is_refused_not_followed(tmp_path: Path) -> None:
     (tmp_path / "SKILL.md").write_text(SKILL_MD)
     (tmp_path / "passwd").symlink_to("/etc/passwd")

@@ -184,10 +184,29 @@ describe("Skill.fromUrl", () => {
       const right = sha256(zip);
       expect((await Skill.fromUrl(`${server.url}/s.zip`, { sha256: right }).bundle()).contentHash).toBe(right);
       expect((await Skill.fromUrl(`${server.url}/s.zip`, { sha256: right.toUpperCase() }).bundle()).contentHash).toBe(right);
-      await expect(Skill.fromUrl(`${server.url}/s.zip`, { sha256: "0".repeat(64) }).bundle()).rejects.toThrow(/hash|sha|expected/i);
+      await expect(Skill.fromUrl(`${server.url}/s.zip`, { sha256: "0".repeat(64) }).bundle()).rejects.toMatchObject({
+        name: "SkillSourceError",
+        code: "download_failed",
+        message: expect.stringMatching(/hashes to [0-9a-f]{64}, expected 0{64}/),
+      });
     } finally {
       await server.close();
     }
+  });
+
+  it("reports an error status, a refused connection and a timeout as download_failed, as the Python client does", async () => {
+    const server = await serve((req, res) => {
+      if (req.url === "/missing.zip") res.writeHead(404).end();
+      // Never answers: the client's timeout decides.
+    });
+    try {
+      const failure = (url: string, timeoutMs?: number) => Skill.fromUrl(url, timeoutMs === undefined ? {} : { timeoutMs }).bundle();
+      await expect(failure(`${server.url}/missing.zip`)).rejects.toMatchObject({ name: "SkillSourceError", code: "download_failed", message: expect.stringContaining("HTTP 404") });
+      await expect(failure(`${server.url}/slow.zip`, 200)).rejects.toMatchObject({ name: "SkillSourceError", code: "download_failed" });
+    } finally {
+      await server.close();
+    }
+    await expect(Skill.fromUrl(`${server.url}/gone.zip`).bundle()).rejects.toMatchObject({ name: "SkillSourceError", code: "download_failed" });
   });
 
   it("checks sha256 against the downloaded archive, not the canonical re-zip", async () => {
@@ -361,6 +380,13 @@ describe("name resolution", () => {
     expect((await Skill.fromDir(named).bundle()).name).toBe("report-writer");
     expect((await Skill.fromDir(nameless).bundle()).name).toBe("unicode-folder-v2");
     expect((await Skill.fromDir(`${nameless}/`).bundle()).name).toBe("unicode-folder-v2");
+  });
+
+  it("fromDir names a linked folder by the link's basename as given, as the Python client does", async () => {
+    const target = await writeDir("store-3f2a", { "SKILL.md": NAMELESS });
+    const link = path.join(path.dirname(target), "Linked Folder");
+    await fs.symlink(target, link);
+    expect((await Skill.fromDir(link).bundle()).name).toBe("linked-folder");
   });
 
   it("fromDir refuses a basename that slugifies to nothing or to a reserved name", async () => {

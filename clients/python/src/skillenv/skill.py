@@ -111,9 +111,10 @@ def _read_directory(root: Path) -> _Loaded:
     """
     files: dict[str, bytes] = {}
     try:
-        resolved = root.resolve()
-        _read_into(files, resolved, ())
-        return _Loaded(files, resolved.name)
+        _read_into(files, root.resolve(), ())
+        # The folder's name as the caller gave it, not a symbolic link's target: the TypeScript
+        # client names a linked folder the same way.
+        return _Loaded(files, Path(os.path.abspath(root)).name)
     except OSError as error:
         raise SkillSourceError("file_unreadable", f"cannot read the skill: {error}") from None
 

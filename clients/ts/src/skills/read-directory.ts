@@ -66,6 +66,6 @@ async function readable<T>(read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (error) {
-    throw new SkillSourceError(`cannot read the skill: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new SkillSourceError("file_unreadable", `cannot read the skill: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
   }
 }

@@ -1,5 +1,6 @@
 import { BundleFormatError, canonicalZip, decodeSkillMd, parseSkillMd, resolveSkillName, sha256Hex, SKILL_MD_PATH } from "../bundle/index.ts";
 import type { FetchFunction } from "../assets.ts";
+import { SkillSourceError } from "./skill-source-error.ts";
 import { unzip } from "./unzip.ts";
 
 /** A skill ready to upload: resolved name and canonical bytes. */
@@ -94,6 +95,13 @@ export class Skill {
   }
 }
 
+/** The body of a 2xx answer; anything else (a refused connection, a timeout, an error status) throws. */
+async function fetchBytes(fetchFn: FetchFunction, url: string, timeoutMs: number): Promise<Uint8Array> {
+  const response = await fetchFn(url, { signal: AbortSignal.timeout(timeoutMs) });
+  if (!response.ok) throw new Error(`HTTP ${response.status}`);
+  return new Uint8Array(await response.arrayBuffer());
+}
+
 function toBytes(data: FileContents): Uint8Array {
   return typeof data === "string" ? new TextEncoder().encode(data) : data;
 }
@@ -101,13 +109,13 @@ function toBytes(data: FileContents): Uint8Array {
 async function download(url: string, options: FromUrlOptions): Promise<Uint8Array> {
   const fetchFn = options.fetch ?? (globalThis.fetch as FetchFunction | undefined);
   if (!fetchFn) throw new Error("Skill.fromUrl needs a global fetch or a fetch option");
-  const response = await fetchFn(url, { signal: AbortSignal.timeout(options.timeoutMs ?? 30_000) });
-  if (!response.ok) throw new Error(`downloading the skill failed: HTTP ${response.status}`);
-  const bytes = new Uint8Array(await response.arrayBuffer());
+  const bytes = await fetchBytes(fetchFn, url, options.timeoutMs ?? 30_000).catch((error: unknown) => {
+    throw new SkillSourceError("download_failed", `downloading the skill failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  });
   if (options.sha256 !== undefined) {
     const actual = await sha256Hex(bytes);
     if (actual !== options.sha256.toLowerCase()) {
-      throw new Error(`the downloaded skill hashes to ${actual}, expected ${options.sha256}`);
+      throw new SkillSourceError("download_failed", `the downloaded skill hashes to ${actual}, expected ${options.sha256}`);
     }
   }
   return bytes;
