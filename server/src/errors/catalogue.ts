@@ -16,12 +16,13 @@ export const errorCatalogue = {
   // Requests and authentication
   unauthenticated: { code: Code.Unauthenticated, httpStatus: 401, summary: "The Authorization bearer key is missing or not known." },
   invalid_argument: { code: Code.InvalidArgument, httpStatus: 400, summary: "A request field is missing or malformed; the message names the field." },
-  malformed_request: { code: Code.InvalidArgument, httpStatus: 400, summary: "The request body or query could not be decoded (bad JSON, unknown field, wrong type, invalid protobuf binary, a compressed message without its encoding)." },
+  malformed_request: { code: Code.InvalidArgument, httpStatus: 400, summary: "The request body or query could not be decoded (bad JSON, unknown field, wrong type, invalid protobuf binary, a compressed message without its encoding, an encoding or content type the method does not take), or the HTTP/1.1 request itself does not parse." },
   route_not_found: { code: Code.NotFound, httpStatus: 404, summary: "No API method is bound to this HTTP method and path." },
   payload_too_large: { code: Code.ResourceExhausted, httpStatus: 413, summary: "The request body exceeds the configured limit." },
+  headers_too_large: { code: Code.ResourceExhausted, httpStatus: 431, summary: "The HTTP/1.1 request line and headers exceed Node's header size limit (16 KiB unless --max-http-header-size says otherwise); the connection is closed." },
   unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The server is shutting down or a dependency is unavailable; retry elsewhere." },
   server_busy: { code: Code.Unavailable, httpStatus: 503, summary: "The server already holds as many request bodies in memory as its budget allows (in all or on this connection); the request was not processed. Retry shortly." },
-  request_timeout: { code: Code.DeadlineExceeded, httpStatus: 408, summary: "The request body stalled (nothing arrived for SERVICE_BODY_IDLE_SECS); the request was abandoned (its HTTP/1.1 connection closed, its HTTP/2 stream reset) and nothing was stored." },
+  request_timeout: { code: Code.DeadlineExceeded, httpStatus: 408, summary: "The request body stalled (nothing arrived for SERVICE_BODY_IDLE_SECS), or HTTP/1.1 request headers did not arrive within SERVICE_HEADERS_TIMEOUT_SECS; the request was abandoned (its HTTP/1.1 connection closed, its HTTP/2 stream reset) and nothing was stored." },
   canceled: { code: Code.Canceled, httpStatus: 499, summary: "The client went away (closed the connection or cancelled the call) before the answer; an unfinished upload stores nothing." },
   internal: { code: Code.Internal, httpStatus: 500, summary: "An unexpected server fault; the message carries no internals." },
 

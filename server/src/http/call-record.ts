@@ -1,15 +1,22 @@
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { workspaceContextKey, type RequestGate } from "../auth/index.ts";
-import { serviceError, stableCodeOf } from "../errors/index.ts";
+import { ERROR_DOMAIN, serviceError, stableCodeOf } from "../errors/index.ts";
 import { requestRecordKey } from "./request-log.ts";
 
 /**
- * Connect's own words for a request message it cannot decode, which it reports as `internal`
- * (connect-es 2: protocol/serialization.ts and protocol/envelope.ts). Both are the caller's fault.
+ * Connect's own words for a request it cannot decode, which it reports as `internal` (connect-es 2:
+ * protocol/serialization.ts and protocol/envelope.ts) or `unimplemented` (protocol/compression.ts,
+ * and a unary call given no message or two), codes that would blame the server or a missing route.
+ * All of them are the caller's fault.
  */
-const DECODE_FAILURES: ReadonlyArray<{ connectSays: string; weSay: string }> = [
-  { connectSays: "parse binary: ", weSay: "the request message is not valid protobuf binary" },
-  { connectSays: "received compressed envelope", weSay: "a message is flagged compressed, but the request names no encoding (grpc-encoding)" },
+const DECODE_FAILURES: ReadonlyArray<{ code: Code; connectSays: string; weSay: string }> = [
+  { code: Code.Internal, connectSays: "parse binary: ", weSay: "the request message is not valid protobuf binary" },
+  { code: Code.Internal, connectSays: "received compressed envelope", weSay: "a message is flagged compressed, but the request names no encoding (grpc-encoding)" },
+  // The server accepts no compression (createConnectRouter's default), so any encoding is refused.
+  { code: Code.Unimplemented, connectSays: "unknown compression ", weSay: "the request is compressed, but this server accepts no compression: send it uncompressed" },
+  { code: Code.Unimplemented, connectSays: "protocol error: missing input message", weSay: "a unary call takes exactly one request message, and none was sent" },
+  { code: Code.Unimplemented, connectSays: "protocol error: received extra input message", weSay: "a unary call takes exactly one request message, and more were sent" },
 ];
 
 /**
@@ -33,6 +40,7 @@ export function recordingGate(gate: RequestGate): RequestGate {
         const reason: unknown = context.signal.reason;
         if (!(reason instanceof ConnectError)) return;
         blameCallerForDecodeFailure(reason);
+        carryStableCode(reason);
         if (record) record.code = stableCodeOf(reason);
       },
       { once: true },
@@ -65,9 +73,22 @@ function endWithSharedReason(context: HandlerContext): void {
 
 /** Rewrites the error in place: Connect serializes this very object right after the abort. */
 function blameCallerForDecodeFailure(error: ConnectError): void {
-  if (error.code !== Code.Internal) return;
-  const failure = DECODE_FAILURES.find(({ connectSays }) => error.rawMessage.startsWith(connectSays));
+  const failure = DECODE_FAILURES.find(({ code, connectSays }) => error.code === code && error.rawMessage.startsWith(connectSays));
   if (failure === undefined) return;
   const replacement = serviceError("malformed_request", failure.weSay);
   Object.assign(error, { code: replacement.code, rawMessage: replacement.rawMessage, message: replacement.message, details: replacement.details });
+}
+
+/**
+ * Errors Connect raises itself (JSON it cannot decode, a broken envelope, a bad timeout header, a
+ * message over the size limit) carry no google.rpc.ErrorInfo, so gRPC, gRPC-Web and Connect
+ * clients would find no stable code in them, while the JSON API and the request log derive one
+ * (stableCodeOf). The same code is added to the error here, in place, before Connect sends it.
+ * Not `internal`: an ErrorInfo marks the message as ours to show (describeError), and an
+ * unexpected fault's message may carry internals.
+ */
+function carryStableCode(error: ConnectError): void {
+  if (error.findDetails(ErrorInfoSchema).some((info) => info.domain === ERROR_DOMAIN)) return;
+  const code = stableCodeOf(error);
+  if (code !== "internal") error.details.push({ desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN } });
 }

@@ -4,6 +4,7 @@ import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { Duplex } from "node:stream";
 import type { HttpLimits } from "../config/index.ts";
+import { describeError, serviceError } from "../errors/index.ts";
 import { routeByPreface } from "./preface.ts";
 import type { RequestListener } from "./request-handler.ts";
 
@@ -41,6 +42,7 @@ export async function listen(options: ListenOptions, onRequest: RequestListener)
   closeIdleSessions(h2, limits.idleConnectionSecs * 1000);
   const h1 = http.createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, tracked);
   setHttp1Timeouts(h1, limits);
+  answerUnparsedRequests(h1, limits);
   const sniff = (socket: net.Socket) =>
     routeByPreface(socket, limits.headersTimeoutSecs * 1000, (protocol) => (protocol === "h2c" ? h2 : h1).emit("connection", socket));
   const front: net.Server = options.tls ? h2 : net.createServer(sniff);
@@ -87,6 +89,7 @@ async function createSecureServer(tls: { certFile: string; keyFile: string }, li
     onRequest,
   );
   setHttp1Timeouts(server, limits);
+  answerUnparsedRequests(server, limits);
   return server;
 }
 
@@ -101,6 +104,45 @@ function setHttp1Timeouts(server: http.Server | http2.Http2SecureServer, limits:
     requestTimeout: 0,
     keepAliveTimeout: limits.idleConnectionSecs * 1000,
   });
+}
+
+/**
+ * Node answers an HTTP/1.1 request it cannot parse (a malformed request line or header, bytes a
+ * URL may not hold, headers over its size limit or past the headers timeout) with a bare status
+ * line. Here the answer keeps Node's status and connection close, and carries the API's JSON
+ * error body with a stable code like every other refusal.
+ */
+function answerUnparsedRequests(server: http.Server | http2.Http2SecureServer, limits: HttpLimits): void {
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => answerUnparsedRequest(error, socket, limits));
+}
+
+function answerUnparsedRequest(error: NodeJS.ErrnoException, socket: Duplex, limits: HttpLimits): void {
+  // As Node does: no answer when the client is gone or a response on this connection has begun (it
+  // would be corrupted). _httpMessage is the response Node's HTTP/1.1 server has in flight on the socket.
+  const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse })._httpMessage;
+  if (error.code !== "ECONNRESET" && socket.writable && !inFlight?.headersSent) {
+    const { httpStatus, body } = describeError(unparsedRequestError(error, limits));
+    const json = JSON.stringify(body);
+    const head = [`HTTP/1.1 ${httpStatus} ${http.STATUS_CODES[httpStatus]}`, "content-type: application/json", `content-length: ${Buffer.byteLength(json)}`, "connection: close"];
+    socket.write(`${head.join("\r\n")}\r\n\r\n${json}`);
+  }
+  socket.destroy();
+}
+
+function unparsedRequestError(error: NodeJS.ErrnoException, limits: HttpLimits) {
+  switch (error.code) {
+    case "HPE_HEADER_OVERFLOW":
+      return serviceError("headers_too_large", `the request line and headers exceed ${http.maxHeaderSize} bytes`);
+    case "HPE_CHUNK_EXTENSIONS_OVERFLOW":
+      return serviceError("payload_too_large", "the request body's chunk extensions are too large");
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return serviceError("request_timeout", `the request headers did not arrive within ${limits.headersTimeoutSecs} s`);
+    default: {
+      // llhttp's reason is a short description of what it could not parse, e.g. "Invalid method encountered".
+      const reason = (error as { reason?: unknown }).reason;
+      return serviceError("malformed_request", `the request is not valid HTTP/1.1${typeof reason === "string" ? `: ${reason}` : ""}`);
+    }
+  }
 }
 
 /**

@@ -100,7 +100,9 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     const handler = routes.get(url.pathname);
     if (handler) {
       if (record.protocol === "http") record.protocol = "connect";
-      await writeResponse(await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method)))), exchange);
+      const response = await handler(universalRequest(req, res, contextValues, body.read(readLimitsOf(handler.method))));
+      refuseBareResponse(response, req, res, url);
+      await writeResponse(response, exchange);
       return;
     }
     const document = req.method === "GET" ? options.publicJson.get(url.pathname) : undefined;
@@ -126,6 +128,30 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
   function readLimitsOf(method: DescMethod): ReadLimits {
     const streamsRequests = method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming";
     return streamsRequests ? { idleMs: undefined, budget: undefined } : heldInMemory;
+  }
+}
+
+/**
+ * Connect answers a request that no protocol of the route takes with a bare status and no body: a
+ * method other than POST (405), a content type of none of gRPC, gRPC-Web and Connect (415), a
+ * bidirectional stream over HTTP/1.1 (505). Thrown instead, each becomes the API's JSON error with
+ * a stable code, like every other refusal, and none is answered as a server fault.
+ */
+function refuseBareResponse(response: UniversalServerResponse, req: NodeRequest, res: NodeResponse, url: URL): void {
+  if (response.body !== undefined) return;
+  const procedure = url.pathname.slice(1);
+  switch (response.status) {
+    case 405:
+      throw serviceError("route_not_found", `no API method is bound to ${req.method} ${url.pathname}: call ${procedure} with POST`);
+    case 415:
+      throw serviceError(
+        "malformed_request",
+        `${procedure} does not take content-type ${JSON.stringify(req.headers["content-type"] ?? "")}: use application/json or application/proto (Connect), application/grpc or application/grpc-web`,
+      );
+    case 505:
+      // As Connect does: a client that expects a full-duplex stream may hang until the connection closes.
+      res.setHeader("connection", "close");
+      throw serviceError("malformed_request", `${procedure} is a bidirectional stream: it needs HTTP/2`);
   }
 }
 
