@@ -1,6 +1,7 @@
 """`client.env` and `client.prepare` against a real service: components admitted inline or as assets
 (the server's inline limit learned from its refusal), programs resolved from bytes, files and URLs
-onto admitted runtimes, preparation, and prepared placements used by sessions of other clients.
+onto admitted runtimes, preparation, and prepared placements and agent loops used by sessions of
+other clients.
 
 The service here logs its requests, so the tests check what went over the wire; its inline limit
 is 64 KiB, below the 1.5 MB QuickJS runtimes, so that their inline admission is refused."""
@@ -15,20 +16,23 @@ import uuid
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_type
 
 import pytest
-from support import Service, build_components, unique
+from support import ScriptedProvider, Service, build_components, unique
 
 from skillenv import (
+    AgentLoop,
     Client,
     Component,
     Failure,
+    Model,
     PlacementError,
     PreparedArtifact,
     ProgramError,
     ResolvedProgram,
     Returned,
+    RunOptions,
     ServiceError,
     host_env,
     program,
@@ -63,9 +67,16 @@ def runtimes() -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def env_service() -> Iterator[Service]:
+def env_service(provider: ScriptedProvider) -> Iterator[Service]:
+    settings = {
+        "SERVICE_ENV_MAX_INLINE_BYTES": str(INLINE_LIMIT),
+        "SERVICE_LOG_REQUESTS": "true",
+        # For the runs of prepared agent loops.
+        "SERVICE_ANTHROPIC_BASE_URL": provider.anthropic_base_url,
+        "SERVICE_MODEL_MAX_RETRIES": "0",
+    }
     with tempfile.TemporaryDirectory(prefix="skillenv-python-env-") as data_dir:
-        running = Service.start(data_dir, {"SERVICE_ENV_MAX_INLINE_BYTES": str(INLINE_LIMIT), "SERVICE_LOG_REQUESTS": "true"})
+        running = Service.start(data_dir, settings)
         yield running
         running.process.stop()
 
@@ -280,6 +291,84 @@ def test_a_program_on_an_agent_loop_runtime_digest_is_no_tool(env_client: Client
         env_client.sessions.create(environments=[SANDBOX], tools=[placed])
     with pytest.raises(PlacementError, match="agent-loop runtime"):
         env_client.prepare(placed)
+
+
+# --- client.prepare of a run's agent loop ---
+
+KEYS = {"anthropic": "sk-ant-scripted"}
+# A synchronous agent-loop program (QuickJS): one model call on the message, answered in capitals with the configured suffix.
+SHOUTING_LOOP = b"""function turn(input, configuration, host) {
+  const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.message }] });
+  return { v: 1, message: (answer.message.content + configuration.suffix).toUpperCase() };
+}"""
+
+
+def test_client_prepare_answers_an_agent_loop_that_runs_of_any_session_and_client_use_without_admitting(
+    env_service: Service, env_client: Client, provider: ScriptedProvider
+) -> None:
+    loop_bytes = unique(build_components("agent-loop-js")["agent-loop-js"])
+    mark = env_service.log_mark(env_client)
+
+    prepared = env_client.prepare(AgentLoop(environment=SANDBOX, implementation=Component(loop_bytes, kind="agentloop"), configuration={"note": "kept"}))
+
+    assert_type(prepared, AgentLoop)
+    assert prepared == AgentLoop(environment=SANDBOX, implementation=sha256(loop_bytes), configuration={"note": "kept"})
+    # Looked up, admitted (as an asset: 12 MB), then prepared as an agent loop: the service has it ready.
+    admitted = [request for request in env_service.requests_since(mark, env_client) if request[0].startswith("ArtifactService/")]
+    assert admitted == [("ArtifactService/GetAgentLoop", "not_found"), ("ArtifactService/AdmitAgentLoop", "ok"), ("ArtifactService/Prepare", "ok")]
+    assert env_client.env.prepare_ids(agentloops=[sha256(loop_bytes)]) == [PreparedArtifact(sha256(loop_bytes), "agentloop", True)]
+
+    # A session of this client runs it, and a session of another client created with its run: nothing is admitted again.
+    model = Model("anthropic", "py-prepared-loop")
+    session = env_client.sessions.create(environments=[SANDBOX])
+    provider.script("py-prepared-loop", [{"text": "ran the prepared loop"}])
+    mark = env_service.log_mark(env_client)
+    run = session.run(message="go", model=model, provider_keys=KEYS, agent_loop=prepared)
+    assert (run.result().status, run.result().output_text) == ("completed", "ran the prepared loop")
+    events = list(run.events())
+    assert any(event.type == "operation.sent" and event.data.get("agentLoop") is True for event in events)
+    assert [event.data["event"] for event in events if event.type == "turn.progress"] == [{"v": 1, "kind": "turn_started"}]
+    assert [request for request in env_service.requests_since(mark, env_client) if request[0].startswith(ADMISSION)] == []
+    with env_service.client() as other:
+        provider.script("py-prepared-loop", [{"text": "and again elsewhere"}])
+        mark = env_service.log_mark(other)
+        other_session, other_run = other.sessions.create(environments=[SANDBOX], run=RunOptions(message="go", model=model, provider_keys=KEYS, agent_loop=prepared))
+        assert other_run.result().output_text == "and again elsewhere"
+        assert [request for request in env_service.requests_since(mark, other) if request[0].startswith(ADMISSION)] == []
+        other_session.delete()
+    session.delete()
+
+
+def test_client_prepare_keeps_an_agent_loops_configuration_and_refuses_one_it_cannot_prepare(
+    env_service: Service, env_client: Client, provider: ScriptedProvider, runtimes: dict[str, bytes]
+) -> None:
+    shouting = program(runtime=Component(runtimes["qjs-program-agent-loop"], kind="agentloop"), source=SHOUTING_LOOP, configuration={"suffix": "!"})
+
+    own = env_client.prepare(AgentLoop(environment=SANDBOX, implementation=shouting))
+    overridden = env_client.prepare(AgentLoop(environment=SANDBOX, implementation=shouting, configuration={"suffix": "?"}))
+
+    assert (own.configuration, overridden.configuration) == ({"suffix": "!"}, {"suffix": "?"})
+    for prepared in (own, overridden):
+        assert isinstance(prepared.implementation, ResolvedProgram)
+        assert (prepared.environment, prepared.implementation.entrypoint) == (SANDBOX, "turn")
+        runtime = prepared.implementation.runtime
+        assert env_client.env.prepare_ids(agentloops=[runtime]) == [PreparedArtifact(runtime, "agentloop", True)]
+    session = env_client.sessions.create(environments=[SANDBOX])
+    mark = env_service.log_mark(env_client)
+    for prepared, answer in ((own, "PREPARED!"), (overridden, "PREPARED?")):
+        provider.script("py-prepared-program-loop", [{"text": "prepared"}])
+        assert session.run(message="go", model=Model("anthropic", "py-prepared-program-loop"), provider_keys=KEYS, agent_loop=prepared).result().output_text == answer
+    assert [request for request in env_service.requests_since(mark, env_client) if request[0].startswith(ADMISSION)] == []
+    session.delete()
+
+    # Refused before any call: a loop whose environment is given by name only (its kind unknown without a session).
+    mark = env_service.log_mark(env_client)
+    with pytest.raises(PlacementError) as by_name:
+        env_client.prepare(AgentLoop(environment="sandbox", implementation=shouting))
+    assert str(by_name.value) == (
+        "cannot prepare the agent loop: its environment is given only by name (sandbox); only agent loops placed in a service environment definition (service_env) are prepared"
+    )
+    assert [request for request in env_service.requests_since(mark, env_client) if request[0].startswith(ADMISSION)] == []
 
 
 def test_prepare_ids_loads_admitted_artifacts_and_refuses_unknown_ones(env_client: Client, runtimes: dict[str, bytes], echo_wasm: bytes) -> None:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
 from typing import Any, assert_type, cast
 
 import pytest
@@ -293,6 +298,68 @@ def test_create_with_a_run_answers_the_session_and_its_first_run_uploading_the_r
     alone = client.sessions.create(environments=[sandbox])
     assert_type(alone, Session)
     alone.delete()
+    session.delete()
+
+
+def test_create_with_a_run_admits_tools_and_uploads_skills_and_files_in_passes_that_overlap_each_at_most_4_at_a_time(
+    client: Client, provider: ScriptedProvider, echo_wasm: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spec §4.1 rule 4. Each pass's item ends in one call of its own, held for a while at the
+    client's transport: a tool's AdmitTool, a draft skill's PutSkill, a file's Finalize. At any
+    moment each pass has at most its bound of them in flight; passes that overlap have theirs in
+    flight together."""
+    items, tag = 8, uuid.uuid4().hex
+    sandbox = service_env("sandbox")
+    tools = [tool(f"echo{i}", environment=sandbox, implementation=Component(unique(echo_wasm))) for i in range(items)]
+    skills = [Skill.from_content(f"---\nname: py-overlap-{i}\ndescription: Skill {i}.\n---\n# {tag}\n") for i in range(items)]
+    files = [RunFile(f"overlap/{i}.txt", data=f"{tag} {i}".encode()) for i in range(items)]
+    file_hashes = {sha256_hex(file.data) for file in files if file.data is not None}
+
+    def pass_of(request: Any) -> str | None:
+        kind = type(request).__name__
+        if kind == "AdmitToolRequest":
+            return "tools"
+        if kind == "PutSkillRequest":
+            return "skills"
+        if kind == "FinalizeRequest" and request.sha256 in file_hashes:
+            return "files"
+        return None
+
+    lock = threading.Lock()
+    in_flight = {"tools": 0, "skills": 0, "files": 0}
+    seen = {"tools": 0, "skills": 0, "files": 0}
+    peak = {"tools": 0, "skills": 0, "files": 0, "together": 0}
+    rpc_class: Any = importlib.import_module("skillenv._rpc").Rpc
+    call: Callable[..., Any] = rpc_class.call
+
+    def holding(rpc: Any, method: Any, request: Any, timeout: float | None = None) -> Any:
+        kind = pass_of(request)
+        if kind is None:
+            return call(rpc, method, request, timeout)
+        with lock:
+            seen[kind] += 1
+            in_flight[kind] += 1
+            peak[kind] = max(peak[kind], in_flight[kind])
+            peak["together"] = max(peak["together"], sum(in_flight.values()))
+        try:
+            time.sleep(0.4)
+            return call(rpc, method, request, timeout)
+        finally:
+            with lock:
+                in_flight[kind] -= 1
+
+    monkeypatch.setattr(rpc_class, "call", holding)
+    provider.script("py-overlap", [{"text": "All staged."}])
+
+    session, run = client.sessions.create(
+        environments=[sandbox], tools=tools, run=RunOptions(message="Go.", model=Model("anthropic", "py-overlap"), provider_keys=KEYS, skills=skills, files=files)
+    )
+
+    assert seen == {"tools": items, "skills": items, "files": items}
+    assert peak == {"tools": 4, "skills": 4, "files": 4, "together": 12}
+    record = run.result()
+    assert (record.status, record.output_text) == ("completed", "All staged.")
+    assert len(session.record.tools) == items
     session.delete()
 
 

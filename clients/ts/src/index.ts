@@ -64,6 +64,7 @@ export {
   Run,
   type AgentLoop,
   type AgentLoopImplementation,
+  type PreparedAgentLoop,
   type ResolvedAgentLoopImplementation,
   type RunFile,
   type RunModel,

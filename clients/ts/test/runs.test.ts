@@ -1,13 +1,17 @@
+import { createHash } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import type { Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTestComponents, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
 import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
 import {
+  apiKeyInterceptor,
   createNodeTransport,
   createServiceClient,
   hostEnv,
@@ -17,6 +21,8 @@ import {
   serviceErrorCode,
   Skill,
   tool,
+  type AgentLoop,
+  type ResolvedProgram,
   type Run,
   type RunModel,
   type ServiceClient,
@@ -29,6 +35,7 @@ const PROVIDER_KEY = "sk-client-runs-key-5c1f7e";
 const providerKeys = { anthropic: PROVIDER_KEY };
 const encode = (text: string) => new TextEncoder().encode(text);
 const model = (name: string): RunModel => ({ provider: "anthropic", name });
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
 let provider: ScriptedProvider;
 let service: TestService;
@@ -75,6 +82,25 @@ async function collect(events: AsyncIterable<SessionEvent>): Promise<SessionEven
   const all: SessionEvent[] = [];
   for await (const event of events) all.push(event);
   return all;
+}
+
+/**
+ * The component with a custom section of random bytes appended: the same component to run, but
+ * bytes (and an id) no workspace has admitted yet. Custom sections may follow any section.
+ */
+function unique(wasm: Uint8Array): Uint8Array {
+  const leb128 = (value: number): number[] => {
+    const out: number[] = [];
+    do {
+      const byte = value & 0x7f;
+      value >>>= 7;
+      out.push(byte | (value ? 0x80 : 0));
+    } while (value);
+    return out;
+  };
+  const name = encode("skillenv-client-test");
+  const content = [...leb128(name.length), ...name, ...crypto.getRandomValues(new Uint8Array(16))];
+  return new Uint8Array([...wasm, 0, ...leb128(content.length), ...content]);
 }
 
 /** Each tool result's output by call id. */
@@ -249,6 +275,57 @@ describe("client.sessions.create with a run", () => {
     expect((await session.runs.list()).runs.map(({ id }) => id)).toEqual([run.id]);
     expect((await session.runs.get(run.id)).record.status).toBe("completed");
   });
+
+  it("admits the tools and uploads the run's skills and files in passes that overlap, each at most 4 at a time (spec §4.1 rule 4)", async () => {
+    // Each pass's item ends in one call of its own, held for a while at the transport: a tool's
+    // AdmitTool, a draft skill's PutSkill, a file's Finalize. At any moment, each pass has at most
+    // its bound of them in flight; passes that overlap have theirs in flight together.
+    const items = 8;
+    const tag = crypto.randomUUID();
+    const echo = await fs.readFile(path.join(COMPONENTS_DIR, "echo-wat.wasm"));
+    const tools = Array.from({ length: items }, (_, i) => tool({ name: `echo${i}`, environment: sandbox, implementation: { kind: "tool", bytes: unique(echo) } }));
+    const skills = Array.from({ length: items }, (_, i) => Skill.fromContent(`---\nname: overlap-${i}\ndescription: Skill ${i}.\n---\n# ${tag}\n`));
+    const runFiles = Array.from({ length: items }, (_, i) => ({ path: `overlap/${i}.txt`, bytes: encode(`${tag} ${i}`) }));
+    const fileHashes = new Set(runFiles.map(({ bytes }) => sha256(bytes)));
+    type Pass = "tools" | "skills" | "files";
+    const passOf = (method: string, message: { sha256?: string }): Pass | undefined => {
+      if (method === "AdmitTool") return "tools";
+      if (method === "PutSkill") return "skills";
+      if (method === "Finalize" && message.sha256 !== undefined && fileHashes.has(message.sha256)) return "files";
+      return undefined;
+    };
+    const inFlight: Record<Pass, number> = { tools: 0, skills: 0, files: 0 };
+    const peak = { tools: 0, skills: 0, files: 0, together: 0 };
+    const seen: Record<Pass, number> = { tools: 0, skills: 0, files: 0 };
+    const holding: Interceptor = (next) => async (request) => {
+      const pass = passOf(request.method.name, request.message as { sha256?: string });
+      if (!pass) return next(request);
+      seen[pass]++;
+      inFlight[pass]++;
+      peak[pass] = Math.max(peak[pass], inFlight[pass]);
+      peak.together = Math.max(peak.together, inFlight.tools + inFlight.skills + inFlight.files);
+      try {
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        return await next(request);
+      } finally {
+        inFlight[pass]--;
+      }
+    };
+    const instrumented = createServiceClient(createConnectTransport({ baseUrl: service.url, httpVersion: "1.1", interceptors: [apiKeyInterceptor(KEY_A), holding] }));
+    provider.script("overlap-model", [{ text: "All staged." }]);
+
+    const { session, run } = await instrumented.sessions.create({
+      environments: [sandbox],
+      tools,
+      run: { message: "Go.", model: model("overlap-model"), providerKeys, skills, files: runFiles },
+    });
+
+    expect(seen).toEqual({ tools: items, skills: items, files: items });
+    expect(peak).toEqual({ tools: 4, skills: 4, files: 4, together: 12 });
+    expect(await run.result()).toMatchObject({ status: "completed", outputText: "All staged." });
+    expect(session.record.tools).toHaveLength(items);
+    await session.delete();
+  }, 120_000);
 });
 
 describe("a run's custom agent loop", () => {
@@ -355,6 +432,84 @@ describe("a run's custom agent loop", () => {
     expect((await idRun.result()).outputText).toBe("by id");
     expect(proceduresSince(byId).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
     expect((await collect(idRun.events())).find((event) => event.type === "turn.progress")?.data.event).toEqual({ v: 1, kind: "turn_started" });
+  }, 120_000);
+
+  it("client.prepare loads an agent-loop placement on every worker; runs of several sessions and clients use it without admitting again", async () => {
+    const bytes = unique(await component("agent-loop-js"));
+    const from = service.logs.length;
+
+    const prepared = await client.prepare({ environment: sandbox, implementation: { kind: "agentloop", bytes }, configuration: { note: "kept" } });
+
+    // Looked up, admitted (as an asset: 12 MB), then prepared as an agent loop.
+    const calls = proceduresSince(from).filter((procedure) => procedure.includes("ArtifactService/"));
+    expect(calls).toEqual(["skillenv.env.v1.ArtifactService/GetAgentLoop", "skillenv.env.v1.ArtifactService/AdmitAgentLoop", "skillenv.env.v1.ArtifactService/Prepare"]);
+    expect(prepared).toEqual({ environment: sandbox, implementation: sha256(bytes), configuration: { note: "kept" } });
+    expect(Object.isFrozen(prepared)).toBe(true);
+    expect(service.serviceEnv.pool.isPrepared(prepared.implementation as string)).toBe(true);
+
+    // A session of this client runs it; a session of another client, created with its run, too: nothing is admitted again.
+    provider.script("prepared-component-loop-model", [
+      { toolCalls: [{ id: "write", name: "files", input: { v: 1, op: "write", path: "/workspace/prepared.txt", data: "by the prepared loop" } }] },
+      { text: "Ran the prepared loop." },
+    ]);
+    const session = await newSession();
+    const before = service.logs.length;
+    const run = await session.run({ message: "List.", model: model("prepared-component-loop-model"), providerKeys, agentLoop: prepared });
+    expect(await run.result()).toMatchObject({ status: "completed", outputText: "Ran the prepared loop.", rounds: 2, toolCalls: 1 });
+    const events = await collect(run.events());
+    expect(loopOperation(events)?.data).toMatchObject({ kind: "execute", environment: "sandbox", runId: run.id });
+    expect(events.filter((event) => event.type === "turn.progress").map((event) => event.data.event)).toEqual([{ v: 1, kind: "turn_started" }, { v: 1, kind: "tool_calls", round: 1, count: 1 }]);
+    expect(await fs.readFile(path.join(root, "workspaces", "a", session.id, "sandbox", "prepared.txt"), "utf8")).toBe("by the prepared loop");
+    provider.script("prepared-component-loop-model", [{ text: "And again, elsewhere." }]);
+    const other = await clientOf(service.url).sessions.create({
+      environments: [sandbox],
+      run: { message: "Again.", model: model("prepared-component-loop-model"), providerKeys, agentLoop: prepared },
+    });
+    expect(await other.run.result()).toMatchObject({ status: "completed", outputText: "And again, elsewhere." });
+    expect(loopOperation(await collect(other.run.events()))).toBeDefined();
+    expect(proceduresSince(before).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+    await Promise.all([session.delete(), other.session.delete()]);
+  }, 120_000);
+
+  it("client.prepare keeps a program loop's configuration, or the placement's own, and refuses a loop it cannot prepare before sending anything", async () => {
+    const shouting = program({ runtime: { kind: "agentloop", bytes: await component("qjs-program-agent-loop") }, source: SHOUTING_LOOP, configuration: { suffix: "!" } });
+    const from = service.logs.length;
+
+    const [own, overridden] = await Promise.all([
+      client.prepare({ environment: sandbox, implementation: shouting }),
+      client.prepare({ environment: sandbox, implementation: shouting, configuration: { suffix: "?" } }),
+    ]);
+
+    expect(own.configuration).toEqual({ suffix: "!" });
+    expect(overridden.configuration).toEqual({ suffix: "?" });
+    for (const prepared of [own, overridden]) expect(prepared.implementation).toMatchObject({ type: "service_program", entrypoint: "turn", configuration: { suffix: "!" } });
+    const { runtime } = own.implementation as ResolvedProgram;
+    expect(service.serviceEnv.pool.isPrepared(runtime)).toBe(true);
+    expect(proceduresSince(from).filter((procedure) => procedure.endsWith("ArtifactService/Prepare"))).toHaveLength(2);
+    const session = await newSession();
+    const before = service.logs.length;
+    for (const [prepared, suffix] of [[own, "!"], [overridden, "?"]] as const) {
+      provider.script("prepared-program-loop-model", [{ text: "prepared" }]);
+      const run = await session.run({ message: "hi", model: model("prepared-program-loop-model"), providerKeys, agentLoop: prepared });
+      expect((await run.result()).outputText).toBe("PREPARED");
+      expect(lastSent()).toBe(`hi${suffix}`);
+    }
+    expect(proceduresSince(before).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+
+    // Refused before any call: by name only, in a host environment, of a tool's form.
+    const laptop = hostEnv({ name: "laptop", tools: {} });
+    const refused = service.logs.length;
+    const refusal = (placed: AgentLoop) => client.prepare(placed).catch((error: unknown) => error);
+    const byName = await refusal({ environment: "sandbox", implementation: shouting });
+    expect(byName).toBeInstanceOf(PlacementError);
+    expect((byName as Error).message).toBe(
+      "cannot prepare the agent loop: its environment is given only by name (sandbox); only agent loops placed in a service environment definition (serviceEnv) are prepared",
+    );
+    expect(((await refusal({ environment: laptop as never, implementation: shouting })) as Error).message).toMatch(/cannot prepare the agent loop: it is placed in the host environment laptop/);
+    expect(((await refusal({ environment: sandbox, implementation: { kind: "tool", bytes: encode("") } })) as Error).message).toMatch(/kind: "agentloop"/);
+    expect(((await refusal({ environment: sandbox, implementation: "not-an-id" })) as Error).message).toMatch(/not an agent loop id/);
+    expect(service.logs.length).toBe(refused);
+    await session.delete();
   }, 120_000);
 
   it("refuses, before sending anything, a loop outside the session's service environments or of a tool's form", async () => {

@@ -12,7 +12,7 @@ from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleLimits
 from skillenv.env import EnvClient, ImplementationResolver
 from skillenv.hosts import Reconnect
 from skillenv.programs import Program, ResolvedProgram
-from skillenv.runs import AgentLoopImplementation, ResolvedAgentLoopImplementation
+from skillenv.runs import AgentLoop, AgentLoopImplementation, ResolvedAgentLoopImplementation, agent_loop_service_environment
 from skillenv.sessions import SessionDeps, SessionsClient
 from skillenv.skill import Skill
 from skillenv.skills import SkillsClient, UploadedSkill
@@ -46,16 +46,22 @@ class Client:
     @overload
     def prepare(self, placed: ToolPlacement) -> ToolPlacement: ...
     @overload
+    def prepare(self, placed: AgentLoop) -> AgentLoop: ...
+    @overload
     def prepare(self, placed: Program) -> ResolvedProgram: ...
-    def prepare(self, placed: ToolPlacement | Program) -> ToolPlacement | ResolvedProgram:
-        """Admits what a tool placed in a service environment definition (or a Program) needs and
-        loads it on every worker (spec §4.3), without a session and without granting anything.
-        Answers the same placement with its implementation resolved to ids and its configuration
-        kept, which any session of any client of the same workspace can use without admitting
-        anything. A placement whose environment is given by name, or is of another kind, is
+    def prepare(self, placed: ToolPlacement | AgentLoop | Program) -> ToolPlacement | AgentLoop | ResolvedProgram:
+        """Admits what a tool placed in a service environment definition, a run's agent loop placed
+        in one, or a Program needs and loads it on every worker (spec §4.3), without a session and
+        without granting anything. Answers the same placement (or AgentLoop) with its
+        implementation resolved to ids and its configuration kept (an agent loop's: its own, else
+        the program's), which any session of any client of the same workspace can use without
+        admitting anything: a tool among a session's `tools`, an agent loop as a run's
+        `agent_loop`. A placement whose environment is given by name, or is of another kind, is
         refused (PlacementError) before any call. Preparing again checks current readiness."""
         if isinstance(placed, Program):
             return self.env.prepare(placed)
+        if isinstance(placed, AgentLoop):
+            return self._prepare_agent_loop(placed)
         environment, given = service_environment_of(placed)
         implementation = self._resolve(given)
         if isinstance(implementation, str):
@@ -63,6 +69,18 @@ class Client:
         else:
             self.env.prepare_ids(programs=[implementation.id], tools=[implementation.runtime])
         return dataclasses.replace(placed, environment=environment, implementation=implementation)
+
+    def _prepare_agent_loop(self, loop: AgentLoop) -> AgentLoop:
+        environment = agent_loop_service_environment(loop)
+        implementation = self._resolve(loop.implementation, "agentloop")
+        if isinstance(implementation, str):
+            self.env.prepare_ids(agentloops=[implementation])
+        else:
+            self.env.prepare_ids(programs=[implementation.id], agentloops=[implementation.runtime])
+        configuration = loop.configuration
+        if configuration is None and isinstance(loop.implementation, (Program, ResolvedProgram)):
+            configuration = loop.implementation.configuration
+        return dataclasses.replace(loop, environment=environment, implementation=implementation, configuration=configuration)
 
     def close(self) -> None:
         for host in list(self._deps.hosts):

@@ -146,6 +146,17 @@ def check_agent_loop_placed_in(loop: AgentLoop, environments: Sequence[Environme
     check_agent_loop_binding(loop, None if defined is None else defined.kind, "the session")
 
 
+def agent_loop_service_environment(loop: AgentLoop) -> ServiceEnvironment:
+    """Only an agent loop placed in a service environment definition can be prepared (spec §4.3
+    rule 3); AgentLoop itself refuses definitions of other kinds."""
+    if isinstance(loop.environment, str):
+        raise PlacementError(
+            f"cannot prepare the agent loop: its environment is given only by name ({loop.environment}); "
+            "only agent loops placed in a service environment definition (service_env) are prepared"
+        )
+    return loop.environment
+
+
 def agent_loop_program(program: ResolvedProgram) -> ResolvedProgram:
     """A program resolved on a tool runtime (a digest can name either kind) cannot be an agent loop."""
     if program.entrypoint != "turn":
@@ -356,18 +367,23 @@ class Run:
 
 def prepare_run_input(uploads: RunUploads, options: RunOptions) -> runs_pb2.RunInput:
     """The submission (spec §4.1): draft skills upserted, file bytes uploaded and the agent loop's
-    component or program admitted first, all at once and with bounded concurrency, so that it
-    carries only skill names, asset hashes and ids. The caller checks the agent loop's environment
-    against the session.
+    component or program admitted first, the passes at once and each with bounded concurrency
+    (at most 4 skills and 4 files at a time), so that it carries only skill names, asset hashes
+    and ids. The caller checks the agent loop's environment against the session.
 
     Without an idempotency key one is generated, so that a submission whose answer was lost can be
     sent again safely. Zero and empty fields take the server's defaults.
     """
     agent_loop, model = options.agent_loop, options.model
-    with ThreadPoolExecutor(max_workers=_UPLOAD_CONCURRENCY) as pool:
-        loop = None if agent_loop is None else pool.submit(uploads.admit_agent_loop, agent_loop.implementation)
-        skill_names = [pool.submit(_skill_name, skill, uploads) for skill in options.skills]
-        staged = [pool.submit(_staged_file, file, uploads) for file in options.files]
+    # A pool per pass: each pass is bounded on its own, and none waits for another's (rule 4).
+    with (
+        ThreadPoolExecutor(max_workers=1) as loop_pass,
+        ThreadPoolExecutor(max_workers=_UPLOAD_CONCURRENCY) as skills_pass,
+        ThreadPoolExecutor(max_workers=_UPLOAD_CONCURRENCY) as files_pass,
+    ):
+        loop = None if agent_loop is None else loop_pass.submit(uploads.admit_agent_loop, agent_loop.implementation)
+        skill_names = [skills_pass.submit(_skill_name, skill, uploads) for skill in options.skills]
+        staged = [files_pass.submit(_staged_file, file, uploads) for file in options.files]
         run_input = runs_pb2.RunInput(
             model=runs_pb2.Model(provider=model.provider, name=model.name, max_tokens=model.max_tokens),
             skills=[runs_pb2.SkillReference(kind="skill", name=name.result()) for name in skill_names],

@@ -34,6 +34,17 @@ export interface AgentLoop {
   configuration?: unknown;
 }
 
+/**
+ * What `client.prepare(loop)` returns: the same loop, ready on every worker, nothing left to
+ * admit. Its configuration is the one it runs with (the loop's own, else the program's). A run of
+ * any session, of any client of the same workspace, takes it as its `agentLoop`.
+ */
+export interface PreparedAgentLoop extends AgentLoop {
+  readonly environment: ServiceEnvironmentDefinition;
+  readonly implementation: ResolvedAgentLoopImplementation;
+  readonly configuration: unknown;
+}
+
 const AGENT_LOOP_ID = /^[0-9a-f]{64}$/;
 
 /** The name of the environment the loop is placed in. */

@@ -1,4 +1,4 @@
-export type { AgentLoop, AgentLoopImplementation, ResolvedAgentLoopImplementation } from "./agent-loop.ts";
+export type { AgentLoop, AgentLoopImplementation, PreparedAgentLoop, ResolvedAgentLoopImplementation } from "./agent-loop.ts";
 export { Run, type RunEventSource, type RunRpc, type WaitOptions } from "./run.ts";
 export { createSessionRuns, runHandle, type RunPage, type RunsDeps, type RunSession, type SessionRuns } from "./session-runs.ts";
 export { prepareRunInput, type RunFile, type RunModel, type RunOptions, type RunSkill, type RunSubmission, type RunUploads } from "./submission.ts";

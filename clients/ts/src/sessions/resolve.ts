@@ -94,6 +94,22 @@ export function serviceEnvironmentOf(placement: ToolPlacement): { environment: S
   return { environment, implementation };
 }
 
+/**
+ * Only an agent loop placed in a service environment definition can be prepared (spec §4.3
+ * rule 3), and only one that can run as an agent loop (checkAgentLoop).
+ */
+export function agentLoopServiceEnvironmentOf(loop: AgentLoop): ServiceEnvironmentDefinition {
+  const { environment } = loop;
+  if (typeof environment === "string") {
+    throw new PlacementError(`cannot prepare the agent loop: its environment is given only by name (${environment}); only agent loops placed in a service environment definition (serviceEnv) are prepared`);
+  }
+  // A caller without the types may hand any definition.
+  const given = environment as EnvironmentDefinition;
+  if (given.kind !== "service") throw new PlacementError(`cannot prepare the agent loop: ${whereIs(given)}; only agent loops placed in a service environment definition (serviceEnv) are prepared`);
+  checkAgentLoop(loop);
+  return given;
+}
+
 function whereIs(environment: EnvironmentDefinition | string): string {
   if (typeof environment === "string") return `its environment is given only by name (${environment}), so it may be any kind`;
   return `it is placed in the ${environment.kind} environment ${environment.name}`;
