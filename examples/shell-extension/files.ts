@@ -3,7 +3,7 @@
  * may plant symlinks, so no symlink is ever followed: every directory on the way is checked with
  * lstat and the file is opened with O_NOFOLLOW. A command racing these checks (swapping a checked
  * directory for a symlink) is caught after opening: the opened file's real path must still be in
- * the workspace before a byte is read or written.
+ * the workspace before a byte is read or written, or an entry is removed.
  */
 import { constants, type Stats } from "node:fs";
 import * as fs from "node:fs/promises";
@@ -45,6 +45,44 @@ export async function writeInWorkspace(workspace: string, relative: string, cont
   } finally {
     await file.close();
   }
+}
+
+/**
+ * Removes what is at `relative`, if anything is: a directory with everything in it, a file, or a
+ * symlink, which is removed itself and never followed. The directories on the way are checked as
+ * for a write (a missing one: nothing to remove), then the parent is opened and its real path must
+ * be in the workspace; the entry is renamed through that open directory (its /proc/self/fd path,
+ * which no later swap of a directory on the way can redirect) to `trash`, a path beside the
+ * workspace that commands cannot reach, and removed from there, where no command can swap a
+ * directory being emptied for a symlink. Returns whether anything was removed.
+ */
+export async function removeInWorkspace(workspace: string, relative: string, trash: string): Promise<boolean> {
+  const segments = pathSegments(relative);
+  let directory = workspace;
+  await requireDirectory(directory, relative, false);
+  for (const segment of segments.slice(0, -1)) {
+    directory = path.join(directory, segment);
+    const stat = await lstatOrUndefined(directory);
+    if (stat === undefined) return false;
+    await requireDirectory(directory, relative, false);
+  }
+  const parent = await open(directory, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW, relative);
+  try {
+    const real = await fs.readlink(`/proc/self/fd/${parent.fd}`);
+    if (real !== workspace && !real.startsWith(workspace + path.sep)) throw new WorkspacePathError("outside_workspace", `"${relative}" resolved outside the workspace`);
+    try {
+      // rename() acts on the last component itself: a symlink there is moved, not its target.
+      await fs.rename(`/proc/self/fd/${parent.fd}/${segments.at(-1)!}`, trash);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw error;
+    }
+  } finally {
+    await parent.close();
+  }
+  // fs.rm unlinks the symlinks it meets and never descends into them.
+  await fs.rm(trash, { recursive: true, force: true, maxRetries: 3 });
+  return true;
 }
 
 export interface FileRead {

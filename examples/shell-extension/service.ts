@@ -4,7 +4,7 @@
  * state and survives a restart of the extension; the operation ids seen (to refuse a repeated
  * one) and the operations in flight are kept in memory while the binding is attached.
  */
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import { fromJson, toJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
@@ -21,7 +21,7 @@ import {
   type StageRequest,
   type TeardownRequest,
 } from "../../gen/skillenv/extension/v1/extension_pb.js";
-import { pathSegments, WorkspacePathError, writeInWorkspace } from "./files.ts";
+import { pathSegments, removeInWorkspace, WorkspacePathError, writeInWorkspace } from "./files.ts";
 import type { Sandbox } from "./sandbox.ts";
 import { chooseTool, runTool, ToolFailure } from "./tools.ts";
 
@@ -77,8 +77,11 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
       throw new ConnectError(`duplicate_operation: "${request.operationId}" was already sent`, Code.AlreadyExists);
     }
     try {
-      // Every path is checked before the first file is written.
+      // Every path is checked before anything is removed or written.
+      for (const directory of request.replaceDirectories) pathSegments(directory);
       for (const file of request.files) pathSegments(file.path);
+      // Removed by way of the binding's directory, beside the workspace: commands cannot reach it.
+      for (const directory of request.replaceDirectories) await removeInWorkspace(binding.workspace, directory, path.join(binding.directory, `.removing-${randomUUID()}`));
       for (const file of request.files) await writeInWorkspace(binding.workspace, file.path, file.content);
     } catch (error) {
       if (!(error instanceof WorkspacePathError)) throw error;

@@ -211,6 +211,70 @@ describe.each([
     expect(fs.readFileSync(path.join(outside, "target.txt"), "utf8")).toBe("outside");
   });
 
+  /** Every entry under `directory`, relative, sorted; symlinks listed, not followed (as readdir's recursive option would). */
+  const tree = (directory: string, prefix = ""): string[] =>
+    fs
+      .readdirSync(path.join(directory, prefix), { withFileTypes: true })
+      .flatMap((entry) => {
+        const relative = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+        return entry.isDirectory() ? [relative, ...tree(directory, relative)] : [relative];
+      })
+      .sort();
+  const text = (value: string) => new TextEncoder().encode(value);
+
+  it("stage removes the replace_directories before writing its files, and nothing else", async () => {
+    const binding = await setUp();
+    const workspace = workspaceOf(binding);
+    const first = ["skills/alpha/SKILL.md", "skills/alpha/old.py", "skills/beta/SKILL.md", "data/input.csv"].map((file) => ({ path: file, content: text(file) }));
+    await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: first });
+    const second = ["skills/alpha/SKILL.md", "skills/alpha/new.py"].map((file) => ({ path: file, content: text(`v2 ${file}`) }));
+    await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills", "not/there"], files: second });
+    expect(tree(workspace)).toEqual(["data", "data/input.csv", "skills", "skills/alpha", "skills/alpha/SKILL.md", "skills/alpha/new.py"]);
+    expect(fs.readFileSync(path.join(workspace, "skills/alpha/SKILL.md"), "utf8")).toBe("v2 skills/alpha/SKILL.md");
+    // A nested directory is replaced alone; with no files, it is simply gone.
+    await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills/alpha"], files: [] });
+    expect(tree(workspace)).toEqual(["data", "data/input.csv", "skills"]);
+    // What was removed went by way of the binding's directory and is gone from there too.
+    expect(fs.readdirSync(path.dirname(workspace))).toEqual(["workspace"]);
+  });
+
+  it("stage removes a symlink a command planted in or as a replaced directory, never what it points to", async () => {
+    const binding = await setUp();
+    const workspace = workspaceOf(binding);
+    const target = fs.mkdtempSync(path.join(os.tmpdir(), "shell-extension-target-"));
+    try {
+      fs.mkdirSync(path.join(target, "sub"));
+      fs.writeFileSync(path.join(target, "sub", "precious.txt"), "keep me");
+      outputOf(await shell(binding, `ln -s ${target} skills`));
+      await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
+      expect(fs.lstatSync(path.join(workspace, "skills")).isDirectory()).toBe(true);
+      expect(tree(workspace)).toEqual(["skills", "skills/a", "skills/a/SKILL.md"]);
+
+      outputOf(await shell(binding, `ln -s ${target} skills/a/dir-link && ln -s ${target}/sub/precious.txt skills/file-link && ln -s ${target} linked`));
+      await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [] });
+      expect(tree(workspace)).toEqual(["linked"]);
+      // A directory on the way that is a symlink is refused, before anything is removed.
+      await expect(client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["linked/sub"], files: [] })).rejects.toMatchObject({
+        code: Code.FailedPrecondition,
+        rawMessage: expect.stringContaining("symlink_refused"),
+      });
+      expect(tree(target)).toEqual(["sub", "sub/precious.txt"]);
+      expect(fs.readFileSync(path.join(target, "sub", "precious.txt"), "utf8")).toBe("keep me");
+    } finally {
+      fs.rmSync(target, { recursive: true, force: true });
+    }
+  });
+
+  it("stage refuses an invalid replace_directories path before removing or writing anything", async () => {
+    const binding = await setUp();
+    await client.stage({ binding, operationId: `stage-${++operations}`, files: [{ path: "skills/kept.txt", content: text("kept") }] });
+    for (const bad of ["..", "../x", "/etc", "skills/", "", "./skills"]) {
+      const request = { binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills", bad], files: [{ path: "new.txt", content: text("new") }] };
+      await expect(client.stage(request)).rejects.toMatchObject({ code: Code.InvalidArgument });
+    }
+    expect(tree(workspaceOf(binding))).toEqual(["skills", "skills/kept.txt"]);
+  });
+
   it("shell returns stdout, stderr and the exit code, and runs in the workspace", async () => {
     const binding = await setUp();
     const output = outputOf(await shell(binding, "echo out; echo err >&2; touch here; exit 7"));

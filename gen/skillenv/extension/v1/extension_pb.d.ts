@@ -108,7 +108,8 @@ export declare type StagedFile = Message<"skillenv.extension.v1.StagedFile"> & {
 export declare const StagedFileSchema: GenMessage<StagedFile>;
 
 /**
- * StageRequest writes files into a binding's workspace.
+ * StageRequest replaces directories of a binding's workspace and writes files
+ * into it.
  *
  * @generated from message skillenv.extension.v1.StageRequest
  */
@@ -121,7 +122,8 @@ export declare type StageRequest = Message<"skillenv.extension.v1.StageRequest">
   binding?: Binding | undefined;
 
   /**
-   * The files, written in order; an existing file is replaced.
+   * The files, written in order after the directories in replace_directories
+   * are removed; an existing file is replaced.
    *
    * @generated from field: repeated skillenv.extension.v1.StagedFile files = 2;
    */
@@ -133,6 +135,23 @@ export declare type StageRequest = Message<"skillenv.extension.v1.StageRequest">
    * @generated from field: string operation_id = 3;
    */
   operationId: string;
+
+  /**
+   * Workspace-relative directories to remove, with everything in them, before
+   * any file is written, so that afterwards they hold exactly this request's
+   * files: the service sends "skills" with every Stage, so that skills/ holds
+   * only the current run's skills. Paths follow the rules of StagedFile.path
+   * (validated by the service; an extension should validate again). A missing
+   * directory is not an error. A symlink in a named directory's place, or
+   * inside it, is removed itself and never followed: removal must not reach
+   * outside the workspace. Nothing outside these directories is removed. An
+   * extension written before this field ignores it and keeps old files: a
+   * skill's files from an earlier run, or of an earlier version, stay in its
+   * workspace beside the current ones.
+   *
+   * @generated from field: repeated string replace_directories = 4;
+   */
+  replaceDirectories: string[];
 };
 
 /**
@@ -142,7 +161,8 @@ export declare type StageRequest = Message<"skillenv.extension.v1.StageRequest">
 export declare const StageRequestSchema: GenMessage<StageRequest>;
 
 /**
- * StageResponse is empty: every file was written.
+ * StageResponse is empty: the directories were replaced and every file was
+ * written.
  *
  * @generated from message skillenv.extension.v1.StageResponse
  */
@@ -501,8 +521,10 @@ export declare const ExtensionEnvironmentService: GenService<{
     output: typeof SetupResponseSchema;
   },
   /**
-   * Stage writes files into the binding's workspace before a run's first
-   * turn: skills' files under skills/<name>/ and the run's files.
+   * Stage prepares the binding's workspace before a run's first turn: it
+   * removes the directories named in replace_directories (skills/, so that it
+   * holds exactly this run's skills), then writes the files: skills' files
+   * under skills/<name>/ and the run's files.
    *
    * @generated from rpc skillenv.extension.v1.ExtensionEnvironmentService.Stage
    */
