@@ -13,6 +13,7 @@ export {
   type Returned,
   type ServiceGrants,
   type StagedFile,
+  type Staging,
   type TerminalReceipt,
   type Unknown,
 } from "./port.ts";

@@ -83,13 +83,28 @@ export interface StagedFile {
   bytes: Uint8Array;
 }
 
+/** What one stage operation does to a workspace. */
+export interface Staging {
+  /**
+   * Workspace-relative directories removed (recursively, never following a symlink: a symlink
+   * in their place is removed itself) before any file is written, so that they hold exactly the
+   * files of this stage afterwards. Validated like files' paths. Nothing else is removed.
+   */
+  replace: readonly string[];
+  /** Written in order; an existing file is replaced. */
+  files: readonly StagedFile[];
+}
+
 /** One (session, environment) binding. */
 export interface EnvironmentBinding {
   setup(deadlineMs: number): Promise<TerminalReceipt>;
   /** Whether the environment has a workspace that files can be staged into. */
   readonly stagesFiles: boolean;
-  /** Writes files into the workspace before a run's first turn (skills' supporting files, run files). */
-  stage(files: readonly StagedFile[], deadlineMs: number, operationId: string): Promise<TerminalReceipt>;
+  /**
+   * Before a run's first turn: removes the directories `staging.replace` names (a run's skills/),
+   * then writes `staging.files` into the workspace (skills' supporting files, run files).
+   */
+  stage(staging: Staging, deadlineMs: number, operationId: string): Promise<TerminalReceipt>;
   execute(operation: ExecuteOperation): Promise<TerminalReceipt>;
   /** Asks the environment to stop `operationId`; the target still ends in its own receipt. */
   cancel(operationId: string, deadlineMs: number): Promise<TerminalReceipt>;

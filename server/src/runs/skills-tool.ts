@@ -1,13 +1,20 @@
 import type { ToolDefinition } from "../models/index.ts";
 import { SKILLS_TOOL_NAME } from "../sessions/index.ts";
 
+/**
+ * The workspace directory a run's skills' files are staged in, `skills/<name>/` (SPEC 4.2): each
+ * run's staging replaces it, so that it holds exactly that run's skills. A run's own files may not
+ * go there (submission.ts).
+ */
+export const SKILLS_DIRECTORY = "skills";
+
 /** A skill as a run sees it: its snapshot, with SKILL.md read out for `load`. */
 export interface RunSkill {
   name: string;
   description: string;
   contentHash: string;
   skillMd: string;
-  /** Every file of the bundle, SKILL.md included, for staging under /workspace/skills/<name>/. */
+  /** Every file of the bundle, SKILL.md included, for staging under /workspace/skills/<name>/ (SKILLS_DIRECTORY). */
   files: Map<string, Uint8Array>;
 }
 

@@ -5,6 +5,7 @@ import { ImplementationSchema } from "../../../gen/skillenv/sessions/v1/common_p
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { serviceError } from "../errors/index.ts";
+import { SKILLS_DIRECTORY } from "./skills-tool.ts";
 
 /** Limits of a submission that are facts of the format, not deployment settings. */
 export const MAX_RUN_SKILLS = 64;
@@ -127,7 +128,7 @@ function checkFiles(input: RunInput): Submission["files"] {
   for (const { path, assetSha256 } of input.files) {
     const problem = validateBundlePath(path);
     if (problem !== undefined) invalid(`files[].path ${JSON.stringify(path)}: ${problem}`);
-    if (path === "skills" || path.startsWith("skills/")) invalid(`files[].path ${JSON.stringify(path)}: skills/ is where skills are staged`);
+    if (path === SKILLS_DIRECTORY || path.startsWith(`${SKILLS_DIRECTORY}/`)) invalid(`files[].path ${JSON.stringify(path)}: ${SKILLS_DIRECTORY}/ is where skills are staged`);
     if (files.some((file) => file.path === path)) invalid(`files[].path ${JSON.stringify(path)} is given twice`);
     files.push({ path, assetSha256 });
   }

@@ -6,7 +6,7 @@ import type { AgentLoopPlacement, Sessions, ToolCallResult } from "../sessions/i
 import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type LoopOutcome, type ToolCall, type ToolResult } from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
-import { callSkillsTool, SKILLS_TOOL, type RunSkill } from "./skills-tool.ts";
+import { callSkillsTool, SKILLS_DIRECTORY, SKILLS_TOOL, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
 import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
 
@@ -197,13 +197,19 @@ export class Turn implements LoopHost {
     };
   }
 
-  /** Skills' files under skills/<name>/ and the run's files, into every workspace of the session. */
+  /**
+   * Into every workspace of the session: skills/ replaced by the skills' files under
+   * skills/<name>/, then the run's files. A run without skills or files stages too, so that no
+   * earlier run's skills are left in skills/. A session without a workspace stages nothing, and
+   * does not wait here for the run's record: its first model request may share that batch.
+   */
   async #stage(): Promise<void> {
     const { skills, files, record } = this.#setup;
-    const staged = [...skills.flatMap((skill) => [...skill.files].map(([path, bytes]) => ({ path: `skills/${skill.name}/${path}`, bytes }))), ...files];
-    if (staged.length === 0) return;
+    const { sessions } = this.#deps;
+    if (!(await sessions.stagesFiles(record.workspace, record.sessionId))) return;
+    const skillFiles = skills.flatMap((skill) => [...skill.files].map(([path, bytes]) => ({ path: `${SKILLS_DIRECTORY}/${skill.name}/${path}`, bytes })));
     await this.#deps.recorded;
-    const receipts = await this.#deps.sessions.stage(record.workspace, record.sessionId, staged, record.id);
+    const receipts = await sessions.stage(record.workspace, record.sessionId, { replace: [SKILLS_DIRECTORY], files: [...skillFiles, ...files] }, record.id);
     const failed = receipts.find(({ receipt }) => receipt.outcome !== "returned");
     if (failed) throw new StagingFailed(`staging into environment ${failed.environment} failed: ${failed.receipt.outcome === "failure" ? failed.receipt.message : failed.receipt.outcome}`);
   }

@@ -1,6 +1,6 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { createHash } from "node:crypto";
-import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, EnvironmentKinds, OperationKind, StagedFile, TerminalReceipt } from "../environments/index.ts";
+import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, EnvironmentKinds, OperationKind, Staging, TerminalReceipt } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
@@ -191,20 +191,27 @@ export class Sessions {
   }
 
   /**
-   * Stages files into every ready environment of the session that has a workspace, each as a
-   * journaled `stage` operation (the journal records paths and digests, not contents).
+   * Stages into every ready environment of the session that has a workspace (none: an empty
+   * answer), each as a journaled `stage` operation that removes the directories `staging.replace`
+   * names and writes `staging.files` (the journal records paths and digests, not contents).
    */
-  async stage(workspace: string, id: string, files: readonly StagedFile[], runId: string): Promise<Array<{ environment: string; receipt: TerminalReceipt }>> {
+  async stage(workspace: string, id: string, staging: Staging, runId: string): Promise<Array<{ environment: string; receipt: TerminalReceipt }>> {
     const live = await this.#load(workspace, id);
     this.#requireActive(live);
-    const manifest = JSON.stringify({ files: files.map((file) => ({ path: file.path, sizeBytes: file.bytes.byteLength, sha256: createHash("sha256").update(file.bytes).digest("hex") })) });
-    const targets = live.record.environments.filter((environment) => environment.state === "ready" && this.#binding(live, environment.name).stagesFiles);
+    const files = staging.files.map((file) => ({ path: file.path, sizeBytes: file.bytes.byteLength, sha256: createHash("sha256").update(file.bytes).digest("hex") }));
+    const manifest = JSON.stringify({ replace: staging.replace, files });
+    const targets = this.#stagingTargets(live);
     return Promise.all(
       targets.map(async ({ name }) => ({
         environment: name,
-        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs, operationId) => binding.stage(files, deadlineMs, operationId), { input: manifest, runId }),
+        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs, operationId) => binding.stage(staging, deadlineMs, operationId), { input: manifest, runId }),
       })),
     );
+  }
+
+  /** Whether `stage` would reach any environment of the session: one that is ready and has a workspace. */
+  async stagesFiles(workspace: string, id: string): Promise<boolean> {
+    return this.#stagingTargets(await this.#load(workspace, id)).length > 0;
   }
 
   /** Sends a cancel for every operation in flight on behalf of `runId`; their receipts are still recorded. */
@@ -306,6 +313,10 @@ export class Sessions {
   #cancel(live: LiveSession, target: SentOperation): Promise<TerminalReceipt> {
     const fields = { targetOperationId: target.operationId, ...(target.runId ? { runId: target.runId } : {}) };
     return this.#operate(live, target.environment, "cancel", (binding, deadlineMs) => binding.cancel(target.operationId, deadlineMs), fields);
+  }
+
+  #stagingTargets(live: LiveSession): EnvironmentRecord[] {
+    return live.record.environments.filter((environment) => environment.state === "ready" && this.#binding(live, environment.name).stagesFiles);
   }
 
   /** A journaled setup, stage, cancel, detach or teardown of one environment. */

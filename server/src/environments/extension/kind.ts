@@ -7,7 +7,7 @@ import { ExtensionEnvironmentService, type ExecuteResponse } from "../../../../g
 import { serviceError } from "../../errors/index.ts";
 import { originAllowed } from "../../config/index.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
-import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type StagedFile, type TerminalReceipt } from "../port.ts";
+import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
 import type { Sealer } from "./sealer.ts";
 
 /** An extension binding as a session stores it: the credential only sealed. */
@@ -97,8 +97,9 @@ class ExtensionBinding implements EnvironmentBinding {
     return unary((signal) => this.#client.setup({ binding: this.#binding, configuration }, { signal }), deadlineMs);
   }
 
-  stage(files: readonly StagedFile[], deadlineMs: number, operationId: string): Promise<TerminalReceipt> {
-    const request = { binding: this.#binding, operationId, files: files.map(({ path, bytes }) => ({ path, content: bytes })) };
+  /** An extension older than replace_directories ignores it and keeps the old files (docs/host-and-extensions.md). */
+  stage({ replace, files }: Staging, deadlineMs: number, operationId: string): Promise<TerminalReceipt> {
+    const request = { binding: this.#binding, operationId, replaceDirectories: [...replace], files: files.map(({ path, bytes }) => ({ path, content: bytes })) };
     return unary((signal) => this.#client.stage(request, { signal }), deadlineMs);
   }
 

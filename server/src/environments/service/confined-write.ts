@@ -32,6 +32,42 @@ export async function writeConfined(root: string, relative: string, bytes: Uint8
   }
 }
 
+/**
+ * Removes whatever is at `relative` under `root` (a directory with everything in it, a file, or a
+ * symlink, which is removed itself and never followed), if anything is. Each directory on the way
+ * must be a directory, not a symlink (checked with lstat); a missing one means there is nothing to
+ * remove. The entry is first renamed to `trash`, a path outside the workspace on the same file
+ * system that guests cannot reach, and removed from there: a guest acting meanwhile cannot swap a
+ * directory being emptied for a symlink out of the workspace. For a top-level entry the rename's
+ * only parent is `root` itself, so no race is left; a nested entry's directories on the way are
+ * checked as writeConfined checks them. `relative` must pass the bundle path rules.
+ */
+export async function removeConfined(root: string, relative: string, trash: string): Promise<void> {
+  const problem = validateBundlePath(relative);
+  if (problem !== undefined) throw new ConfinementError(`${JSON.stringify(relative)}: ${problem}`);
+  const segments = relative.split("/");
+  let dir = root;
+  for (const segment of segments.slice(0, -1)) {
+    dir = path.join(dir, segment);
+    const stat = await fs.lstat(dir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return undefined;
+      throw error;
+    });
+    if (stat === undefined) return;
+    if (!stat.isDirectory()) throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} is not a directory`);
+  }
+  // rename() acts on the last component itself: a symlink there is moved, not its target.
+  const moved = await fs.rename(path.join(dir, segments.at(-1)!), trash).then(
+    () => true,
+    (error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return false;
+      throw error;
+    },
+  );
+  // fs.rm unlinks symlinks it meets (the moved entry included) and never descends into them.
+  if (moved) await fs.rm(trash, { recursive: true, force: true, maxRetries: 3 });
+}
+
 /** A path that would leave the workspace. */
 export class ConfinementError extends Error {
   override name = "ConfinementError";

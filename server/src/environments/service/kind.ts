@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import type { Artifacts } from "../../artifacts/index.ts";
@@ -6,8 +7,8 @@ import { authorizeGrant, parseGrants, type GrantAllowLists } from "./grants/inde
 import type { Pool, Receipt as PoolReceipt, SecretSource } from "./pool/index.ts";
 import { componentRef } from "./startup.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
-import { ConfinementError, writeConfined } from "./confined-write.ts";
-import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type ServiceGrants, type StagedFile, type TerminalReceipt } from "../port.ts";
+import { ConfinementError, removeConfined, writeConfined } from "./confined-write.ts";
+import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type ServiceGrants, type Staging, type TerminalReceipt } from "../port.ts";
 
 /**
  * What runs in the service environment: an admitted tool or agent-loop component, or a program
@@ -108,12 +109,15 @@ class ServiceBinding implements EnvironmentBinding {
   }
 
   /**
-   * Writes the files under the retained workspace, host-side (a read-only grant limits the
-   * guest, not the service), never through a symlink a guest may have planted.
+   * Removes the directories to replace, then writes the files under the retained workspace,
+   * host-side (a read-only grant limits the guest, not the service), never through a symlink a
+   * guest may have planted. What is removed passes through a trash path beside the workspace
+   * (`<environment>.removing-<uuid>`, which no environment name can be), out of guests' reach.
    */
-  async stage(files: readonly StagedFile[]): Promise<TerminalReceipt> {
+  async stage({ replace, files }: Staging): Promise<TerminalReceipt> {
     if (!this.stagesFiles) return failure("invalid_argument", "this environment has no workspace to stage files into");
     try {
+      for (const directory of replace) await removeConfined(this.#workspaceDir, directory, `${this.#workspaceDir}.removing-${randomUUID()}`);
       for (const file of files) await writeConfined(this.#workspaceDir, file.path, file.bytes);
       return returned(JSON.stringify({ staged: files.length }));
     } catch (error) {
