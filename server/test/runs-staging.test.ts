@@ -1,7 +1,7 @@
 /**
  * What a run stages into its session's workspaces: skills/ holds exactly that run's skills (an
  * earlier run's skills, and files a skill no longer has, are gone), the run's own files stay, and
- * removal never follows a symlink a guest planted.
+ * removal never follows a symlink a guest planted. And what the model is told about those files.
  */
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
@@ -20,6 +20,8 @@ import { bundleOf, publish, skillMd, uploadAsset } from "./helpers/skills.ts";
 
 /** What the service sent to the scripted provider (wire JSON). */
 type Sent = { body: { system?: unknown; tools: Array<{ name: string; description: string }> } };
+
+const FILES_LINE = "/workspace/skills/<name>/";
 
 /** Every entry under `directory`, relative, sorted; symlinks are listed, never followed. */
 async function tree(directory: string, prefix = ""): Promise<string[]> {
@@ -174,5 +176,22 @@ describe("run staging", () => {
     const stage = extension.calls.slice(before).find((call) => call.method === "stage")!.request as StageRequest;
     expect(stage.replaceDirectories).toEqual(["skills"]);
     expect(stage.files.map((file) => file.path)).toEqual(["skills/epsilon/SKILL.md"]);
+  });
+
+  it("tells the model where a skill's files are only when they were staged into a workspace", async () => {
+    await publish(service, "zeta", bundleOf({ "SKILL.md": skillMd({ description: "Zeta." }), "notes.md": "notes" }));
+    const staged = await runOnce((await serviceSession(true)).sessionId, skills("zeta"));
+    expect(JSON.stringify(staged.body.system)).toContain(`Its files are under ${FILES_LINE}.`);
+    expect(staged.body.tools.find((tool) => tool.name === "skills")!.description).toContain(`A skill's other files are under ${FILES_LINE}.`);
+
+    // A service environment without a workspace grant stages nothing: no files to point at.
+    const { sessionId, dir } = await serviceSession(false);
+    const unstaged = await runOnce(sessionId, skills("zeta"));
+    expect(JSON.stringify(unstaged.body.system)).toContain("Skills are available through the `skills` tool");
+    expect(JSON.stringify(unstaged.body.system)).not.toContain("/workspace");
+    expect(unstaged.body.tools.find((tool) => tool.name === "skills")!.description).not.toContain("/workspace");
+    await expect(fs.stat(dir)).rejects.toMatchObject({ code: "ENOENT" });
+    const events = await eventsUntil(sessions, sessionId, runEnded());
+    expect(events.some((event) => event.type === "operation.sent" && event.data?.kind === "stage")).toBe(false);
   });
 });

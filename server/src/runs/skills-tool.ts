@@ -8,6 +8,9 @@ import { SKILLS_TOOL_NAME } from "../sessions/index.ts";
  */
 export const SKILLS_DIRECTORY = "skills";
 
+/** Where a skill's files are, as the model is told: only when they were staged somewhere. */
+export const STAGED_SKILL_FILES = `/workspace/${SKILLS_DIRECTORY}/<name>/`;
+
 /** A skill as a run sees it: its snapshot, with SKILL.md read out for `load`. */
 export interface RunSkill {
   name: string;
@@ -18,19 +21,26 @@ export interface RunSkill {
   files: Map<string, Uint8Array>;
 }
 
-/** The `skills` meta-tool (SPEC 4.2), offered exactly when a run references at least one skill. */
-export const SKILLS_TOOL: ToolDefinition = {
-  name: SKILLS_TOOL_NAME,
-  description:
-    'Lists and loads the skills available in this run. {"action":"list"} returns each skill\'s name and description; ' +
-    '{"action":"load","name":"<skill>"} returns that skill\'s SKILL.md instructions. A skill\'s other files are under /workspace/skills/<name>/.',
-  inputSchema: {
-    type: "object",
-    properties: { action: { type: "string", enum: ["list", "load"] }, name: { type: "string" } },
-    required: ["action"],
-    additionalProperties: false,
-  },
-};
+/**
+ * The `skills` meta-tool (SPEC 4.2), offered exactly when a run references at least one skill.
+ * Its description says where a skill's other files are only when `filesStaged`: when the run's
+ * skills were staged into a workspace of the session (none has one: nothing to point at).
+ */
+export function skillsTool(filesStaged: boolean): ToolDefinition {
+  return {
+    name: SKILLS_TOOL_NAME,
+    description:
+      'Lists and loads the skills available in this run. {"action":"list"} returns each skill\'s name and description; ' +
+      '{"action":"load","name":"<skill>"} returns that skill\'s SKILL.md instructions.' +
+      (filesStaged ? ` A skill's other files are under ${STAGED_SKILL_FILES}.` : ""),
+    inputSchema: {
+      type: "object",
+      properties: { action: { type: "string", enum: ["list", "load"] }, name: { type: "string" } },
+      required: ["action"],
+      additionalProperties: false,
+    },
+  };
+}
 
 export type SkillsToolResult = { ok: true; output: string } | { ok: false; code: string; message: string };
 

@@ -2,11 +2,11 @@ import { ConnectError } from "@connectrpc/connect";
 import type { StagedFile } from "../environments/index.ts";
 import { describeError } from "../errors/index.ts";
 import { ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition } from "../models/index.ts";
-import type { AgentLoopPlacement, Sessions, ToolCallResult } from "../sessions/index.ts";
+import { SKILLS_TOOL_NAME, type AgentLoopPlacement, type Sessions, type ToolCallResult } from "../sessions/index.ts";
 import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type LoopOutcome, type ToolCall, type ToolResult } from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
-import { callSkillsTool, SKILLS_DIRECTORY, SKILLS_TOOL, type RunSkill } from "./skills-tool.ts";
+import { callSkillsTool, SKILLS_DIRECTORY, skillsTool, STAGED_SKILL_FILES, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
 import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
 
@@ -72,6 +72,8 @@ export class Turn implements LoopHost {
   readonly #signal: AbortSignal;
   readonly #events: RunEvents;
   readonly #added: ConversationMessage[] = [];
+  /** Whether the run's skills' files were staged into a workspace: the prompts say where only then. */
+  #skillsStaged = false;
   /** The run's record until it is durable (or could not be written): model calls send nothing before. */
   #unrecorded: Promise<void> | undefined;
 
@@ -101,7 +103,7 @@ export class Turn implements LoopHost {
     this.#throwIfStopped();
     const { record, submission, skills } = this.#setup;
     record.rounds = round;
-    const tools = skills.length > 0 ? [...this.#setup.tools, SKILLS_TOOL] : this.#setup.tools;
+    const tools = skills.length > 0 ? [...this.#setup.tools, skillsTool(this.#skillsStaged)] : this.#setup.tools;
     this.#events.record("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) });
     const deltas = this.#events.deltas(round);
     let reply: ModelResponse;
@@ -175,7 +177,7 @@ export class Turn implements LoopHost {
   }
 
   async #callTool(call: ToolCall): Promise<{ output: string; event: Record<string, unknown> }> {
-    if (call.name === SKILLS_TOOL.name && this.#setup.skills.length > 0) {
+    if (call.name === SKILLS_TOOL_NAME && this.#setup.skills.length > 0) {
       const answer = callSkillsTool(call.input, this.#setup.skills);
       return answer.ok ? returnedResult(answer.output) : failedResult(answer.code, answer.message);
     }
@@ -212,12 +214,14 @@ export class Turn implements LoopHost {
     const receipts = await sessions.stage(record.workspace, record.sessionId, { replace: [SKILLS_DIRECTORY], files: [...skillFiles, ...files] }, record.id);
     const failed = receipts.find(({ receipt }) => receipt.outcome !== "returned");
     if (failed) throw new StagingFailed(`staging into environment ${failed.environment} failed: ${failed.receipt.outcome === "failure" ? failed.receipt.message : failed.receipt.outcome}`);
+    this.#skillsStaged = receipts.length > 0;
   }
 
   #system(): string {
     const parts = [this.#setup.submission.agentsMd];
     if (this.#setup.skills.length > 0) {
-      parts.push("Skills are available through the `skills` tool: list them, then load one before following it. Its files are under /workspace/skills/<name>/.");
+      const where = this.#skillsStaged ? ` Its files are under ${STAGED_SKILL_FILES}.` : "";
+      parts.push(`Skills are available through the \`skills\` tool: list them, then load one before following it.${where}`);
     }
     return parts.filter((part) => part !== "").join("\n\n");
   }
