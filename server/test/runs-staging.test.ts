@@ -111,6 +111,18 @@ describe("run staging", () => {
     expect(await tree(dir)).toEqual(["data", "data/input.csv"]);
   });
 
+  it("deleting the session also removes what a crash mid-stage left beside the workspace", async () => {
+    const { sessionId, dir } = await serviceSession(true);
+    const leftover = `${dir}.removing-2f0c1a`;
+    await fs.mkdir(path.join(leftover, "skills-of-an-old-run"), { recursive: true });
+    await fs.writeFile(path.join(leftover, "skills-of-an-old-run", "SKILL.md"), "old");
+    const other = await serviceSession(true);
+    await sessions.deleteSession({ sessionId });
+    await expect(fs.stat(dir)).rejects.toThrow(/ENOENT/);
+    await expect(fs.stat(leftover)).rejects.toThrow(/ENOENT/);
+    expect((await fs.stat(other.dir)).isDirectory()).toBe(true);
+  });
+
   it("journals what each stage replaced", async () => {
     const { sessionId } = await serviceSession(true);
     await publish(service, "gamma", bundleOf({ "SKILL.md": skillMd({ description: "Gamma." }) }));

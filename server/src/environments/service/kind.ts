@@ -28,6 +28,8 @@ export interface ServiceKindOptions {
 
 /** Failures that mean nothing ran, so a later attempt may succeed. */
 const RETRYABLE = new Set(["pool_saturated", "unavailable"]);
+/** The trash path's infix (see stage): teardown also removes what a crash left there. */
+const REMOVING = ".removing-";
 
 /**
  * The service environment as an adapter of the environment port: bindings run placed tools on
@@ -117,7 +119,7 @@ class ServiceBinding implements EnvironmentBinding {
   async stage({ replace, files }: Staging): Promise<TerminalReceipt> {
     if (!this.stagesFiles) return failure("invalid_argument", "this environment has no workspace to stage files into");
     try {
-      for (const directory of replace) await removeConfined(this.#workspaceDir, directory, `${this.#workspaceDir}.removing-${randomUUID()}`);
+      for (const directory of replace) await removeConfined(this.#workspaceDir, directory, `${this.#workspaceDir}${REMOVING}${randomUUID()}`);
       for (const file of files) await writeConfined(this.#workspaceDir, file.path, file.bytes);
       return returned(JSON.stringify({ staged: files.length }));
     } catch (error) {
@@ -173,6 +175,11 @@ class ServiceBinding implements EnvironmentBinding {
   async teardown(): Promise<TerminalReceipt> {
     try {
       await fs.rm(this.#workspaceDir, { recursive: true, force: true, maxRetries: 3 });
+      // What a crash between a stage's rename and its removal left beside the workspace.
+      const parent = path.dirname(this.#workspaceDir);
+      const leftover = `${path.basename(this.#workspaceDir)}${REMOVING}`;
+      const entries = await fs.readdir(parent).catch(() => []);
+      for (const entry of entries.filter((name) => name.startsWith(leftover))) await fs.rm(path.join(parent, entry), { recursive: true, force: true, maxRetries: 3 });
       return returned("{}");
     } catch (error) {
       return failure("internal", `cannot remove the environment's workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
