@@ -10,9 +10,7 @@ import { validateBundlePath } from "@skillenv/client/bundle";
  * the service's write outside the workspace. `relative` must pass the bundle path rules.
  */
 export async function writeConfined(root: string, relative: string, bytes: Uint8Array): Promise<void> {
-  const problem = validateBundlePath(relative);
-  if (problem !== undefined) throw new ConfinementError(`${JSON.stringify(relative)}: ${problem}`);
-  const segments = relative.split("/");
+  const segments = checkedSegments(relative);
   let dir = root;
   for (const segment of segments.slice(0, -1)) {
     dir = path.join(dir, segment);
@@ -43,9 +41,7 @@ export async function writeConfined(root: string, relative: string, bytes: Uint8
  * checked as writeConfined checks them. `relative` must pass the bundle path rules.
  */
 export async function removeConfined(root: string, relative: string, trash: string): Promise<void> {
-  const problem = validateBundlePath(relative);
-  if (problem !== undefined) throw new ConfinementError(`${JSON.stringify(relative)}: ${problem}`);
-  const segments = relative.split("/");
+  const segments = checkedSegments(relative);
   let dir = root;
   for (const segment of segments.slice(0, -1)) {
     dir = path.join(dir, segment);
@@ -66,6 +62,13 @@ export async function removeConfined(root: string, relative: string, trash: stri
   );
   // fs.rm unlinks symlinks it meets (the moved entry included) and never descends into them.
   if (moved) await fs.rm(trash, { recursive: true, force: true, maxRetries: 3 });
+}
+
+/** The "/"-separated segments of `relative`, once it passes the bundle path rules. */
+function checkedSegments(relative: string): string[] {
+  const problem = validateBundlePath(relative);
+  if (problem !== undefined) throw new ConfinementError(`${JSON.stringify(relative)}: ${problem}`);
+  return relative.split("/");
 }
 
 /** A path that would leave the workspace. */
