@@ -1,67 +1,93 @@
 import { constants } from "node:fs";
 import * as fs from "node:fs/promises";
-import * as path from "node:path";
 import { validateBundlePath } from "@skillenv/client/bundle";
 
 /**
- * Writes `bytes` at `relative` under `root`, where guests of the environment may have written
- * before: no component of the path may be a symlink (each directory is checked with lstat after
- * it is made, and the file is opened with O_NOFOLLOW), so a link planted by a guest cannot send
- * the service's write outside the workspace. `relative` must pass the bundle path rules.
+ * The service's own writes and removals inside a workspace that guests may be changing at the
+ * same moment (a tool still running, a cancelled run's guest until its deadline). A guest can
+ * plant symlinks and rename directories there, so checking a path and then using it would race:
+ * every step here goes through the descriptor of a directory already opened, as
+ * `/proc/self/fd/<fd>/<name>` (Linux), which the kernel resolves from that directory whatever has
+ * been renamed or swapped around it since. Directories are opened with O_NOFOLLOW, so a symlink on
+ * the way is refused, never followed.
  */
+
+const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+const FILE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+
+/** Writes `bytes` at `relative` under `root`, making the directories on the way. */
 export async function writeConfined(root: string, relative: string, bytes: Uint8Array): Promise<void> {
   const segments = checkedSegments(relative);
-  let dir = root;
-  for (const segment of segments.slice(0, -1)) {
-    dir = path.join(dir, segment);
-    await fs.mkdir(dir, { mode: 0o700 }).catch((error: NodeJS.ErrnoException) => {
-      if (error.code !== "EEXIST") throw error;
+  await withParent(root, relative, segments, "make", async (parent) => {
+    const file = await fs.open(under(parent, segments.at(-1)!), FILE_FLAGS, 0o600).catch((error: NodeJS.ErrnoException) => {
+      throw error.code === "ELOOP" ? new ConfinementError(`${JSON.stringify(relative)} is a symlink`) : error;
     });
-    if (!(await fs.lstat(dir)).isDirectory()) throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} is not a directory`);
-  }
-  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
-  const file = await fs.open(path.join(dir, segments.at(-1)!), flags, 0o600).catch((error: NodeJS.ErrnoException) => {
-    throw error.code === "ELOOP" ? new ConfinementError(`${JSON.stringify(relative)} is a symlink`) : error;
+    try {
+      await file.writeFile(bytes);
+    } finally {
+      await file.close();
+    }
   });
-  try {
-    await file.writeFile(bytes);
-  } finally {
-    await file.close();
-  }
 }
 
 /**
  * Removes whatever is at `relative` under `root` (a directory with everything in it, a file, or a
- * symlink, which is removed itself and never followed), if anything is. Each directory on the way
- * must be a directory, not a symlink (checked with lstat); a missing one means there is nothing to
- * remove. The entry is first renamed to `trash`, a path outside the workspace on the same file
- * system that guests cannot reach, and removed from there: a guest acting meanwhile cannot swap a
- * directory being emptied for a symlink out of the workspace. For a top-level entry the rename's
- * only parent is `root` itself, so no race is left; a nested entry's directories on the way are
- * checked as writeConfined checks them. `relative` must pass the bundle path rules.
+ * symlink, which is removed itself and never followed), if anything is. The entry is renamed to
+ * `trash`, a path outside the workspace that guests cannot reach, and removed from there; a
+ * failure to remove the trash leaves it for the caller to collect (the workspace is already right).
  */
 export async function removeConfined(root: string, relative: string, trash: string): Promise<void> {
   const segments = checkedSegments(relative);
-  let dir = root;
-  for (const segment of segments.slice(0, -1)) {
-    dir = path.join(dir, segment);
-    const stat = await fs.lstat(dir).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOENT") return undefined;
-      throw error;
-    });
-    if (stat === undefined) return;
-    if (!stat.isDirectory()) throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} is not a directory`);
-  }
-  // rename() acts on the last component itself: a symlink there is moved, not its target.
-  const moved = await fs.rename(path.join(dir, segments.at(-1)!), trash).then(
-    () => true,
-    (error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOENT") return false;
-      throw error;
-    },
+  const moved = await withParent(root, relative, segments, "find", (parent) =>
+    // rename() acts on the last component itself: a symlink there is moved, not its target.
+    fs.rename(under(parent, segments.at(-1)!), trash).then(
+      () => true,
+      (error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") return false;
+        throw error;
+      },
+    ),
   );
   // fs.rm unlinks symlinks it meets (the moved entry included) and never descends into them.
-  if (moved) await fs.rm(trash, { recursive: true, force: true, maxRetries: 3 });
+  if (moved) await fs.rm(trash, { recursive: true, force: true, maxRetries: 3 }).catch(() => undefined);
+}
+
+/**
+ * Opens the directories of `segments` (all but the last) one below the other, each through its
+ * parent's descriptor, and calls `use` with the last one's. `make` creates missing directories;
+ * `find` answers undefined without calling `use` when one is missing.
+ */
+async function withParent<T>(root: string, relative: string, segments: readonly string[], missing: "make" | "find", use: (parent: number) => Promise<T>): Promise<T | undefined> {
+  const opened: fs.FileHandle[] = [await fs.open(root, DIRECTORY_FLAGS)];
+  try {
+    for (const segment of segments.slice(0, -1)) {
+      const path = under(opened.at(-1)!.fd, segment);
+      if (missing === "make") await fs.mkdir(path, { mode: 0o700 }).catch(ignore("EEXIST"));
+      const next = await fs.open(path, DIRECTORY_FLAGS).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT" && missing === "find") return undefined;
+        if (error.code === "ELOOP" || error.code === "ENOTDIR") throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} is not a directory`);
+        // Made (or found) a moment ago and gone now: something in the workspace is moving it.
+        if (error.code === "ENOENT") throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} was moved while it was being written`);
+        throw error;
+      });
+      if (next === undefined) return undefined;
+      opened.push(next);
+    }
+    return await use(opened.at(-1)!.fd);
+  } finally {
+    await Promise.all(opened.map((handle) => handle.close()));
+  }
+}
+
+/** `name` inside the directory open as `fd`, resolved from that directory whatever its path is now. */
+function under(fd: number, name: string): string {
+  return `/proc/self/fd/${fd}/${name}`;
+}
+
+function ignore(code: string): (error: NodeJS.ErrnoException) => void {
+  return (error) => {
+    if (error.code !== code) throw error;
+  };
 }
 
 /** The "/"-separated segments of `relative`, once it passes the bundle path rules. */
