@@ -20,7 +20,10 @@ export async function writeConfined(root: string, relative: string, bytes: Uint8
   const segments = checkedSegments(relative);
   await withParent(root, relative, segments, "make", async (parent) => {
     const file = await fs.open(under(parent, segments.at(-1)!), FILE_FLAGS, 0o600).catch((error: NodeJS.ErrnoException) => {
-      throw error.code === "ELOOP" ? new ConfinementError(`${JSON.stringify(relative)} is a symlink`) : error;
+      if (error.code === "ELOOP") throw new ConfinementError(`${JSON.stringify(relative)} is a symlink`);
+      // The directory held open was removed meanwhile (another one renamed over it).
+      if (error.code === "ENOENT") throw new ConfinementError(`${JSON.stringify(relative)}: its directory was removed while it was being written`);
+      throw error;
     });
     try {
       await file.writeFile(bytes);
@@ -57,19 +60,11 @@ export async function removeConfined(root: string, relative: string, trash: stri
  * parent's descriptor, and calls `use` with the last one's. `make` creates missing directories;
  * `find` answers undefined without calling `use` when one is missing.
  */
-async function withParent<T>(root: string, relative: string, segments: readonly string[], missing: "make" | "find", use: (parent: number) => Promise<T>): Promise<T | undefined> {
+async function withParent<T>(root: string, relative: string, segments: readonly string[], missing: Missing, use: (parent: number) => Promise<T>): Promise<T | undefined> {
   const opened: fs.FileHandle[] = [await fs.open(root, DIRECTORY_FLAGS)];
   try {
     for (const segment of segments.slice(0, -1)) {
-      const path = under(opened.at(-1)!.fd, segment);
-      if (missing === "make") await fs.mkdir(path, { mode: 0o700 }).catch(ignore("EEXIST"));
-      const next = await fs.open(path, DIRECTORY_FLAGS).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT" && missing === "find") return undefined;
-        if (error.code === "ELOOP" || error.code === "ENOTDIR") throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} is not a directory`);
-        // Made (or found) a moment ago and gone now: something in the workspace is moving it.
-        if (error.code === "ENOENT") throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} was moved while it was being written`);
-        throw error;
-      });
+      const next = await openBelow(opened.at(-1)!.fd, segment, relative, missing);
       if (next === undefined) return undefined;
       opened.push(next);
     }
@@ -79,15 +74,31 @@ async function withParent<T>(root: string, relative: string, segments: readonly 
   }
 }
 
+type Missing = "make" | "find";
+
+/** The directory `segment` inside the one open as `parent`, made first (`make`); undefined when missing (`find`). */
+async function openBelow(parent: number, segment: string, relative: string, missing: Missing): Promise<fs.FileHandle | undefined> {
+  const path = under(parent, segment);
+  // ENOENT once the parent is open, or once this directory was made: something in the workspace
+  // moved or replaced it meanwhile.
+  const moved = () => new ConfinementError(`${JSON.stringify(relative)}: ${segment} was moved while it was being written`);
+  if (missing === "make") {
+    await fs.mkdir(path, { mode: 0o700 }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") throw moved();
+      if (error.code !== "EEXIST") throw error;
+    });
+  }
+  return fs.open(path, DIRECTORY_FLAGS).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === "ENOENT" && missing === "find") return undefined;
+    if (error.code === "ELOOP" || error.code === "ENOTDIR") throw new ConfinementError(`${JSON.stringify(relative)}: ${segment} is not a directory`);
+    if (error.code === "ENOENT") throw moved();
+    throw error;
+  });
+}
+
 /** `name` inside the directory open as `fd`, resolved from that directory whatever its path is now. */
 function under(fd: number, name: string): string {
   return `/proc/self/fd/${fd}/${name}`;
-}
-
-function ignore(code: string): (error: NodeJS.ErrnoException) => void {
-  return (error) => {
-    if (error.code !== code) throw error;
-  };
 }
 
 /** The "/"-separated segments of `relative`, once it passes the bundle path rules. */
