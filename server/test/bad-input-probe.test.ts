@@ -101,17 +101,17 @@ describe("errors Connect raises itself carry the stable code in their details", 
     expect(connectReason(answer.body)).toBe("malformed_request");
   });
 
-  it("Connect: a compressed request is 400 malformed_request, not 501 unimplemented", async () => {
+  it("Connect: a compressed request is unimplemented (as the protocol requires) with the stable code compression_unsupported", async () => {
     for (const encoding of ["gzip", "br", "x-unknown"]) {
       const answer = await connectCall(PRESIGN, "{}", { "content-type": "application/json", "content-encoding": encoding });
-      expect(answer.status, encoding).toBe(400);
-      expect(answer.body).toMatchObject({ code: "invalid_argument", message: "the request is compressed, but this server accepts no compression: send it uncompressed" });
-      expect(connectReason(answer.body), encoding).toBe("malformed_request");
+      expect(answer.status, encoding).toBe(501);
+      expect(answer.body).toMatchObject({ code: "unimplemented", message: "the request is compressed, but this server accepts no compression: send it uncompressed" });
+      expect(connectReason(answer.body), encoding).toBe("compression_unsupported");
     }
   });
 
-  it("gRPC: a compressed message, a broken envelope or a unary call with two messages is INVALID_ARGUMENT malformed_request", async () => {
-    expect(await grpcCall({ "grpc-encoding": "gzip" }, envelope(Buffer.from("xx"), 1))).toMatchObject({ code: 3, reason: "malformed_request" });
+  it("gRPC: a compressed message is UNIMPLEMENTED compression_unsupported; a broken envelope or a unary call with two messages INVALID_ARGUMENT malformed_request", async () => {
+    expect(await grpcCall({ "grpc-encoding": "gzip" }, envelope(Buffer.from("xx"), 1))).toMatchObject({ code: 12, reason: "compression_unsupported" });
     expect(await grpcCall({}, Buffer.from([0, 0, 0]))).toMatchObject({ code: 3, reason: "malformed_request" });
     expect(await grpcCall({}, Buffer.concat([envelope(Buffer.alloc(0)), envelope(Buffer.alloc(0))]))).toEqual({
       code: 3,

@@ -16,7 +16,8 @@ export const errorCatalogue = {
   // Requests and authentication
   unauthenticated: { code: Code.Unauthenticated, httpStatus: 401, summary: "The Authorization bearer key is missing or not known." },
   invalid_argument: { code: Code.InvalidArgument, httpStatus: 400, summary: "A request field is missing or malformed; the message names the field." },
-  malformed_request: { code: Code.InvalidArgument, httpStatus: 400, summary: "The request body or query could not be decoded (bad JSON, unknown field, wrong type, invalid protobuf binary, a compressed message without its encoding, an encoding or content type the method does not take), or the HTTP/1.1 request itself does not parse." },
+  malformed_request: { code: Code.InvalidArgument, httpStatus: 400, summary: "The request body or query could not be decoded (bad JSON, unknown field, wrong type, invalid protobuf binary, a compressed message without its encoding, a content type the method does not take), or the HTTP/1.1 request itself does not parse." },
+  compression_unsupported: { code: Code.Unimplemented, httpStatus: 501, summary: "The request is compressed (Connect content-encoding, gRPC grpc-encoding), and this server accepts no compression: send it uncompressed. Unimplemented, as the gRPC and Connect protocols require for an encoding the server does not support." },
   route_not_found: { code: Code.NotFound, httpStatus: 404, summary: "No API method is bound to this HTTP method and path." },
   payload_too_large: { code: Code.ResourceExhausted, httpStatus: 413, summary: "The request body exceeds the configured limit." },
   headers_too_large: { code: Code.ResourceExhausted, httpStatus: 431, summary: "The HTTP/1.1 request line and headers exceed Node's header size limit (16 KiB unless --max-http-header-size says otherwise); the connection is closed." },

@@ -1,22 +1,23 @@
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { workspaceContextKey, type RequestGate } from "../auth/index.ts";
-import { ERROR_DOMAIN, serviceError, stableCodeOf } from "../errors/index.ts";
+import { ERROR_DOMAIN, serviceError, stableCodeOf, type ErrorCode } from "../errors/index.ts";
 import { requestRecordKey } from "./request-log.ts";
 
 /**
  * Connect's own words for a request it cannot decode, which it reports as `internal` (connect-es 2:
  * protocol/serialization.ts and protocol/envelope.ts) or `unimplemented` (protocol/compression.ts,
- * and a unary call given no message or two), codes that would blame the server or a missing route.
- * All of them are the caller's fault.
+ * and a unary call given no message or two), with no stable code and, for `internal`, a code that
+ * blames the server. All of them are the caller's fault; each gets its stable code.
  */
-const DECODE_FAILURES: ReadonlyArray<{ code: Code; connectSays: string; weSay: string }> = [
-  { code: Code.Internal, connectSays: "parse binary: ", weSay: "the request message is not valid protobuf binary" },
-  { code: Code.Internal, connectSays: "received compressed envelope", weSay: "a message is flagged compressed, but the request names no encoding (grpc-encoding)" },
-  // The server accepts no compression (createConnectRouter's default), so any encoding is refused.
-  { code: Code.Unimplemented, connectSays: "unknown compression ", weSay: "the request is compressed, but this server accepts no compression: send it uncompressed" },
-  { code: Code.Unimplemented, connectSays: "protocol error: missing input message", weSay: "a unary call takes exactly one request message, and none was sent" },
-  { code: Code.Unimplemented, connectSays: "protocol error: received extra input message", weSay: "a unary call takes exactly one request message, and more were sent" },
+const DECODE_FAILURES: ReadonlyArray<{ code: Code; connectSays: string; weSay: string; stableCode: ErrorCode }> = [
+  { code: Code.Internal, connectSays: "parse binary: ", weSay: "the request message is not valid protobuf binary", stableCode: "malformed_request" },
+  { code: Code.Internal, connectSays: "received compressed envelope", weSay: "a message is flagged compressed, but the request names no encoding (grpc-encoding)", stableCode: "malformed_request" },
+  // The server accepts no compression (createConnectRouter's default), so any encoding is refused;
+  // still `unimplemented`, as the gRPC and Connect protocols require.
+  { code: Code.Unimplemented, connectSays: "unknown compression ", weSay: "the request is compressed, but this server accepts no compression: send it uncompressed", stableCode: "compression_unsupported" },
+  { code: Code.Unimplemented, connectSays: "protocol error: missing input message", weSay: "a unary call takes exactly one request message, and none was sent", stableCode: "malformed_request" },
+  { code: Code.Unimplemented, connectSays: "protocol error: received extra input message", weSay: "a unary call takes exactly one request message, and more were sent", stableCode: "malformed_request" },
 ];
 
 /**
@@ -75,7 +76,7 @@ function endWithSharedReason(context: HandlerContext): void {
 function blameCallerForDecodeFailure(error: ConnectError): void {
   const failure = DECODE_FAILURES.find(({ code, connectSays }) => error.code === code && error.rawMessage.startsWith(connectSays));
   if (failure === undefined) return;
-  const replacement = serviceError("malformed_request", failure.weSay);
+  const replacement = serviceError(failure.stableCode, failure.weSay);
   Object.assign(error, { code: replacement.code, rawMessage: replacement.rawMessage, message: replacement.message, details: replacement.details });
 }
 
