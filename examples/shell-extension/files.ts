@@ -53,18 +53,26 @@ export async function writeInWorkspace(workspace: string, relative: string, cont
  * for a write (a missing one: nothing to remove), then the parent is opened and its real path must
  * be in the workspace; the entry is renamed through that open directory (its /proc/self/fd path,
  * which no later swap of a directory on the way can redirect) to `trash`, a path beside the
- * workspace that commands cannot reach, and removed from there, where no command can swap a
- * directory being emptied for a symlink. Returns whether anything was removed.
+ * workspace, in the binding's directory, and removed from there by path.
+ *
+ * Only while no command of the binding runs (the caller holds the binding alone, lock.ts): the
+ * rename does not stop a command whose working directory, or an open directory, is inside the
+ * moved tree from reaching it, and a command that swapped a directory being emptied for a symlink
+ * would have fs.rm remove what the link points to, outside the workspace.
+ *
+ * Removing the trash is best-effort: the directory is already out of the workspace, and what is
+ * left (say, a directory fs.rm could not empty) stays in the binding's directory, which Teardown
+ * removes.
  */
-export async function removeInWorkspace(workspace: string, relative: string, trash: string): Promise<boolean> {
+export async function removeInWorkspace(workspace: string, relative: string, trash: string): Promise<void> {
   const segments = pathSegments(relative);
   let directory = workspace;
   await requireDirectory(directory, relative, false);
   for (const segment of segments.slice(0, -1)) {
     directory = path.join(directory, segment);
     const stat = await lstatOrUndefined(directory);
-    if (stat === undefined) return false;
-    await requireDirectory(directory, relative, false);
+    if (stat === undefined) return;
+    checkDirectory(stat, relative);
   }
   const parent = await open(directory, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW, relative);
   try {
@@ -74,15 +82,55 @@ export async function removeInWorkspace(workspace: string, relative: string, tra
       // rename() acts on the last component itself: a symlink there is moved, not its target.
       await fs.rename(`/proc/self/fd/${parent.fd}/${segments.at(-1)!}`, trash);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
       throw error;
     }
   } finally {
     await parent.close();
   }
+  await removeTree(trash).catch((error: unknown) => {
+    console.error(`shell-extension: could not remove ${trash} (Teardown will try again):`, error instanceof Error ? error.message : error);
+  });
+}
+
+/**
+ * Removes a tree no command of the binding runs in any more (a Stage's trash, a binding's
+ * directory at Teardown), unlinking the symlinks in it, never following them. A command may have
+ * left a directory that cannot be read or emptied (chmod 000), which stops fs.rm unless the
+ * extension runs as root: then every directory is made the owner's again (0700) and the removal
+ * is tried once more. (Without bubblewrap a command that left its process group may still run;
+ * it could change its user's files' modes itself.)
+ */
+export async function removeTree(target: string): Promise<void> {
   // fs.rm unlinks the symlinks it meets and never descends into them.
-  await fs.rm(trash, { recursive: true, force: true, maxRetries: 3 });
-  return true;
+  const remove = () => fs.rm(target, { recursive: true, force: true, maxRetries: 3 });
+  try {
+    await remove();
+    return;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "EACCES" && code !== "EPERM") throw error;
+  }
+  await reopenDirectories(target);
+  await remove();
+}
+
+/**
+ * chmod 0700 on `directory` and every directory in it; lstat first, so no symlink is followed.
+ * The failed fs.rm may still be removing other branches (it rejects at the first error): what
+ * vanishes meanwhile is skipped.
+ */
+async function reopenDirectories(directory: string): Promise<void> {
+  const stat = await lstatOrUndefined(directory);
+  if (stat === undefined || !stat.isDirectory()) return;
+  try {
+    await fs.chmod(directory, 0o700);
+    for (const entry of await fs.readdir(directory, { withFileTypes: true })) {
+      if (entry.isDirectory()) await reopenDirectories(path.join(directory, entry.name));
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
 }
 
 export interface FileRead {
@@ -138,6 +186,11 @@ async function requireDirectory(directory: string, relative: string, create: boo
     stat = await lstatOrUndefined(directory);
   }
   if (stat === undefined) throw new WorkspacePathError("not_found", `"${relative}": a directory on the way does not exist`);
+  checkDirectory(stat, relative);
+}
+
+/** A directory on the way to `relative` must be a directory itself, not a symlink to one. */
+function checkDirectory(stat: Stats, relative: string): void {
   if (stat.isSymbolicLink()) throw new WorkspacePathError("symlink_refused", `"${relative}": a directory on the way is a symlink`);
   if (!stat.isDirectory()) throw new WorkspacePathError("not_a_directory", `"${relative}": a component on the way is not a directory`);
 }

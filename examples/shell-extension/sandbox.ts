@@ -2,8 +2,8 @@
  * Where a command runs: under bubblewrap when it works on this kernel, else as a plain process in
  * the workspace directory. README.md says what each isolates and what it does not.
  */
-import { execFile } from "node:child_process";
 import * as fs from "node:fs";
+import { runCommand } from "./command.ts";
 import type { BwrapMode } from "./settings.ts";
 
 /** A process to start. */
@@ -12,6 +12,8 @@ export interface Launch {
   args: string[];
   cwd: string;
   env: Record<string, string>;
+  /** bwrap with `--info-fd 3`: it reports the sandbox's first process on fd 3, so that the command's end can wait for the sandbox's (command.ts). */
+  reportsSandbox?: boolean;
 }
 
 export interface Sandbox {
@@ -58,9 +60,10 @@ export function bubblewrap(network: boolean): Sandbox {
     description: `bubblewrap, network ${network ? "on" : "off"}`,
     launch: (script, workspace) => ({
       file: "bwrap",
-      args: [...fixed, "--bind", workspace, SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE, SHELL, "-c", script],
+      args: [...fixed, "--info-fd", "3", "--bind", workspace, SANDBOX_WORKSPACE, "--chdir", SANDBOX_WORKSPACE, SHELL, "-c", script],
       cwd: workspace,
       env: commandEnv(SANDBOX_WORKSPACE),
+      reportsSandbox: true,
     }),
   };
 }
@@ -106,11 +109,12 @@ export async function chooseSandbox(mode: BwrapMode, network: boolean, probeDire
   return { sandbox: plainProcess, warning: `bubblewrap does not work here: ${failure}` };
 }
 
-/** Undefined when the launch exits 0, else why not. */
-function probe(launch: Launch): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    execFile(launch.file, launch.args, { cwd: launch.cwd, env: launch.env }, (error, _stdout, stderr) => {
-      resolve(error ? stderr.trim() || error.message : undefined);
-    });
-  });
+/** Undefined when the launch exits 0, else why not. Run as a command is, fd 3 and all. */
+async function probe(launch: Launch): Promise<string | undefined> {
+  try {
+    const outcome = await runCommand(launch, { outputLimit: 4096, timeoutMs: undefined, signal: new AbortController().signal });
+    return outcome.exitCode === 0 ? undefined : outcome.stderr.trim() || `exit code ${outcome.exitCode}`;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
 }

@@ -2,7 +2,8 @@
  * ExtensionEnvironmentService (proto/skillenv/extension/v1/extension.proto) over a directory per
  * binding: `<root>/<SHA-256 of the binding id, hex>/workspace`. The directory is the binding's
  * state and survives a restart of the extension; the operation ids seen (to refuse a repeated
- * one) and the operations in flight are kept in memory while the binding is attached.
+ * one) and the operations in flight are kept in memory while the binding is attached. A binding's
+ * Stage and its Executes never overlap (lock.ts).
  */
 import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
@@ -21,7 +22,9 @@ import {
   type StageRequest,
   type TeardownRequest,
 } from "../../gen/skillenv/extension/v1/extension_pb.js";
-import { pathSegments, removeInWorkspace, WorkspacePathError, writeInWorkspace } from "./files.ts";
+import { LONGEST_TIMER_MS } from "./command.ts";
+import { pathSegments, removeInWorkspace, removeTree, WorkspacePathError, writeInWorkspace } from "./files.ts";
+import { BindingLocks, type Access, type Release } from "./lock.ts";
 import type { Sandbox } from "./sandbox.ts";
 import { chooseTool, runTool, ToolFailure } from "./tools.ts";
 
@@ -56,6 +59,8 @@ interface AttachedBinding extends Place {
 export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnvironmentService> {
   private readonly options: ServiceOptions;
   private readonly attached = new Map<string, AttachedBinding>();
+  /** By binding id, not by attachment: a Stage after a Detach still waits for the Executes it stopped. */
+  private readonly locks = new BindingLocks();
 
   constructor(options: ServiceOptions) {
     this.options = options;
@@ -69,23 +74,37 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
     return {};
   }
 
-  async stage(request: StageRequest): Promise<Record<string, never>> {
+  /**
+   * Waits until no Execute of the binding is in flight (none starts meanwhile), then replaces the
+   * directories and writes the files. The wait ends at the call's deadline (deadline_exceeded), at
+   * a Cancel of its operation id or when the caller hangs up (cancelled), having changed nothing.
+   */
+  async stage(request: StageRequest, context: HandlerContext): Promise<Record<string, never>> {
     const binding = await this.attachedOrUndefined(request.binding);
     if (binding === undefined) throw new ConnectError("the binding is not set up: call Setup first", Code.FailedPrecondition);
     // Writing the same files again is harmless, so a Stage without an operation id is taken too.
-    if (request.operationId !== "" && claim(binding, request.operationId) === undefined) {
-      throw new ConnectError(`duplicate_operation: "${request.operationId}" was already sent`, Code.AlreadyExists);
+    let operation: Operation | undefined;
+    if (request.operationId !== "") {
+      operation = claim(binding, request.operationId);
+      if (operation === undefined) throw new ConnectError(`duplicate_operation: "${request.operationId}" was already sent`, Code.AlreadyExists);
     }
     try {
-      // Every path is checked before anything is removed or written.
+      // Every path is checked before anything is waited for, removed or written.
       for (const directory of request.replaceDirectories) pathSegments(directory);
       for (const file of request.files) pathSegments(file.path);
-      // Removed by way of the binding's directory, beside the workspace: commands cannot reach it.
+    } catch (error) {
+      throw connectErrorOf(error);
+    }
+    const signal = operation === undefined ? context.signal : AbortSignal.any([context.signal, operation.abort.signal]);
+    const release = await this.waitForBinding(binding.id, "exclusive", signal, "the Stage");
+    try {
+      // Moved out to the binding's directory, beside the workspace, and removed from there.
       for (const directory of request.replaceDirectories) await removeInWorkspace(binding.workspace, directory, path.join(binding.directory, `.removing-${randomUUID()}`));
       for (const file of request.files) await writeInWorkspace(binding.workspace, file.path, file.content);
     } catch (error) {
-      if (!(error instanceof WorkspacePathError)) throw error;
-      throw new ConnectError(`${error.code}: ${error.message}`, error.code === "invalid_path" ? Code.InvalidArgument : Code.FailedPrecondition);
+      throw connectErrorOf(error);
+    } finally {
+      release();
     }
     return {};
   }
@@ -121,10 +140,16 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
     return {};
   }
 
-  async teardown(request: TeardownRequest): Promise<Record<string, never>> {
+  /** Stops the binding's operations, waits for a Stage in progress to end, and removes the directory. */
+  async teardown(request: TeardownRequest, context: HandlerContext): Promise<Record<string, never>> {
     const place = this.place(request.binding);
     await this.release(place.id);
-    await fs.rm(place.directory, { recursive: true, force: true, maxRetries: 3 });
+    const release = await this.waitForBinding(place.id, "exclusive", context.signal, "the Teardown");
+    try {
+      await removeTree(place.directory);
+    } finally {
+      release();
+    }
     return {};
   }
 
@@ -133,20 +158,49 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
     await Promise.all([...this.attached.keys()].map((id) => this.release(id)));
   }
 
-  /** Never rejects: every outcome is a receipt. */
+  /**
+   * Never rejects: every outcome is a receipt. Waits first while a Stage of the binding is in
+   * progress or waiting (until the deadline, or a cancel).
+   */
   private async run(request: ExecuteRequest, binding: AttachedBinding, signal: AbortSignal): Promise<Receipt> {
-    const remainingMs = request.deadline === undefined ? undefined : timestampMs(request.deadline) - Date.now();
+    const deadlineMs = request.deadline === undefined ? undefined : timestampMs(request.deadline);
+    const remainingMs = (): number | undefined => (deadlineMs === undefined ? undefined : deadlineMs - Date.now());
     try {
       if (signal.aborted) throw new ToolFailure("cancelled", "the operation was cancelled before it started");
-      if (remainingMs !== undefined && remainingMs <= 0) throw new ToolFailure("timeout", "the deadline passed before the operation started");
+      const remainingAtStart = remainingMs();
+      if (remainingAtStart !== undefined && remainingAtStart <= 0) throw new ToolFailure("timeout", "the deadline passed before the operation started");
       const tool = chooseTool(json(request.implementation), request.tool);
-      const { workspace } = binding;
-      const output = await runTool(tool, json(request.input), { workspace, sandbox: this.options.sandbox, outputLimit: this.options.outputLimit, remainingMs, signal });
-      return { receipt: { case: "returned", value: { output: fromJson(ValueSchema, output) } } };
+      const waitSignal = remainingAtStart === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(Math.min(remainingAtStart, LONGEST_TIMER_MS))]);
+      const release = await this.locks.acquire(binding.id, "shared", waitSignal).catch(() => {
+        if (signal.aborted) throw new ToolFailure("cancelled", "the operation was cancelled while it waited for a Stage of its binding");
+        throw new ToolFailure("timeout", "the deadline passed while the operation waited for a Stage of its binding");
+      });
+      try {
+        const { workspace } = binding;
+        const output = await runTool(tool, json(request.input), { workspace, sandbox: this.options.sandbox, outputLimit: this.options.outputLimit, remainingMs: remainingMs(), signal });
+        return { receipt: { case: "returned", value: { output: fromJson(ValueSchema, output) } } };
+      } finally {
+        release();
+      }
     } catch (error) {
       if (error instanceof ToolFailure) return failure(error.code, error.message, error.details);
       console.error(`shell-extension: operation "${request.operationId}" failed unexpectedly:`, error);
       return failure("internal_error", error instanceof Error ? error.message : String(error));
+    }
+  }
+
+  /**
+   * The binding alone, once every Execute that came before has ended. A wait the signal ends is
+   * deadline_exceeded when the call's deadline passed, else cancelled (a Cancel, a hang-up).
+   */
+  private async waitForBinding(id: string, access: Access, signal: AbortSignal, what: string): Promise<Release> {
+    try {
+      return await this.locks.acquire(id, access, signal);
+    } catch (reason) {
+      if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) {
+        throw new ConnectError(`deadline_exceeded: the deadline passed while ${what} waited for the binding's operations to end; nothing was changed`, Code.DeadlineExceeded);
+      }
+      throw new ConnectError(`cancelled: ${what} was cancelled while it waited for the binding's operations to end; nothing was changed`, Code.Canceled);
     }
   }
 
@@ -199,6 +253,12 @@ function operationOf(binding: AttachedBinding, operationId: string): Operation {
   const operation: Operation = { abort: new AbortController(), claimed: false, finished: Promise.resolve() };
   binding.operations.set(operationId, operation);
   return operation;
+}
+
+/** A path refused is the caller's fault (invalid_argument) or the workspace's state (failed_precondition). */
+function connectErrorOf(error: unknown): unknown {
+  if (!(error instanceof WorkspacePathError)) return error;
+  return new ConnectError(`${error.code}: ${error.message}`, error.code === "invalid_path" ? Code.InvalidArgument : Code.FailedPrecondition);
 }
 
 /**

@@ -26,9 +26,9 @@ interface ExtensionProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `node main.ts` and waits for its listening line. */
-async function startExtension(args: string[], env: Record<string, string> = {}): Promise<ExtensionProcess> {
-  const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "ignore", "pipe"] });
+/** Starts `node main.ts` (as the user `as` names, if any) and waits for its listening line. */
+async function startExtension(args: string[], env: Record<string, string> = {}, as: { uid?: number; gid?: number } = {}): Promise<ExtensionProcess> {
+  const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "ignore", "pipe"], ...as });
   const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
   let stderr = "";
   const url = await new Promise<string>((resolve, reject) => {
@@ -275,6 +275,124 @@ describe.each([
     expect(tree(workspaceOf(binding))).toEqual(["skills", "skills/kept.txt"]);
   });
 
+  it("a Stage waits for the binding's Executes in flight to end, and an Execute that arrives meanwhile waits for the Stage", async () => {
+    const binding = await setUp();
+    const started = path.join(workspaceOf(binding), "started");
+    // The command looks, as it ends, whether the Stage has already written its file.
+    const first = shell(binding, "touch started; sleep 1.5; test -e skills/new/SKILL.md && echo staged-meanwhile || echo not-yet");
+    await eventually(() => fs.existsSync(started));
+    const stage = client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/new/SKILL.md", content: text("new") }] });
+    // Time for the Stage to arrive and queue.
+    await sleep(300);
+    const second = shell(binding, "cat skills/new/SKILL.md");
+    expect(outputOf(await first)).toMatchObject({ exitCode: 0, stdout: "not-yet\n" });
+    await stage;
+    expect(outputOf(await second)).toMatchObject({ exitCode: 0, stdout: "new" });
+  });
+
+  it("a Stage that waits past its deadline answers deadline_exceeded and changes nothing, as does one whose caller hangs up; a Cancel of the Execute it waits for lets it go", async () => {
+    const binding = await setUp();
+    const workspace = workspaceOf(binding);
+    await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/old/SKILL.md", content: text("old") }] });
+    const operationId = `operation-${++operations}`;
+    const running = shell(binding, "touch started; sleep 30", { operationId });
+    await eventually(() => fs.existsSync(path.join(workspace, "started")));
+    // Only the extension enforces this deadline: the client sets no timer of its own.
+    const late = { binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "late.txt", content: text("late") }] };
+    const before = Date.now();
+    await expect(client.stage(late, { headers: { "connect-timeout-ms": "300" } })).rejects.toMatchObject({ code: Code.DeadlineExceeded, rawMessage: expect.stringContaining("nothing was changed") });
+    expect(Date.now() - before).toBeLessThan(5000);
+    // The service gives up by hanging up at its deadline: the Stage stops waiting then too.
+    const hungUp = { binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "hung-up.txt", content: text("hung up") }] };
+    await expect(client.stage(hungUp, { signal: AbortSignal.timeout(300) })).rejects.toMatchObject({ code: Code.Canceled });
+    await sleep(100);
+    expect(tree(path.join(workspace, "skills"))).toEqual(["old", "old/SKILL.md"]);
+
+    const staged = client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/new/SKILL.md", content: text("new") }] });
+    await sleep(100);
+    await client.cancel({ binding, operationId });
+    expect(failureOf(await running, true).code).toBe("cancelled");
+    await staged;
+    // The Stages that gave up did not run once the binding was free.
+    expect(tree(workspace)).toEqual(["skills", "skills/new", "skills/new/SKILL.md", "started"]);
+  });
+
+  it("teardown ends an Execute and a Stage waiting for it, and removes the binding", async () => {
+    const binding = await setUp();
+    const { marker, command } = sleepers();
+    const running = shell(binding, command);
+    await eventually(() => fs.existsSync(path.join(workspaceOf(binding), "started")));
+    const staged = client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
+    const outcome = staged.then(
+      () => "staged",
+      (error: unknown) => (error as { code?: Code }).code,
+    );
+    await sleep(300);
+    await client.teardown({ binding });
+    expect(failureOf(await running, true).code).toBe("cancelled");
+    expect(await outcome).toBe(Code.Canceled);
+    expect(fs.existsSync(path.dirname(workspaceOf(binding)))).toBe(false);
+    await eventually(() => processesMentioning(marker).length === 0);
+  });
+
+  it("once an Execute has ended, no process its command started runs any more, killed or left in the background", async () => {
+    const binding = await setUp();
+    const log = path.join(workspaceOf(binding), "log");
+    // Eight processes appending to the log as fast as they can.
+    const writers = `python3 -c '
+import os
+for _ in range(3): os.fork()
+fd = os.open("log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+while True: os.write(fd, b"x")
+'`;
+    const size = () => (fs.existsSync(log) ? fs.statSync(log).size : 0);
+    for (let attempt = 0; attempt < 8; attempt++) {
+      if (attempt % 2 === 0) expect(failureOf(await shell(binding, `exec ${writers}`, { deadlineMs: Date.now() + 200 }), true).code).toBe("timeout");
+      else expect(outputOf(await shell(binding, `${writers} >/dev/null 2>&1 & sleep 0.2; exit 0`))).toMatchObject({ exitCode: 0 });
+      const ended = size();
+      await sleep(50);
+      expect(size(), `attempt ${attempt}: the log grew after the Execute ended`).toBe(ended);
+    }
+  });
+
+  it("a command inside skills/ swapping a directory for a symlink while Stages replace skills/ never has anything outside the workspace removed", async () => {
+    const binding = await setUp();
+    const workspace = workspaceOf(binding);
+    const victim = fs.mkdtempSync(path.join(os.tmpdir(), "shell-extension-victim-"));
+    try {
+      for (let i = 0; i < 100; i++) fs.writeFileSync(path.join(victim, `precious-${i}`), "keep");
+      // As a review's reproduction did: in skills/a, over and over, sub becomes a symlink to the victim and back.
+      const swapper = `cd skills/a && exec python3 -c '
+import os
+open("../../started", "w").close()
+steps = (lambda: os.rename("sub", "hold"), lambda: os.symlink(${JSON.stringify(victim)}, "sub"), lambda: os.unlink("sub"), lambda: os.rename("hold", "sub"))
+while True:
+    for step in steps:
+        try: step()
+        except OSError: pass
+'`;
+      const files = Array.from({ length: 40 }, (_, i) => ({ path: `skills/a/sub/d${i}/f`, content: text("x") }));
+      const stage = () => client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files });
+      await stage();
+      let raced = 0;
+      for (let attempt = 0; attempt < 10; attempt++) {
+        const started = path.join(workspace, "started");
+        fs.rmSync(started, { force: true });
+        let ended = false;
+        const running = shell(binding, swapper, { deadlineMs: Date.now() + 200 }).finally(() => (ended = true));
+        // A loaded machine may not start python before the deadline: that attempt races nothing.
+        await eventually(() => ended || fs.existsSync(started));
+        if (!ended) raced++;
+        await stage();
+        expect(failureOf(await running, true).code).toBe("timeout");
+        expect(fs.readdirSync(victim).length, `attempt ${attempt}`).toBe(100);
+      }
+      expect(raced).toBeGreaterThan(0);
+    } finally {
+      fs.rmSync(victim, { recursive: true, force: true });
+    }
+  });
+
   it("shell returns stdout, stderr and the exit code, and runs in the workspace", async () => {
     const binding = await setUp();
     const output = outputOf(await shell(binding, "echo out; echo err >&2; touch here; exit 7"));
@@ -429,6 +547,70 @@ describe.each([
     const probe = `test -e /root; echo root=$?; cat ${outside}/host.txt >/dev/null 2>&1; echo file=$?; (echo > /dev/tcp/127.0.0.1/${port}) 2>/dev/null; echo network=$?`;
     const { stdout } = outputOf(await shell(binding, probe)) as { stdout: string };
     expect(stdout).toBe(sandboxed ? "root=1\nfile=1\nnetwork=1\n" : "root=0\nfile=0\nnetwork=0\n");
+  });
+});
+
+describe("shell extension, directories a command made unreadable", () => {
+  /** Root may read any directory: the extension then runs as nobody, as an operator would run it. */
+  const NOBODY = 65534;
+  const asRoot = process.getuid?.() === 0;
+  let root: string;
+  let extension: ExtensionProcess;
+  let client: ExtensionClient;
+
+  beforeAll(async () => {
+    root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "shell-extension-test-")));
+    if (asRoot) fs.chownSync(root, NOBODY, NOBODY);
+    extension = await startExtension(["--root", root], { SHELL_EXTENSION_TOKEN: TOKEN }, asRoot ? { uid: NOBODY, gid: NOBODY } : {});
+    client = clientOf(extension.url, "JSON over HTTP/1.1", TOKEN);
+  });
+  afterAll(async () => {
+    await extension?.stop();
+    if (root) fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  const text = (value: string) => new TextEncoder().encode(value);
+  const shell = async (binding: { id: string }, command: string) => {
+    const receipts = await receiptsOf(client.execute({ binding, operationId: `operation-${randomInt(1e9)}`, tool: "shell", implementation: fromJson(ValueSchema, { tool: "shell" }), input: fromJson(ValueSchema, { command }) }));
+    return outputOf(receipts);
+  };
+
+  it("a Stage replaces skills/ although a command chmod 000'd a directory in it, and Teardown removes such a binding", async () => {
+    const binding = { id: "session-unreadable/shell", workspace: "test" };
+    const directory = path.join(root, createHash("sha256").update(binding.id).digest("hex"));
+    await client.setup({ binding });
+    await client.stage({ binding, operationId: "stage-1", replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
+    const lock = (where: string) => `mkdir -p ${where}/inner && echo x > ${where}/inner/f && chmod 000 ${where}/inner ${where}`;
+    // The extension's user can no longer list it: fs.rm could not empty it.
+    expect(await shell(binding, `${lock("skills/a/locked")} && ls skills/a/locked`)).toMatchObject({ exitCode: 2, stderr: expect.stringContaining("Permission denied") });
+
+    await client.stage({ binding, operationId: "stage-2", replaceDirectories: ["skills"], files: [{ path: "skills/b/SKILL.md", content: text("b") }] });
+    expect(fs.readdirSync(path.join(directory, "workspace", "skills"))).toEqual(["b"]);
+    // The moved-out tree was removed as well, permissions restored.
+    expect(fs.readdirSync(directory)).toEqual(["workspace"]);
+
+    expect(await shell(binding, lock("kept"))).toMatchObject({ exitCode: 0 });
+    await client.teardown({ binding });
+    expect(fs.existsSync(directory)).toBe(false);
+  });
+
+  it.runIf(asRoot)("a Stage succeeds when the moved-out tree cannot be removed at all; it stays in the binding's directory until Teardown", async () => {
+    const binding = { id: "session-foreign/shell", workspace: "test" };
+    const directory = path.join(root, createHash("sha256").update(binding.id).digest("hex"));
+    await client.setup({ binding });
+    await client.stage({ binding, operationId: "stage-1", replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
+    // Made by root, not by the extension's user: nothing the extension does can empty it.
+    fs.mkdirSync(path.join(directory, "workspace", "skills", "a", "foreign"));
+    fs.writeFileSync(path.join(directory, "workspace", "skills", "a", "foreign", "f"), "x");
+
+    await client.stage({ binding, operationId: "stage-2", replaceDirectories: ["skills"], files: [{ path: "skills/b/SKILL.md", content: text("b") }] });
+    expect(fs.readdirSync(path.join(directory, "workspace", "skills"))).toEqual(["b"]);
+    const left = fs.readdirSync(directory).filter((entry) => entry !== "workspace");
+    expect(left).toEqual([expect.stringMatching(/^\.removing-/)]);
+
+    fs.chownSync(path.join(directory, left[0]!, "a", "foreign"), NOBODY, NOBODY);
+    await client.teardown({ binding });
+    expect(fs.existsSync(directory)).toBe(false);
   });
 });
 

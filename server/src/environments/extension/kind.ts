@@ -97,10 +97,19 @@ class ExtensionBinding implements EnvironmentBinding {
     return unary((signal) => this.#client.setup({ binding: this.#binding, configuration }, { signal }), deadlineMs);
   }
 
-  /** An extension older than replace_directories ignores it and keeps the old files (docs/host-and-extensions.md). */
-  stage({ replace, files }: Staging, deadlineMs: number, operationId: string): Promise<TerminalReceipt> {
+  /**
+   * An extension older than replace_directories ignores it and keeps the old files. One that does
+   * not implement Stage at all (say, one wrapping an external service) answers `unimplemented`;
+   * every run stages, one without skills or files too, so that answer to a Stage without files is
+   * taken as `returned`: there was nothing to write, and an extension that never accepted a Stage
+   * holds no skills/ of ours to replace. With files it stays a failure: they were not written.
+   * (docs/host-and-extensions.md)
+   */
+  async stage({ replace, files }: Staging, deadlineMs: number, operationId: string): Promise<TerminalReceipt> {
     const request = { binding: this.#binding, operationId, replaceDirectories: [...replace], files: files.map(({ path, bytes }) => ({ path, content: bytes })) };
-    return unary((signal) => this.#client.stage(request, { signal }), deadlineMs);
+    const receipt = await unary((signal) => this.#client.stage(request, { signal }), deadlineMs);
+    if (files.length === 0 && receipt.outcome === "failure" && receipt.code === "extension_unimplemented") return returned("{}");
+    return receipt;
   }
 
   /** Streams the receipts; anything short of a terminal receipt after the call left is unknown. */
