@@ -24,7 +24,7 @@ import {
 } from "../../gen/skillenv/extension/v1/extension_pb.js";
 import { LONGEST_TIMER_MS } from "./command.ts";
 import { pathSegments, removeInWorkspace, removeTree, WorkspacePathError, writeInWorkspace } from "./files.ts";
-import { BindingLocks, type Access, type Release } from "./lock.ts";
+import { BindingLocks, type Release } from "./lock.ts";
 import type { Sandbox } from "./sandbox.ts";
 import { chooseTool, runTool, ToolFailure } from "./tools.ts";
 
@@ -96,7 +96,7 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
       throw connectErrorOf(error);
     }
     const signal = operation === undefined ? context.signal : AbortSignal.any([context.signal, operation.abort.signal]);
-    const release = await this.waitForBinding(binding.id, "exclusive", signal, "the Stage");
+    const release = await this.waitForBinding(binding.id, signal, "the Stage");
     try {
       // Moved out to the binding's directory, beside the workspace, and removed from there.
       for (const directory of request.replaceDirectories) await removeInWorkspace(binding.workspace, directory, path.join(binding.directory, `.removing-${randomUUID()}`));
@@ -144,7 +144,7 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
   async teardown(request: TeardownRequest, context: HandlerContext): Promise<Record<string, never>> {
     const place = this.place(request.binding);
     await this.release(place.id);
-    const release = await this.waitForBinding(place.id, "exclusive", context.signal, "the Teardown");
+    const release = await this.waitForBinding(place.id, context.signal, "the Teardown");
     try {
       await removeTree(place.directory);
     } finally {
@@ -193,9 +193,9 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
    * The binding alone, once every Execute that came before has ended. A wait the signal ends is
    * deadline_exceeded when the call's deadline passed, else cancelled (a Cancel, a hang-up).
    */
-  private async waitForBinding(id: string, access: Access, signal: AbortSignal, what: string): Promise<Release> {
+  private async waitForBinding(id: string, signal: AbortSignal, what: string): Promise<Release> {
     try {
-      return await this.locks.acquire(id, access, signal);
+      return await this.locks.acquire(id, "exclusive", signal);
     } catch (reason) {
       if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) {
         throw new ConnectError(`deadline_exceeded: the deadline passed while ${what} waited for the binding's operations to end; nothing was changed`, Code.DeadlineExceeded);
