@@ -25,12 +25,6 @@ function copyConstExpr(r: Reader, w: Writer, map: GlobalMap): void {
   w.copy(r.bytes, from, r.pos);
 }
 
-function copyBytes(r: Reader, w: Writer, n: number): void {
-  const start = r.pos;
-  r.skip(n);
-  w.copy(r.bytes, start, r.pos);
-}
-
 function copyValType(r: Reader, w: Writer): void {
   const start = r.pos;
   r.skipValType();
@@ -103,8 +97,8 @@ export function rewriteTableSection(r: Reader, map: GlobalMap): Writer {
   const w = new Writer(r.end - r.pos + 16);
   for (let n = w.copyCount(r); n > 0; n--) {
     const withInit = r.bytes[r.pos] === 0x40;
-    if (withInit) copyBytes(r, w, 2);
     const start = r.pos;
+    if (withInit) r.skip(2);
     r.skipValType();
     skipLimits(r);
     w.copy(r.bytes, start, r.pos);
