@@ -109,6 +109,14 @@ function processesMentioning(marker: string): string[] {
   });
 }
 
+/** `<root>/<SHA-256 of the binding id, hex>`: the binding's directory, as the extension names it. */
+function directoryOf(root: string, binding: { id: string }): string {
+  return path.join(root, createHash("sha256").update(binding.id).digest("hex"));
+}
+
+/** A staged file's content: Stage carries bytes. */
+const text = (value: string) => new TextEncoder().encode(value);
+
 /** Polls until `check` holds; the test's own timeout bounds the wait. */
 async function eventually(check: () => boolean): Promise<void> {
   while (!check()) await sleep(20);
@@ -145,7 +153,7 @@ describe.each([
   });
 
   const newBinding = () => ({ id: `session-${++sessions}/shell`, workspace: "test" });
-  const workspaceOf = (binding: { id: string }) => path.join(root, createHash("sha256").update(binding.id).digest("hex"), "workspace");
+  const workspaceOf = (binding: { id: string }) => path.join(directoryOf(root, binding), "workspace");
 
   async function setUp(): Promise<{ id: string; workspace: string }> {
     const binding = newBinding();
@@ -220,7 +228,6 @@ describe.each([
         return entry.isDirectory() ? [relative, ...tree(directory, relative)] : [relative];
       })
       .sort();
-  const text = (value: string) => new TextEncoder().encode(value);
 
   it("stage removes the replace_directories before writing its files, and nothing else", async () => {
     const binding = await setUp();
@@ -569,7 +576,6 @@ describe("shell extension, directories a command made unreadable", () => {
     if (root) fs.rmSync(root, { recursive: true, force: true });
   });
 
-  const text = (value: string) => new TextEncoder().encode(value);
   const shell = async (binding: { id: string }, command: string) => {
     const receipts = await receiptsOf(client.execute({ binding, operationId: `operation-${randomInt(1e9)}`, tool: "shell", implementation: fromJson(ValueSchema, { tool: "shell" }), input: fromJson(ValueSchema, { command }) }));
     return outputOf(receipts);
@@ -577,7 +583,7 @@ describe("shell extension, directories a command made unreadable", () => {
 
   it("a Stage replaces skills/ although a command chmod 000'd a directory in it, and Teardown removes such a binding", async () => {
     const binding = { id: "session-unreadable/shell", workspace: "test" };
-    const directory = path.join(root, createHash("sha256").update(binding.id).digest("hex"));
+    const directory = directoryOf(root, binding);
     await client.setup({ binding });
     await client.stage({ binding, operationId: "stage-1", replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
     const lock = (where: string) => `mkdir -p ${where}/inner && echo x > ${where}/inner/f && chmod 000 ${where}/inner ${where}`;
@@ -596,7 +602,7 @@ describe("shell extension, directories a command made unreadable", () => {
 
   it.runIf(asRoot)("a Stage succeeds when the moved-out tree cannot be removed at all; it stays in the binding's directory until Teardown", async () => {
     const binding = { id: "session-foreign/shell", workspace: "test" };
-    const directory = path.join(root, createHash("sha256").update(binding.id).digest("hex"));
+    const directory = directoryOf(root, binding);
     await client.setup({ binding });
     await client.stage({ binding, operationId: "stage-1", replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
     // Made by root, not by the extension's user: nothing the extension does can empty it.
