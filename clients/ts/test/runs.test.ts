@@ -7,6 +7,7 @@ import * as path from "node:path";
 import type { Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withCustomSection } from "../../../server/test/helpers/components.ts";
 import { buildTestComponents, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
 import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
@@ -84,24 +85,8 @@ async function collect(events: AsyncIterable<SessionEvent>): Promise<SessionEven
   return all;
 }
 
-/**
- * The component with a custom section of random bytes appended: the same component to run, but
- * bytes (and an id) no workspace has admitted yet. Custom sections may follow any section.
- */
-function unique(wasm: Uint8Array): Uint8Array {
-  const leb128 = (value: number): number[] => {
-    const out: number[] = [];
-    do {
-      const byte = value & 0x7f;
-      value >>>= 7;
-      out.push(byte | (value ? 0x80 : 0));
-    } while (value);
-    return out;
-  };
-  const name = encode("skillenv-client-test");
-  const content = [...leb128(name.length), ...name, ...crypto.getRandomValues(new Uint8Array(16))];
-  return new Uint8Array([...wasm, 0, ...leb128(content.length), ...content]);
-}
+/** The same component under an id no workspace has admitted yet (a custom section with a fresh label). */
+const unique = (wasm: Uint8Array): Uint8Array => withCustomSection(wasm, crypto.randomUUID());
 
 /** Each tool result's output by call id. */
 async function toolOutputs(run: Run): Promise<Record<string, unknown>> {
