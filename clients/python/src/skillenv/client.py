@@ -12,7 +12,7 @@ from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleLimits
 from skillenv.env import EnvClient, ImplementationResolver
 from skillenv.hosts import Reconnect
 from skillenv.programs import Program, ResolvedProgram
-from skillenv.runs import AgentLoop, AgentLoopImplementation, ResolvedAgentLoopImplementation, agent_loop_service_environment
+from skillenv.runs import AgentLoop, AgentLoopImplementation, ResolvedAgentLoopImplementation, agent_loop_configuration, agent_loop_service_environment
 from skillenv.sessions import SessionDeps, SessionsClient
 from skillenv.skill import Skill
 from skillenv.skills import SkillsClient, UploadedSkill
@@ -77,10 +77,7 @@ class Client:
             self.env.prepare_ids(agentloops=[implementation])
         else:
             self.env.prepare_ids(programs=[implementation.id], agentloops=[implementation.runtime])
-        configuration = loop.configuration
-        if configuration is None and isinstance(loop.implementation, (Program, ResolvedProgram)):
-            configuration = loop.implementation.configuration
-        return dataclasses.replace(loop, environment=environment, implementation=implementation, configuration=configuration)
+        return dataclasses.replace(loop, environment=environment, implementation=implementation, configuration=agent_loop_configuration(loop))
 
     def close(self) -> None:
         for host in list(self._deps.hosts):

@@ -164,15 +164,20 @@ def agent_loop_program(program: ResolvedProgram) -> ResolvedProgram:
     return program
 
 
+def agent_loop_configuration(loop: AgentLoop) -> Any:
+    """The configuration the loop runs with, in a run and once prepared: its own, else its program's."""
+    if loop.configuration is None and isinstance(loop.implementation, (Program, ResolvedProgram)):
+        return loop.implementation.configuration
+    return loop.configuration
+
+
 def _agent_loop_message(loop: AgentLoop, implementation: ResolvedAgentLoopImplementation) -> runs_pb2.AgentLoop:
     message = runs_pb2.AgentLoop(environment=loop.environment_name)
     if isinstance(implementation, ResolvedProgram):
         message.implementation.CopyFrom(common_pb2.Implementation(program=common_pb2.ServiceProgram(id=implementation.id, runtime=implementation.runtime)))
     else:
         message.implementation.CopyFrom(common_pb2.Implementation(agentloop=implementation))
-    configuration = loop.configuration
-    if configuration is None and isinstance(loop.implementation, (Program, ResolvedProgram)):
-        configuration = loop.implementation.configuration
+    configuration = agent_loop_configuration(loop)
     if configuration is not None:
         message.configuration.CopyFrom(to_value(configuration))
     return message

@@ -93,6 +93,11 @@ export function agentLoopProgram(program: ResolvedProgram): ResolvedProgram {
   return program;
 }
 
+/** The configuration the loop runs with, in a run and once prepared: its own, else its program's. */
+export function agentLoopConfiguration(loop: AgentLoop): unknown {
+  return loop.configuration ?? programConfiguration(loop.implementation);
+}
+
 /** The run's `agentloop`, with its implementation resolved to ids. */
 export function agentLoopMessage(loop: AgentLoop, implementation: ResolvedAgentLoopImplementation): MessageInitShape<typeof AgentLoopSchema> {
   return {
@@ -100,6 +105,6 @@ export function agentLoopMessage(loop: AgentLoop, implementation: ResolvedAgentL
     implementation: {
       kind: typeof implementation === "string" ? { case: "agentloop", value: implementation } : { case: "program", value: { id: implementation.id, runtime: implementation.runtime } },
     },
-    configuration: jsonValue(loop.configuration ?? programConfiguration(loop.implementation)),
+    configuration: jsonValue(agentLoopConfiguration(loop)),
   };
 }

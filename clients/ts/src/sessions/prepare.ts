@@ -1,7 +1,7 @@
 import { Program, type EnvClient, type ResolvedProgram } from "../env/index.ts";
-import type { AgentLoop, PreparedAgentLoop } from "../runs/agent-loop.ts";
+import { agentLoopConfiguration, type AgentLoop, type PreparedAgentLoop } from "../runs/agent-loop.ts";
 import { agentLoopServiceEnvironmentOf, serviceEnvironmentOf, type ImplementationResolver } from "./resolve.ts";
-import { programConfiguration, type PreparedToolPlacement, type ToolPlacement } from "./tools.ts";
+import type { PreparedToolPlacement, ToolPlacement } from "./tools.ts";
 
 /**
  * `client.prepare` (spec §4.3): admits what is missing and loads it on every worker of the
@@ -34,7 +34,7 @@ export function createPrepare(env: EnvClient, resolveImplementation: Implementat
     const environment = agentLoopServiceEnvironmentOf(placed);
     const implementation = await resolveImplementation(placed.implementation, "agentloop");
     await env.prepareIds(typeof implementation === "string" ? { agentloops: [implementation] } : { programs: [implementation.id], agentloops: [implementation.runtime] });
-    return Object.freeze({ environment, implementation, configuration: placed.configuration ?? programConfiguration(placed.implementation) });
+    return Object.freeze({ environment, implementation, configuration: agentLoopConfiguration(placed) });
   }
 
   function prepare(placed: ToolPlacement): Promise<PreparedToolPlacement>;
