@@ -1,4 +1,4 @@
-// The service environment (server/src/environments/service/pool, docs/environments.md), each measurement beside an
+// The service environment (server/src/engine/pool, docs/environments.md), each measurement beside an
 // in-process baseline taken in the same run:
 //   - prepared invocation latency of a hand-written WAT echo, a componentize-js (StarlingMonkey)
 //     echo and the same JavaScript on QuickJS (echo-qjs) through
@@ -12,7 +12,7 @@
 //   - fuel overhead: instrumented vs plain core modules on compute (fib-wat's call-bound naive
 //     recursion, a core-wasm loop, and a JavaScript loop inside StarlingMonkey: sum-js), in this
 //     process, alternating runs; and the time to instrument sum-js's ~12 MB of core modules;
-//   - admission's section reader (server/src/world) on the ~12 MB echo-js beside jco's
+//   - admission's section reader (server/src/engine/component) on the ~12 MB echo-js beside jco's
 //     componentWit, the full decode it avoids;
 //   - cold preparation of the ~12 MB componentize-js echo and a warm restart, each in a fresh
 //     process (bench/servers/env-prepare.ts);
@@ -28,7 +28,7 @@ import { pathToFileURL } from "node:url";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
 import { MALLOC_ENVIRONMENT } from "../server/src/config/index.ts";
-import type { ComponentRef, Pool, PoolOptions, Receipt } from "../server/src/environments/service/pool/index.ts";
+import type { ComponentRef, Pool, PoolOptions, Receipt } from "../server/src/engine/pool/index.ts";
 import { formatFigures, type Figure } from "./lib/figures.ts";
 import { machineLoad } from "./lib/machine.ts";
 import { MiB, summarize, throughput } from "./lib/stats.ts";
@@ -45,19 +45,19 @@ let jco: {
   transpile(bytes: Uint8Array, options: unknown): Promise<unknown>;
   componentWit(bytes: Uint8Array): Promise<string>;
 };
-let fuelLib: typeof import("../server/src/environments/service/fuel/index.ts");
-let poolLib: typeof import("../server/src/environments/service/pool/index.ts");
-let preparationLib: typeof import("../server/src/environments/service/preparation/index.ts");
+let fuelLib: typeof import("../server/src/engine/fuel/index.ts");
+let poolLib: typeof import("../server/src/engine/pool/index.ts");
+let preparationLib: typeof import("../server/src/engine/preparation/index.ts");
 let buildLib: typeof import("../scripts/build-components.ts");
-let worldLib: typeof import("../server/src/world/index.ts");
+let worldLib: typeof import("../server/src/engine/component/index.ts");
 
 async function loadDependencies(): Promise<void> {
   jco = (await import("@bytecodealliance/jco")) as typeof jco;
-  fuelLib = await import("../server/src/environments/service/fuel/index.ts");
-  poolLib = await import("../server/src/environments/service/pool/index.ts");
-  preparationLib = await import("../server/src/environments/service/preparation/index.ts");
+  fuelLib = await import("../server/src/engine/fuel/index.ts");
+  poolLib = await import("../server/src/engine/pool/index.ts");
+  preparationLib = await import("../server/src/engine/preparation/index.ts");
   buildLib = await import("../scripts/build-components.ts");
-  worldLib = await import("../server/src/world/index.ts");
+  worldLib = await import("../server/src/engine/component/index.ts");
 }
 
 const ROOT = path.resolve(import.meta.dirname, "..");

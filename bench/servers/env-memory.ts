@@ -10,7 +10,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Pool, type PoolOptions } from "../../server/src/environments/service/pool/index.ts";
+import { Pool, type PoolOptions } from "../../server/src/engine/pool/index.ts";
 import { MiB } from "../lib/stats.ts";
 
 export interface MemoryJob {

@@ -9,8 +9,8 @@
 // Prints one JSON line (PrepareReport) on stdout.
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Pool, type PoolOptions } from "../../server/src/environments/service/pool/index.ts";
-import type { PreparedManifest } from "../../server/src/environments/service/preparation/index.ts";
+import { Pool, type PoolOptions } from "../../server/src/engine/pool/index.ts";
+import type { PreparedManifest } from "../../server/src/engine/preparation/index.ts";
 
 export interface PrepareJob {
   dataDir: string;

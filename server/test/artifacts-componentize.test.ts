@@ -1,6 +1,6 @@
 import { componentWit } from "@bytecodealliance/jco";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ENTRYPOINT_TYPE, readComponentSections } from "../src/world/index.ts";
+import { ENTRYPOINT_TYPE, readComponentSections } from "../src/engine/component/index.ts";
 import { componentizeJsTool } from "./helpers/components.ts";
 import { bearer, KEY_A, postJson, startTestService, type TestService } from "./helpers/service.ts";
 import { sha256 } from "./helpers/skills.ts";

@@ -1,5 +1,5 @@
 import { serviceError } from "../errors/index.ts";
-import { checkImports, readComponent, worldOf, type Entrypoint, type World } from "../world/index.ts";
+import { checkImports, readComponent, worldOf, type Entrypoint, type World } from "../engine/index.ts";
 import type { ComponentKind } from "./kinds.ts";
 
 /** What admission learns about a component: the world it implements and what it imports. */
@@ -15,7 +15,7 @@ const ADMISSION: Record<ComponentKind, { entrypoint: Entrypoint; endpoint: strin
 };
 
 /**
- * Checks that the bytes are a component of the world `kind` admits (server/src/world) and that a
+ * Checks that the bytes are a component of the world `kind` admits (server/src/engine/component) and that a
  * grant can satisfy every import: invalid_component or import_not_grantable, each naming the
  * problem. The world is checked before the imports, so a component sent to the wrong endpoint
  * learns the right one first.

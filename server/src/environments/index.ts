@@ -3,7 +3,6 @@ export {
   failure,
   returned,
   unknown,
-  type AccessMode,
   type AgentLoopHost,
   type EnvironmentBinding,
   type ExecuteOperation,
@@ -11,7 +10,6 @@ export {
   type InterimReceipt,
   type OperationKind,
   type Returned,
-  type ServiceGrants,
   type StagedFile,
   type Staging,
   type TerminalReceipt,
@@ -19,8 +17,8 @@ export {
 } from "./port.ts";
 export { ServiceEnvironmentKind, startServiceEnvironment, type ServiceEnvironment, type ServiceImplementation, type ServiceKindOptions } from "./service/index.ts";
 export { HostService } from "../../../gen/skillenv/env/v1/host_pb.js";
-export { HostEnvironmentKind } from "./host/kind.ts";
+export { HostEnvironmentKind } from "./host/host-environment.ts";
 export { HostHub } from "./host/hub.ts";
 export { createHostService, type CheckHostBinding, type HostLog } from "./host/host-service.ts";
-export { ExtensionEnvironmentKind, type ExtensionOptions } from "./extension/kind.ts";
+export { ExtensionEnvironmentKind, type ExtensionOptions } from "./extension/extension-environment.ts";
 export { Sealer } from "./extension/sealer.ts";

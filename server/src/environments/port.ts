@@ -36,17 +36,6 @@ export interface Unknown {
 /** Receipts that may precede the terminal one. */
 export type InterimReceipt = { outcome: "accepted" } | { outcome: "progress"; data: string };
 
-/** Authority an environment grants (SPEC 2.3); names and modes only, never secret values. */
-export interface ServiceGrants {
-  filesystem: { workspace?: AccessMode; scratch?: AccessMode };
-  /** Canonical origins. */
-  network: string[];
-  /** Names of process environment variables. */
-  secrets: string[];
-}
-
-export type AccessMode = "read" | "write";
-
 /**
  * What an agent loop reaches on the host (wit/env.wit `skillenv:env/host`): JSON text in, JSON
  * text out; a rejection with `{code, message}` reaches the guest as that failure.

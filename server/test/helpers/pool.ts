@@ -1,7 +1,7 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Pool, type ComponentRef, type Invocation, type PoolOptions, type Receipt, type ServiceGrants } from "../../src/environments/service/pool/index.ts";
+import { Pool, type ComponentRef, type Invocation, type PoolOptions, type Receipt, type ServiceGrants } from "../../src/engine/pool/index.ts";
 
 const root = resolve(import.meta.dirname, "../../..");
 export const COMPONENTS_DIR = join(root, "build", "components");

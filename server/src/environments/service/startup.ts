@@ -1,7 +1,7 @@
 import type { Artifacts, ArtifactRecord, Preparer } from "../../artifacts/index.ts";
 import { readPreparationFile } from "../../artifacts/index.ts";
 import type { Settings } from "../../config/index.ts";
-import { Pool, type ComponentRef } from "./pool/index.ts";
+import { Pool, type ComponentRef } from "../../engine/index.ts";
 
 /** The service environment: the worker pool plus its bridge to admitted artifacts. */
 export interface ServiceEnvironment {

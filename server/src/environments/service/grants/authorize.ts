@@ -1,6 +1,6 @@
 import { covers, parseOrigin, type EnvironmentSettings, type Origin } from "../../../config/index.ts";
 import { serviceError } from "../../../errors/index.ts";
-import type { ServiceGrants } from "../../port.ts";
+import type { ServiceGrants } from "../../../engine/index.ts";
 import { isWithin, realLocation } from "./paths.ts";
 
 /** The deployment's allow-lists (spec §8), all empty by default. */

@@ -1,5 +1,5 @@
 import { formatOrigin, isEnvVarName, parseOrigin } from "../../../config/index.ts";
-import type { AccessMode, ServiceGrants } from "../../port.ts";
+import type { AccessMode, ServiceGrants } from "../../../engine/index.ts";
 import { serviceError } from "../../../errors/index.ts";
 
 const MODES: readonly string[] = ["read", "write"];

@@ -1,6 +1,6 @@
 // origins.ts alone: the config index also brings in the settings (and through them the client's
 // bundle limits), which a worker never uses.
-import { originAllowed } from "../../../config/origins.ts";
+import { originAllowed } from "../../config/origins.ts";
 
 /**
  * The one place an outgoing guest request is checked: `scheme://authority` must lie within the

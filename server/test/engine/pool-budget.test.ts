@@ -1,8 +1,8 @@
 // The compiled-code budget (PoolOptions.compiledMemoryMib): least recently used components are
 // unloaded past it and reloaded from their prepared files when next invoked.
 import { beforeAll, describe, expect, it } from "vitest";
-import type { HostServices, Pool, Receipt } from "../src/environments/service/pool/index.ts";
-import { buildTestComponents, component, output, run, startPool } from "./helpers/pool.ts";
+import type { HostServices, Pool, Receipt } from "../../src/engine/pool/index.ts";
+import { buildTestComponents, component, output, run, startPool } from "../helpers/pool.ts";
 
 const MiB = 1024 * 1024;
 /** Smaller than any one component's core modules (WAT ones are 400-1200 bytes): only the newest stays. */

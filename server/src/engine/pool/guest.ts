@@ -4,7 +4,7 @@
 import { FUEL_IMPORT } from "../fuel/import.ts";
 // The contract alone: the world's index also brings in the service's error types (Connect,
 // protobuf), about 24 MB of every worker's heap for nothing a worker uses.
-import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../../../world/contract.ts";
+import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../component/contract.ts";
 import { missingImports } from "./imports.ts";
 import type { ComponentFacts, FailureBody, WorkerReceipt } from "./protocol.ts";
 import { GuestExit, wasiImports, type WasiContext } from "./wasi.ts";

@@ -3,7 +3,7 @@
 // failure instead of process.exit, only the granted preopens, outgoing HTTP checked per request
 // against the network grant, and no sockets at all (preparation refuses components importing them).
 import * as shim from "@bytecodealliance/preview2-shim";
-import type { WasiInterface } from "../../../world/index.ts";
+import type { WasiInterface } from "../component/index.ts";
 import { filesystemTypes, type Descriptor } from "./fs-guard.ts";
 import { requestAllowed, schemeOf } from "./network.ts";
 
@@ -108,7 +108,7 @@ const DENIED = { tag: "HTTP-request-denied" };
 
 /**
  * The WASI import object of one instance: one namespace per interface of WASI_INTERFACES
- * (server/src/world), no more, no less. `context()` is read on every call, so one instance can
+ * (server/src/engine/component), no more, no less. `context()` is read on every call, so one instance can
  * be created ahead of demand and bound to its invocation later; before that it sees nothing.
  */
 export function wasiImports(context: () => WasiContext | undefined): Record<WasiInterface, unknown> {

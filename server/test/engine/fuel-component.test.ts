@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { transpile } from "@bytecodealliance/jco";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FUEL_IMPORT, instrumentFuel } from "../src/environments/service/fuel/index.ts";
+import { FUEL_IMPORT, instrumentFuel } from "../../src/engine/fuel/index.ts";
 
 /**
  * A real componentize-js (StarlingMonkey) component: its ~12 MB core module is the module the

@@ -3,7 +3,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { HOST_INTERFACE, SUSPENDING_HOST_FUNCTIONS, WORLDS } from "../../../world/index.ts";
+import { HOST_INTERFACE, SUSPENDING_HOST_FUNCTIONS, WORLDS } from "../component/index.ts";
 
 /**
  * Version of the prepared-directory layout, of the transpile options below and of the glue
@@ -47,7 +47,7 @@ export interface Toolchain {
 
 /**
  * Identifies everything that shapes prepared output: the jco and jco-transpile versions (the
- * glue generator), the fuel rewriter's source, the contract's source (server/src/world: what a
+ * glue generator), the fuel rewriter's source, the contract's source (server/src/engine/component: what a
  * prepared component was checked against, and what its manifest records of it), the preparation
  * steps' source (transpile worker, glue patch), the memory cap and the transpile options. A change to any of them selects a
  * fresh directory, so stale output is never reused.
@@ -64,7 +64,7 @@ export async function toolchain(memoryMib: number): Promise<Toolchain> {
   for (const name of ["transpile-worker.ts", "glue.ts"]) stepsHash.update(await readFile(fileURLToPath(new URL(`./${name}`, import.meta.url))));
   const pages = memoryPages(memoryMib);
   const id = createHash("sha256")
-    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../../../world/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
+    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../component/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
     .digest("hex")
     .slice(0, 16);
   return { id, jco, jcoTranspile, fuelSourceHash, memoryPages: pages };

@@ -1,7 +1,7 @@
 import { parse } from "@bytecodealliance/jco";
 import { describe, expect, it } from "vitest";
-import { FUEL_IMPORT, instrumentFuel } from "../src/environments/service/fuel/index.ts";
-import { FC_LEBS, OP_KIND, OP_UNKNOWN, SIMD_KIND, SIMD_UNKNOWN } from "../src/environments/service/fuel/opcodes.ts";
+import { FUEL_IMPORT, instrumentFuel } from "../../src/engine/fuel/index.ts";
+import { FC_LEBS, OP_KIND, OP_UNKNOWN, SIMD_KIND, SIMD_UNKNOWN } from "../../src/engine/fuel/opcodes.ts";
 
 const HEADER = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
 

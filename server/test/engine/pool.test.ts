@@ -4,11 +4,11 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { transpile } from "@bytecodealliance/jco";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { capMemory, FUEL_IMPORT, instrumentFuel } from "../src/environments/service/fuel/index.ts";
-import { memoryPages, TRANSPILE_OPTIONS } from "../src/environments/service/preparation/index.ts";
-import type { HostServices, Pool, Receipt } from "../src/environments/service/pool/index.ts";
-import { testComponent } from "./helpers/components.ts";
-import { buildTestComponents, component, COMPONENTS_DIR, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "./helpers/pool.ts";
+import { capMemory, FUEL_IMPORT, instrumentFuel } from "../../src/engine/fuel/index.ts";
+import { memoryPages, TRANSPILE_OPTIONS } from "../../src/engine/preparation/index.ts";
+import type { HostServices, Pool, Receipt } from "../../src/engine/pool/index.ts";
+import { testComponent } from "../helpers/components.ts";
+import { buildTestComponents, component, COMPONENTS_DIR, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "../helpers/pool.ts";
 
 const echo = component("echo-wat");
 const counter = component("counter-wat");

@@ -9,7 +9,7 @@ import { Worker } from "node:worker_threads";
 import { componentWit, transpile } from "@bytecodealliance/jco";
 import { WASIShim } from "@bytecodealliance/preview2-shim/instantiation";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildComponents, type BuiltComponent } from "../../scripts/build-components.ts";
+import { buildComponents, type BuiltComponent } from "../../../scripts/build-components.ts";
 
 type TranspileOptions = NonNullable<Parameters<typeof transpile>[1]>;
 type Entrypoint = (input: string, configuration: string, deadlineMs: bigint) => unknown;

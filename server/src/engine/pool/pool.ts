@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import { ConnectError } from "@connectrpc/connect";
-import { describeError } from "../../../errors/index.ts";
+import { describeError } from "../../errors/index.ts";
 import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } from "../preparation/index.ts";
 import type { FailureBody, FromWorker, GrantDirs, SpareStats, ToWorker, WorkerBoot, WorkerReceipt } from "./protocol.ts";
 import { createSandbox, needsSandbox, readSecrets, removeSandbox, sandboxRoot, type Sandbox } from "./sandbox.ts";

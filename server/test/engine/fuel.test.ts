@@ -1,12 +1,12 @@
 import { readFile } from "node:fs/promises";
 import { parse, print } from "@bytecodealliance/jco";
 import { describe, expect, it } from "vitest";
-import { capMemory, FUEL_IMPORT, instrumentFuel } from "../src/environments/service/fuel/index.ts";
+import { capMemory, FUEL_IMPORT, instrumentFuel } from "../../src/engine/fuel/index.ts";
 
 type Fn = (...args: (number | bigint)[]) => unknown;
 type Imports = Record<string, Record<string, WebAssembly.ImportValue>>;
 
-const WAT_DIR = new URL("./fixtures/wat/", import.meta.url);
+const WAT_DIR = new URL("../fixtures/wat/", import.meta.url);
 const BIG_BUDGET = 1n << 40n;
 
 async function fixture(name: string): Promise<Uint8Array<ArrayBuffer>> {

@@ -4,11 +4,11 @@ import * as path from "node:path";
 import type { Artifacts } from "../../artifacts/index.ts";
 import { describeError, serviceError } from "../../errors/index.ts";
 import { authorizeGrant, parseGrants, type GrantAllowLists } from "./grants/index.ts";
-import type { Pool, Receipt as PoolReceipt, SecretSource } from "./pool/index.ts";
+import type { Pool, Receipt as PoolReceipt, SecretSource, ServiceGrants } from "../../engine/index.ts";
 import { componentRef } from "./startup.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { ConfinementError, removeConfined, writeConfined } from "./confined-write.ts";
-import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type ServiceGrants, type Staging, type TerminalReceipt } from "../port.ts";
+import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
 
 /**
  * What runs in the service environment: an admitted tool or agent-loop component, or a program

@@ -1,4 +1,4 @@
-import type { Entrypoint, ImportedInterface } from "../../../world/index.ts";
+import type { Entrypoint, ImportedInterface } from "../component/index.ts";
 
 export type { Entrypoint };
 
@@ -19,7 +19,7 @@ export interface PreparedManifest {
   imports: ImportedInterface[];
   /** The JS glue module (jco `--instantiation async` output, JSPI mode). */
   glue: string;
-  /** Whether the glue carries the instance warm-up (server/src/environments/service/preparation/glue.ts). */
+  /** Whether the glue carries the instance warm-up (server/src/engine/preparation/glue.ts). */
   glueWarmUp: boolean;
   /** Whether the glue's text codecs and debug switch are made once per module (glue.ts). */
   glueSharedCodecs: boolean;

@@ -4,8 +4,8 @@ import { mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { ConnectError } from "@connectrpc/connect";
-import { serviceError } from "../../../errors/index.ts";
-import { checkWorld } from "../../../world/index.ts";
+import { serviceError } from "../../errors/index.ts";
+import { checkWorld } from "../component/index.ts";
 import { PREPARED_FORMAT, toolchain, type Toolchain } from "./toolchain.ts";
 import type { TranspileJob, TranspileReply } from "./transpile-worker.ts";
 import type { ComponentRef, PreparedComponent, PreparedManifest } from "./types.ts";
@@ -31,7 +31,7 @@ const MANIFEST_FILE = "manifest.json";
 
 /**
  * Prepares components: check them against the contract exactly as admission does
- * (server/src/world), transpile with jco (async instantiation, JSPI), instrument every core
+ * (server/src/engine/component), transpile with jco (async instantiation, JSPI), instrument every core
  * module for fuel, cap its memory, and persist the result under
  * `<dataDir>/prepared/<toolchain>/<component>/` so a restart (or a restarted worker) never
  * transpiles again. Concurrent preparations of one id share one promise.

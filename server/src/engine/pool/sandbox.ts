@@ -3,8 +3,8 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { isEnvVarName } from "../../../config/index.ts";
-import type { ServiceGrants } from "../../port.ts";
+import { isEnvVarName } from "../../config/index.ts";
+import type { ServiceGrants } from "../grants.ts";
 import type { FailureBody } from "./protocol.ts";
 import type { SecretSource } from "./types.ts";
 

@@ -1,4 +1,4 @@
-import { serviceError } from "../errors/index.ts";
+import { serviceError } from "../../errors/index.ts";
 import { ComponentFormatError, readComponentSections, type ComponentSections, type ExternName } from "./binary.ts";
 import { ENTRYPOINT_TYPE, ENV_FUNCTIONS, HOST_INTERFACE, WASI_INTERFACES, WASI_VERSION, WORLDS, type Entrypoint, type World } from "./contract.ts";
 

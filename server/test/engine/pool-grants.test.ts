@@ -3,8 +3,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HostServices, Pool, ServiceGrants } from "../src/environments/service/pool/index.ts";
-import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir, waitFor } from "./helpers/pool.ts";
+import type { HostServices, Pool, ServiceGrants } from "../../src/engine/pool/index.ts";
+import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir, waitFor } from "../helpers/pool.ts";
 
 const workspaceJs = component("workspace-js");
 const secretsJs = component("secrets-js");

@@ -1,4 +1,4 @@
-import type { ServiceGrants } from "../../port.ts";
+import type { ServiceGrants } from "../grants.ts";
 import type { ComponentRef } from "../preparation/index.ts";
 
 export type { ComponentRef, ServiceGrants };

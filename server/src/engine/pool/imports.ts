@@ -1,9 +1,9 @@
 // Whether the import objects a worker hands a guest have everything the component takes from
-// them. The names come from the component's own import types (server/src/world), the objects
+// them. The names come from the component's own import types (server/src/engine/component), the objects
 // are the real ones (wasi.ts, guest.ts), and jco's glue looks each function and resource up by
 // its JavaScript name; a missing one would fail every instantiation, so loading fails instead.
-import { unversioned } from "../../../world/contract.ts";
-import type { ImportedInterface } from "../../../world/index.ts";
+import { unversioned } from "../component/contract.ts";
+import type { ImportedInterface } from "../component/index.ts";
 
 type Namespace = Readonly<Record<string, unknown>>;
 

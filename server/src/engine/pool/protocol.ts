@@ -1,7 +1,7 @@
 // Messages between the pool (main thread) and its workers. Everything here crosses a
 // structured-clone boundary: no functions, and WebAssembly.Module objects are shared, not copied.
-import type { Entrypoint, ImportedInterface } from "../../../world/index.ts";
-import type { ServiceGrants } from "../../port.ts";
+import type { Entrypoint, ImportedInterface } from "../component/index.ts";
+import type { ServiceGrants } from "../grants.ts";
 
 export interface WorkerBoot {
   /**

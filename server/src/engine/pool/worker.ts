@@ -4,7 +4,7 @@
 // worker carries many agent loops; a guest that computes blocks this thread until it returns,
 // traps, runs out of fuel, or the main thread terminates the worker at its deadline.
 import { parentPort, workerData } from "node:worker_threads";
-import type { AccessMode } from "../../port.ts";
+import type { AccessMode } from "../grants.ts";
 import { Descriptor, type Grant } from "./fs-guard.ts";
 import { classify, instantiate, loadComponent, Spares, type GuestInstance, type LoadedComponent, type Scope } from "./guest.ts";
 import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } from "./protocol.ts";

@@ -2,11 +2,11 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stableCodeOf } from "../src/errors/index.ts";
-import { shareCodecs, warmGlue } from "../src/environments/service/preparation/glue.ts";
-import { Preparer, type ComponentRef } from "../src/environments/service/preparation/index.ts";
-import { testComponent } from "./helpers/components.ts";
-import { buildTestComponents, component, tempDir } from "./helpers/pool.ts";
+import { stableCodeOf } from "../../src/errors/index.ts";
+import { shareCodecs, warmGlue } from "../../src/engine/preparation/glue.ts";
+import { Preparer, type ComponentRef } from "../../src/engine/preparation/index.ts";
+import { testComponent } from "../helpers/components.ts";
+import { buildTestComponents, component, tempDir } from "../helpers/pool.ts";
 
 let dataDir: { path: string; remove(): Promise<void> };
 
@@ -165,7 +165,7 @@ describe("preparation", () => {
       // A failed preparation is not cached: the next attempt tries again.
       const flaky = refOf("flaky", async () => {
         if (flaky.loads === 1) throw new Error("transient");
-        return readFile(join(import.meta.dirname, "../../build/components/echo-wat.wasm"));
+        return readFile(join(import.meta.dirname, "../../../build/components/echo-wat.wasm"));
       });
       await expectPreparationFailure(preparer.prepare(flaky), "transient");
       await expect(preparer.prepare(flaky)).resolves.toMatchObject({ id: "flaky" });
