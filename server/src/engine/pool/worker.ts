@@ -5,8 +5,8 @@
 // traps, runs out of fuel, or the main thread terminates the worker at its deadline.
 import { parentPort, workerData } from "node:worker_threads";
 import type { AccessMode } from "../grants.ts";
-import { Descriptor, type Grant } from "./fs-guard.ts";
-import { classify, instantiate, loadComponent, Spares, type GuestInstance, type LoadedComponent, type Scope } from "./guest.ts";
+import { Descriptor, type Grant } from "../wasi/fs-guard.ts";
+import { classify, instantiate, loadComponent, Spares, type GuestInstance, type LoadedComponent, type Scope } from "../worker/guest.ts";
 import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } from "./protocol.ts";
 
 const port = parentPort;

@@ -6,8 +6,8 @@ import { FUEL_IMPORT } from "../fuel/import.ts";
 // protobuf), about 24 MB of every worker's heap for nothing a worker uses.
 import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../component/contract.ts";
 import { missingImports } from "./imports.ts";
-import type { ComponentFacts, FailureBody, WorkerReceipt } from "./protocol.ts";
-import { GuestExit, wasiImports, type WasiContext } from "./wasi.ts";
+import type { ComponentFacts, FailureBody, WorkerReceipt } from "../pool/protocol.ts";
+import { GuestExit, wasiImports, type WasiContext } from "../wasi/world.ts";
 
 type CoreImports = Record<string, Record<string, unknown>>;
 type InstantiateCore = (module: WebAssembly.Module, imports?: CoreImports) => WebAssembly.Instance;
