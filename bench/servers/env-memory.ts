@@ -102,7 +102,7 @@ async function settledMemory(): Promise<{ rss: number; peak: number }> {
 /** The spares of every worker once three looks in a row find them unchanged. */
 async function settledSpares(workers: number): Promise<{ bytes: number; instances: number }> {
   const look = async () => {
-    const all = await Promise.all(Array.from({ length: workers }, (_, index) => pool.testing.spares(index)));
+    const all = await Promise.all(Array.from({ length: workers }, async (_, index) => (await pool.report(index)).spares));
     return { bytes: all.reduce((sum, s) => sum + s.bytes, 0), instances: all.reduce((sum, s) => sum + s.instances, 0), instantiated: all.reduce((sum, s) => sum + s.instantiated, 0) };
   };
   let last = await look();

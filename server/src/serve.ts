@@ -12,6 +12,11 @@ async function main(): Promise<void> {
     process.stderr.write(`${error.message}\n`);
     process.exit(2);
   }
+  if (!settings.env.sandbox) {
+    process.stderr.write(
+      "WARNING: SERVICE_ENV_SANDBOX=off: service-environment guests run WITHOUT OS isolation. A guest that gets past the engine's own checks reaches everything this server's user can: its keys, its data, its network. Use it only where bubblewrap cannot run (docs/operations.md#the-sandbox).\n",
+    );
+  }
   let service;
   try {
     service = await startService(settings);

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunInput, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
-import { buildTestComponents } from "./helpers/pool.ts";
+import { buildTestComponents, killWorker } from "./helpers/pool.ts";
 import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
 import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, deleteSkill, publish, skillMd } from "./helpers/skills.ts";
@@ -327,7 +327,7 @@ describe("runs", () => {
     const pool = service.serviceEnv.pool;
     await eventsUntil(sessions, session!.id, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
     while (pool.stats().inFlight.tools === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-    pool.testing.killWorker(pool.stats().workers.find((worker) => worker.tools > 0)!.index);
+    killWorker(pool, pool.stats().workers.find((worker) => worker.tools > 0)!.index);
     const { run: done, events } = await finish(session!.id, run!.id);
     expect(done.status).toBe("completed");
     expect(events.find((event) => event.type === "tool.result")?.data).toMatchObject({ outcome: "unknown" });

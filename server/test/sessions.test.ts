@@ -4,7 +4,7 @@ import * as path from "node:path";
 import type { Client } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
-import { buildTestComponents } from "./helpers/pool.ts";
+import { buildTestComponents, killWorker } from "./helpers/pool.ts";
 import { KEY_A, KEY_B, bearer, postJson, startTestService, type TestService } from "./helpers/service.ts";
 import { admitProgram, admitTool, filesContaining, refusedWith, sessionClient } from "./helpers/sessions.ts";
 
@@ -354,7 +354,7 @@ describe("sessions with the service environment", () => {
     const pool = service.serviceEnv.pool;
     await waitUntil(() => pool.stats().inFlight.tools > 0);
     const busy = pool.stats().workers.find((worker) => worker.tools > 0)!;
-    pool.testing.killWorker(busy.index);
+    killWorker(pool, busy.index);
     const called = await calling;
     expect(called.receipt?.outcome.case).toBe("unknown");
     await a.endSession({ sessionId });

@@ -3,7 +3,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildTestComponents, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
+import { buildTestComponents, killWorker, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
 import { KEY_A, KEY_B, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import {
   createNodeTransport,
@@ -361,7 +361,7 @@ describe("receipts without a result", () => {
     const calling = session.callTool("spin", {}, { timeoutMs: 30_000 });
     const pool = service.serviceEnv.pool;
     await waitUntil(() => pool.stats().inFlight.tools > 0);
-    pool.testing.killWorker(pool.stats().workers.find((worker) => worker.tools > 0)!.index);
+    killWorker(pool, pool.stats().workers.find((worker) => worker.tools > 0)!.index);
     expect(await calling).toMatchObject({ outcome: "unknown", message: expect.any(String), operationId: expect.stringMatching(/^op_/) });
   }, 60_000);
 });

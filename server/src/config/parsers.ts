@@ -20,6 +20,13 @@ export function parseBoolean(raw: string): boolean {
   throw new Error("expected true or false");
 }
 
+/** SERVICE_ENV_SANDBOX: `on` (the default) or `off`, nothing else: turning isolation off is spelled out. */
+export function parseSandboxMode(raw: string): boolean {
+  if (raw === "on") return true;
+  if (raw === "off") return false;
+  throw new Error("expected on or off");
+}
+
 export interface ListenAddress {
   host: string;
   port: number;

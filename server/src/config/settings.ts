@@ -9,6 +9,7 @@ import {
   parseListen,
   parseOrigins,
   parsePositiveInt,
+  parseSandboxMode,
   parseUrl,
   parseZeroOrPositiveInt,
   type ListenAddress,
@@ -117,6 +118,12 @@ export interface EnvironmentSettings {
   spareMemoryMib: number;
   /** Budget for compiled components (core module bytes); 0: unbounded, they stay for the pool's lifetime. */
   compiledMemoryMib: number;
+  /** Each worker process in a bubblewrap sandbox (on), or contained by the engine's own checks only (off). */
+  sandbox: boolean;
+  /** Disk quota of each binding's /workspace, in bytes; 0: none. */
+  workspaceQuotaBytes: number;
+  /** Disk quota of each invocation's /scratch, in bytes. */
+  scratchQuotaBytes: number;
 }
 
 export class SettingsError extends Error {
@@ -200,6 +207,10 @@ export function loadSettings(env: Env = process.env): Settings {
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
       // 0 (the default) keeps every prepared component compiled (SPEC 3 rule 4).
       compiledMemoryMib: read("SERVICE_ENV_COMPILED_MEMORY_MIB", parseZeroOrPositiveInt, 0),
+      sandbox: read("SERVICE_ENV_SANDBOX", parseSandboxMode, true),
+      // 0 turns the workspace quota off.
+      workspaceQuotaBytes: read("SERVICE_ENV_WORKSPACE_QUOTA_MIB", parseZeroOrPositiveInt, 1024) * MiB,
+      scratchQuotaBytes: read("SERVICE_ENV_SCRATCH_QUOTA_MIB", parsePositiveInt, 256) * MiB,
     },
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),
@@ -217,8 +228,23 @@ export function loadSettings(env: Env = process.env): Settings {
     },
   };
   checkBodyBudgets(settings, problems);
+  checkWorkspaceRoot(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
+}
+
+/**
+ * Sandboxed workers may write anywhere under the workspace root: it must hold nothing of the data
+ * directory but its own `workspaces/` (never its keys, metadata or blobs).
+ */
+function checkWorkspaceRoot({ dataDir, env }: Settings, problems: string[]): void {
+  const within = (parent: string, child: string) => {
+    const relative = path.relative(parent, child);
+    return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
+  };
+  if (within(env.workspaceRoot, dataDir) || (within(dataDir, env.workspaceRoot) && !within(path.join(dataDir, "workspaces"), env.workspaceRoot))) {
+    problems.push("SERVICE_ENV_WORKSPACE_ROOT: must not contain the data directory nor lie inside it, except under its workspaces/ directory");
+  }
 }
 
 /** Budgets smaller than the largest request would refuse that request forever. */

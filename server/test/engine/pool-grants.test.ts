@@ -29,9 +29,10 @@ const SENTINEL = ["SKILLENV_SENTINEL", "must-not-leak"] as const;
 beforeAll(async () => {
   await buildTestComponents();
   process.env[SENTINEL[0]] = SENTINEL[1];
-  pool = await startPool({ workers: 2 });
-  await Promise.all([workspaceJs, secretsJs, fetchJs, programTool, programLoop, echo, environmentJs].map((ref) => pool.prepare(ref)));
   box = await tempDir("skillenv-grants-");
+  // The workspace root holds the workspace and, beside it, what no guest may reach.
+  pool = await startPool({ workers: 2, workspaceRoot: box.path });
+  await Promise.all([workspaceJs, secretsJs, fetchJs, programTool, programLoop, echo, environmentJs].map((ref) => pool.prepare(ref)));
   workspace = join(box.path, "workspace");
   await mkdir(join(workspace, "sub"), { recursive: true });
   await writeFile(join(workspace, "hello.txt"), "hello from the host");
@@ -110,10 +111,11 @@ describe("filesystem grants", () => {
     expect(output(await fs({ op: "write", path: "/scratch/note.txt", data: "temporary" }, scratch))).toEqual({ v: 1, ok: true, bytes: 9 });
     expect(await fs({ op: "read", path: "/scratch/note.txt" }, scratch)).toMatchObject({ outcome: "failure", code: "no-entry" });
     expect(output(await fs({ op: "list", path: "/scratch" }, scratch))).toEqual({ v: 1, ok: true, entries: [] });
-    // The invocation directories of this pool are removed once their receipts are in.
+    // Each invocation's /scratch, in its worker's directory, is removed once its receipt is in.
     const roots = (await readdir(join(SHARED_DATA_DIR, "invocations"))).filter((name) => name.startsWith(`${process.pid}-`));
     expect(roots.length).toBeGreaterThan(0);
-    const leftovers = async () => (await Promise.all(roots.map((root) => readdir(join(SHARED_DATA_DIR, "invocations", root))))).flat();
+    const scratchDirs = async () => (await Promise.all(roots.map(async (root) => (await readdir(join(SHARED_DATA_DIR, "invocations", root))).map((worker) => join(SHARED_DATA_DIR, "invocations", root, worker, "scratch"))))).flat();
+    const leftovers = async () => (await Promise.all((await scratchDirs()).map((dir) => readdir(dir).catch(() => [])))).flat();
     for (let polls = 0; (await leftovers()).length > 0; polls++) {
       if (polls > 1000) throw new Error(`invocation directories left behind: ${(await leftovers()).join(", ")}`);
       await new Promise((resolve) => setTimeout(resolve, 5));

@@ -81,3 +81,13 @@ export async function waitFor(check: () => boolean, timeoutMs = 10_000, what = "
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+
+/**
+ * Kills worker `index` of the pool as a crash would (SIGKILL to its sandbox, which takes every
+ * process inside with it): its in-flight invocations end `unknown`.
+ */
+export function killWorker(pool: Pool, index: number): void {
+  const pid = pool.stats().workers[index]?.pid;
+  if (pid === undefined) throw new Error(`worker ${index} has no process`);
+  process.kill(pid, "SIGKILL");
+}

@@ -8,5 +8,6 @@ export type {
   Receipt,
   SecretSource,
   ServiceGrants,
+  WorkerReport,
   WorkerStats,
 } from "./types.ts";

@@ -1,18 +1,31 @@
-import { rm } from "node:fs/promises";
-import { Worker } from "node:worker_threads";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path, { join } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
 import { describeError } from "../../errors/index.ts";
 import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } from "../preparation/index.ts";
-import type { FailureBody, FromWorker, GrantDirs, SpareStats, ToWorker, WorkerBoot, WorkerReceipt } from "./protocol.ts";
-import { createSandbox, needsSandbox, readSecrets, removeSandbox, sandboxRoot, type Sandbox } from "./sandbox.ts";
-import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerStats } from "./types.ts";
+import type { FailureBody, FromWorker, LeaseRequest, ToWorker, WorkerReceipt, WorkspaceDirectory } from "./protocol.ts";
+import { readSecrets } from "./secrets.ts";
+import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerReport, WorkerStats } from "./types.ts";
+import { WorkerProcess } from "./worker-process.ts";
+import { WorkspaceQuotas } from "./workspace-quotas.ts";
 
 /**
- * How long after an invocation's deadline the main thread waits for the worker's own `timeout`
- * receipt before terminating the worker. A suspended guest (waiting on the host) is timed out by
- * the worker itself, at the deadline; only a guest computing on the thread needs the kill.
+ * How long past an invocation's deadline a guest computing on its worker may go on before the
+ * worker's watchdog stops the process (a guest waiting on the host is timed out by its worker at
+ * the deadline itself). The pool's own timer ends an invocation without a receipt `timeout` a
+ * grace later still (a guest queued behind one that computes), so that a computing guest's
+ * watchdog, which also replaces the worker, normally speaks first.
  */
 export const DEADLINE_GRACE_MS = 100;
+/**
+ * After the pool ended an invocation `timeout` itself, how long its worker has to acknowledge
+ * (send its late receipt) before the pool stops the worker: a backstop for a worker whose
+ * watchdog did not act.
+ */
+const UNRESPONSIVE_MS = 5000;
 /** Largest fuel budget: the counter is an i64 and must not wrap. */
 const MAX_FUEL = 2 ** 62;
 const MiB = 1024 * 1024;
@@ -43,39 +56,34 @@ class WorkerGone extends Error {}
 
 interface Compiled {
   prepared: PreparedComponent;
-  modules: [string, WebAssembly.Module][];
   /** Size of its core modules: what the compiled-code budget counts. */
   bytes: number;
   /** When it was last prepared or dispatched (the pool's use clock): the budget unloads the least recent. */
   used: number;
 }
 
-type CompiledCode = Pick<Compiled, "modules" | "bytes">;
-
 class WorkerHandle {
   readonly index: number;
-  readonly worker: Worker;
-  /** Which invocation's guest code is on the worker thread (see WorkerBoot.onThread). */
-  readonly onThread: Int32Array;
+  readonly process: WorkerProcess;
   state: "starting" | "ready" | "dead" = "starting";
   tools = 0;
   loops = 0;
   readonly flights = new Set<Flight>();
   readonly loads = new Map<string, Deferred>();
   readonly loaded = new Set<string>();
-  /** Callers of pool.testing.spares waiting for the worker's answer, in order. */
-  readonly spareQueries: Deferred<SpareStats>[] = [];
+  /** Callers of Pool.report waiting for the worker's answer, in order. */
+  readonly reports: Deferred<WorkerReport>[] = [];
   readonly ready = deferred();
   /** Settles when a replacement took this worker's place (or the pool closed). */
   readonly replaced = deferred();
+  /** Settles when its process is gone (and its directories with it). */
+  readonly exited = deferred();
   /** The worker reported ready at least once (a worker dying before that backs off). */
   readyOnce = false;
-  lastError: string | undefined;
 
-  constructor(index: number, worker: Worker, onThread: Int32Array) {
+  constructor(index: number, create: (handle: WorkerHandle) => WorkerProcess) {
     this.index = index;
-    this.worker = worker;
-    this.onThread = onThread;
+    this.process = create(this);
   }
 }
 
@@ -86,10 +94,16 @@ interface Flight {
   kind: Kind;
   started: number;
   host: HostServices | undefined;
-  sandbox: Sandbox | undefined;
+  network: readonly string[];
+  /** The binding's /workspace, when the grant has one. */
+  workspace: string | undefined;
+  /** Bytes of workspace quota leased to it, in all. */
+  leased: number;
   timer: NodeJS.Timeout | undefined;
   /** The invoke message went to the worker: from here on a lost worker means `unknown`. */
   posted: boolean;
+  /** The worker's watchdog named it: its guest computed past the deadline. */
+  overran: boolean;
   settled: boolean;
   resolve(receipt: Receipt): void;
 }
@@ -97,17 +111,24 @@ interface Flight {
 type Outcome = Receipt extends infer R ? (R extends unknown ? Omit<R, "durationMs"> : never) : never;
 
 /**
- * The service environment's worker pool: `workers` threads, each running both agent loops and
- * tools, every invocation in a fresh instance. See docs/environments.md.
+ * The service environment's worker pool: `workers` OS processes, each in its own sandbox, each
+ * running both agent loops and tools, every invocation in a fresh instance. See
+ * docs/environments.md.
  */
 export class Pool {
   readonly #options: Required<PoolOptions>;
   readonly #preparer: Preparer;
-  readonly #sandboxRoot: string;
+  /** `<dataDir>/invocations/<pid>-<random>`: the workers' directories. */
+  readonly #runtimeDir: string;
+  /** A short directory for the workers' egress sockets. */
+  readonly #socketDir: string;
+  readonly #quotas: WorkspaceQuotas;
   readonly #workers: WorkerHandle[] = [];
   readonly #components = new Map<string, Compiled>();
   readonly #preparing = new Map<string, Promise<void>>();
   readonly #flights = new Map<number, Flight>();
+  /** Invocations the pool ended `timeout` itself whose worker has not acknowledged them yet. */
+  readonly #unacknowledged = new Map<number, NodeJS.Timeout>();
   /** Why a component must stay compiled now: its loads, its invocations waiting or in flight. */
   readonly #pins = new Map<string, number>();
   #clock = 0;
@@ -119,20 +140,29 @@ export class Pool {
   #next = 1;
   #rotation = 0;
   #replacements = 0;
+  #spawns = 0;
   #closed: Promise<void> | undefined;
 
-  private constructor(options: Required<PoolOptions>, preparer: Preparer, root: string) {
+  private constructor(options: Required<PoolOptions>, preparer: Preparer, runtimeDir: string, socketDir: string) {
     this.#options = options;
     this.#preparer = preparer;
-    this.#sandboxRoot = root;
+    this.#runtimeDir = runtimeDir;
+    this.#socketDir = socketDir;
+    this.#quotas = new WorkspaceQuotas(options.workspaceQuotaBytes);
   }
 
-  /** Starts the workers; resolves when every one is ready. */
+  /**
+   * Starts the workers; resolves when every one is ready. Rejects when one cannot start (with a
+   * sandbox, typically because bubblewrap is missing or cannot create namespaces here: the
+   * message says so, and what SERVICE_ENV_SANDBOX=off would give up).
+   */
   static async start(options: PoolOptions): Promise<Pool> {
     const normalized = normalize(options);
     const preparer = await Preparer.create({ dataDir: normalized.dataDir, memoryMib: normalized.memoryMib });
-    const root = await sandboxRoot(normalized.dataDir);
-    const pool = new Pool(normalized, preparer, root);
+    await mkdir(normalized.workspaceRoot, { recursive: true, mode: 0o700 });
+    const runtimeDir = await runtimeDirectory(normalized.dataDir);
+    const socketDir = mkdtempSync(join(tmpdir(), "skillenv-egress-"));
+    const pool = new Pool(normalized, preparer, runtimeDir, socketDir);
     for (let index = 0; index < normalized.workers; index++) pool.#workers.push(pool.#spawn(index));
     try {
       await Promise.all(pool.#workers.map((handle) => handle.ready.promise));
@@ -190,6 +220,14 @@ export class Pool {
   }
 
   /**
+   * Something other than an invocation changed a binding's workspace (staging files, removing
+   * it): its usage is measured again before its next invocation counts against its quota.
+   */
+  workspaceChanged(workspaceDir: string): void {
+    this.#quotas.forget(workspaceDir);
+  }
+
+  /**
    * Prepares (or reloads an unloaded component from its prepared files), then dispatches. The pin
    * keeps the budget from unloading the component between the two steps; should it be gone all
    * the same (unloaded right as its preparation settled), it is prepared again.
@@ -216,7 +254,7 @@ export class Pool {
   stats(): PoolStats {
     const workers: WorkerStats[] = this.#workers.map((handle) => ({
       index: handle.index,
-      threadId: handle.worker.threadId,
+      pid: handle.process.pid,
       state: handle.state,
       tools: handle.tools,
       agentLoops: handle.loops,
@@ -240,37 +278,18 @@ export class Pool {
     };
   }
 
-  /** Hooks for tests: not part of the service's API. */
-  readonly testing = {
-    /** Terminates a worker as if it had crashed: its in-flight invocations end `unknown`. */
-    killWorker: (index: number): void => {
-      const handle = this.#workers[index];
-      if (handle && handle.state !== "dead") void handle.worker.terminate();
-    },
-    /** The spare instances of worker `index`, as it reports them once it has handled earlier messages. */
-    spares: (index: number): Promise<SpareStats> => {
-      const handle = this.#workers[index];
-      if (!handle || handle.state === "dead") return Promise.reject(new Error(`worker ${index} is not running`));
-      const query = deferred<SpareStats>();
-      handle.spareQueries.push(query);
-      this.#post(handle, { t: "spares" });
-      return query.promise;
-    },
-    /** Resolves when worker `index` is ready (after a replacement, once preparation is restored). */
-    workerReady: async (index: number): Promise<void> => {
-      for (;;) {
-        const handle = this.#workers[index];
-        if (!handle) throw new Error(`no worker ${index}`);
-        if (handle.state === "dead") {
-          await handle.replaced.promise;
-          continue;
-        }
-        await handle.ready.promise;
-        await Promise.all([...handle.loads.values()].map((load) => load.promise));
-        if (this.#workers[index] === handle && (handle.state as WorkerHandle["state"]) !== "dead") return;
-      }
-    },
-  };
+  /**
+   * What worker `index` reports of itself (its spare instances, loaded components, memory), once
+   * it has handled the messages sent to it before. Rejects when it is not running.
+   */
+  report(index: number): Promise<WorkerReport> {
+    const handle = this.#workers[index];
+    if (!handle || handle.state === "dead") return Promise.reject(new Error(`worker ${index} is not running`));
+    const query = deferred<WorkerReport>();
+    handle.reports.push(query);
+    this.#post(handle, { type: "report" });
+    return query.promise;
+  }
 
   /** Stops and reaps every worker; invocations in flight end `unknown`. */
   close(): Promise<void> {
@@ -279,46 +298,47 @@ export class Pool {
   }
 
   async #close(): Promise<void> {
-    for (const handle of this.#workers) this.#retire(handle, "the worker pool was closed during the invocation", false);
-    await Promise.all(this.#workers.map((handle) => handle.worker.terminate().catch(() => undefined)));
+    const gone = this.#workers.map((handle) => handle.exited.promise);
+    for (const handle of this.#workers) {
+      this.#retire(handle, "the worker pool was closed during the invocation", false);
+      handle.replaced.resolve();
+    }
+    await Promise.all(gone);
+    for (const timer of this.#unacknowledged.values()) clearTimeout(timer);
     await this.#preparer.close();
-    await rm(this.#sandboxRoot, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }).catch(() => undefined);
+    await rm(this.#runtimeDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }).catch(() => undefined);
+    await rm(this.#socketDir, { recursive: true, force: true }).catch(() => undefined);
   }
 
   async #prepare(component: ComponentRef): Promise<void> {
     const id = component.id;
     let prepared = await this.#preparer.prepare(component);
-    let code: CompiledCode;
-    try {
-      code = await this.#compile(prepared);
-    } catch (error) {
-      if (!prepared.fromCache) throw asPreparationFailure(id, new Error(`compiling: ${messageOf(error)}`));
-      // A damaged prepared directory: prepare once more from the component's bytes.
-      await this.#preparer.discard(id);
-      prepared = await this.#preparer.prepare(component);
-      code = await this.#compile(prepared).catch((again: unknown) => {
-        throw asPreparationFailure(id, new Error(`compiling: ${messageOf(again)}`));
-      });
-    }
     if (this.#closed) throw new Error("the worker pool is closed");
-    this.#components.set(id, { prepared, ...code, used: ++this.#clock });
+    this.#components.set(id, { prepared, bytes: await this.#sizeOf(prepared), used: ++this.#clock });
     // Room is made before the workers load it; being the most recently used, it is not unloaded itself.
     this.#fitBudget();
     try {
       await this.#loadEverywhere(id);
     } catch (error) {
       this.#components.delete(id);
-      if (prepared.fromCache) await this.#preparer.discard(id);
-      throw asPreparationFailure(id, new Error(`loading on the workers: ${messageOf(error)}`));
+      if (!prepared.fromCache) throw asPreparationFailure(id, new Error(`loading on the workers: ${messageOf(error)}`));
+      // A damaged prepared directory: prepare once more from the component's bytes.
+      await this.#preparer.discard(id);
+      prepared = await this.#preparer.prepare(component);
+      this.#components.set(id, { prepared, bytes: await this.#sizeOf(prepared), used: ++this.#clock });
+      try {
+        await this.#loadEverywhere(id);
+      } catch (again) {
+        this.#components.delete(id);
+        throw asPreparationFailure(id, new Error(`loading on the workers: ${messageOf(again)}`));
+      }
     }
     if (this.#unloaded.delete(id)) this.#reloads++;
   }
 
-  /** Compiles the core modules once per process; workers share the code (posted Modules). */
-  async #compile(prepared: PreparedComponent): Promise<CompiledCode> {
-    const files = await this.#preparer.readCoreModules(prepared);
-    const modules = await Promise.all(files.map(async ([name, bytes]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>)]));
-    return { modules, bytes: files.reduce((sum, [, bytes]) => sum + bytes.byteLength, 0) };
+  async #sizeOf(prepared: PreparedComponent): Promise<number> {
+    const sizes = await Promise.all(this.#preparer.coreModuleFiles(prepared).map(([, file]) => stat(file).then((stats) => stats.size)));
+    return sizes.reduce((sum, size) => sum + size, 0);
   }
 
   async #loadEverywhere(id: string): Promise<void> {
@@ -350,14 +370,20 @@ export class Pool {
     const compiled = this.#components.get(id);
     if (!compiled) return;
     handle.loads.set(id, deferred());
-    const { prepared, modules } = compiled;
+    const { prepared } = compiled;
     const { entrypoints, imports, initialMemoryPages } = prepared.manifest;
-    this.#post(handle, { t: "load", id, glueUrl: prepared.glueUrl, modules, facts: { entrypoints, imports, initialMemoryBytes: initialMemoryPages * PAGE } });
+    this.#post(handle, {
+      type: "load",
+      component: id,
+      glue: this.#preparer.glueFile(prepared),
+      coreModules: this.#preparer.coreModuleFiles(prepared),
+      facts: { entrypoints, imports, initialMemoryBytes: initialMemoryPages * PAGE },
+    });
   }
 
   #dispatch(invocation: Invocation, compiled: Compiled, started: number): Promise<Receipt> {
     compiled.used = ++this.#clock;
-    const refused = refusal(invocation, compiled);
+    const refused = refusal(invocation, compiled, this.#options.workspaceRoot);
     if (refused) return Promise.resolve(done(started, failure(refused.code, refused.message)));
     const secrets = readSecrets(invocation.grants.secrets, invocation.secretSource);
     if (!(secrets instanceof Map)) return Promise.resolve(done(started, failure(secrets.code, secrets.message)));
@@ -376,23 +402,39 @@ export class Pool {
     const n = this.#next++;
     let resolve!: (receipt: Receipt) => void;
     const promise = new Promise<Receipt>((res) => (resolve = res));
-    const flight: Flight = { n, id: invocation.component.id, handle, kind, started, host: invocation.host, sandbox: undefined, timer: undefined, posted: false, settled: false, resolve };
+    const workspace = invocation.grants.filesystem.workspace ? invocation.workspaceDir : undefined;
+    const flight: Flight = {
+      n,
+      id: invocation.component.id,
+      handle,
+      kind,
+      started,
+      host: invocation.host,
+      network: invocation.grants.network,
+      workspace,
+      leased: 0,
+      timer: undefined,
+      posted: false,
+      overran: false,
+      settled: false,
+      resolve,
+    };
     this.#flights.set(n, flight);
     handle.flights.add(flight);
     this.#pin(flight.id);
     invocation.signal?.addEventListener("abort", () => this.#cancel(flight), { once: true });
     if (invocation.signal?.aborted) this.#cancel(flight);
-    if (needsSandbox(invocation.grants)) {
-      createSandbox(this.#sandboxRoot, n, invocation.grants, secrets).then(
-        (dirs) => {
-          flight.sandbox = dirs;
-          if (flight.settled) void removeSandbox(dirs);
-          else this.#send(flight, invocation, deadline);
-        },
-        (error: unknown) => this.#settle(flight, failure("internal", `cannot set up the invocation's directories: ${messageOf(error)}`)),
-      );
+    if (workspace === undefined) {
+      this.#send(flight, invocation, deadline, secrets, undefined);
     } else {
-      this.#send(flight, invocation, deadline);
+      const writable = invocation.grants.filesystem.workspace === "write";
+      this.#quotas.begin(workspace).then(
+        (lease) => {
+          flight.leased = lease;
+          this.#send(flight, invocation, deadline, secrets, { dir: workspace, lease, limited: writable && this.#quotas.limited });
+        },
+        (error: unknown) => this.#settle(flight, failure("internal", `cannot measure the workspace: ${messageOf(error)}`)),
+      );
     }
     return promise;
   }
@@ -401,29 +443,31 @@ export class Pool {
   #cancel(flight: Flight): void {
     if (flight.settled) return;
     if (!flight.posted) this.#settle(flight, failure("cancelled", "the invocation was cancelled before it started; it did not run"));
-    else this.#post(flight.handle, { t: "cancel", n: flight.n });
+    else this.#post(flight.handle, { type: "cancel", invocation: flight.n });
   }
 
-  #send(flight: Flight, invocation: Invocation, deadline: number): void {
+  #send(flight: Flight, invocation: Invocation, deadline: number, secrets: ReadonlyMap<string, string>, workspace: WorkspaceDirectory | undefined): void {
     if (flight.settled) return;
-    const dirs: GrantDirs = { workspace: invocation.workspaceDir, scratch: flight.sandbox?.scratch, secrets: flight.sandbox?.secrets };
     const fuel = Math.floor(Math.min(Math.max(invocation.fuel ?? this.#options.fuel, 0), MAX_FUEL));
     flight.posted = true;
+    // The egress of its worker admits what this invocation was granted from now on.
     this.#post(flight.handle, {
-      t: "invoke",
-      n: flight.n,
-      id: invocation.component.id,
+      type: "invoke",
+      invocation: flight.n,
+      component: invocation.component.id,
       entrypoint: invocation.entrypoint,
       input: invocation.input,
       configuration: invocation.configuration,
       deadlineMs: deadline,
       fuel,
       grants: invocation.grants,
-      dirs,
+      ...(workspace ? { workspace } : {}),
+      scratchQuota: this.#options.scratchQuotaBytes,
+      secrets: [...secrets],
       host: invocation.host !== undefined,
       ...(invocation.program ? { source: invocation.program.source } : {}),
     });
-    flight.timer = setTimeout(() => this.#overran(flight), Math.max(0, deadline - Date.now()) + DEADLINE_GRACE_MS);
+    flight.timer = setTimeout(() => this.#overran(flight), Math.max(0, deadline - Date.now()) + 2 * DEADLINE_GRACE_MS);
   }
 
   /** The least loaded live worker with a free slot of this kind. */
@@ -449,23 +493,31 @@ export class Pool {
   }
 
   /**
-   * The deadline (plus grace) passed with no receipt. If this invocation's guest is the one on
-   * the worker thread, it is computing past its deadline: stop the worker. Otherwise the guest is
-   * suspended or still queued behind other work on a busy thread: end it `timeout` here; the
-   * worker drops it when it gets to it (its own timer, or the deadline check before starting).
+   * The deadline (plus grace) passed with no receipt. A guest computing past it is stopped by its
+   * worker's watchdog (the worker process dies); a guest suspended, or still queued behind a
+   * computing one on its worker, is ended `timeout` here, and its worker drops it when it gets to
+   * it. Should the worker not acknowledge it at all, it is unresponsive and is stopped.
    */
   #overran(flight: Flight): void {
     if (flight.settled) return;
+    this.#settle(flight, failure("timeout", "the invocation passed its deadline"));
+    this.#post(flight.handle, { type: "cancel", invocation: flight.n });
     const handle = flight.handle;
-    if (Atomics.load(handle.onThread, 0) !== flight.n) {
-      this.#settle(flight, failure("timeout", "the invocation passed its deadline"));
-      return;
-    }
-    this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
-    this.#retire(handle, "the worker was stopped because another invocation on it overran its deadline; this invocation may or may not have taken effect", true);
+    this.#unacknowledged.set(
+      flight.n,
+      setTimeout(() => {
+        this.#unacknowledged.delete(flight.n);
+        if (handle.state !== "dead") handle.process.kill();
+      }, UNRESPONSIVE_MS).unref(),
+    );
   }
 
-  #settle(flight: Flight, outcome: Outcome): void {
+  /**
+   * Ends a flight with `outcome`. `growth`, the bytes it added to its workspace, is known only
+   * when its worker reported it; without it (a lost worker, an invocation ended here) the
+   * workspace is measured again before its next use.
+   */
+  #settle(flight: Flight, outcome: Outcome, growth?: number): void {
     if (flight.settled) return;
     flight.settled = true;
     clearTimeout(flight.timer);
@@ -473,7 +525,8 @@ export class Pool {
     flight.handle.flights.delete(flight);
     if (flight.kind === "tool") flight.handle.tools--;
     else flight.handle.loops--;
-    if (flight.sandbox) void removeSandbox(flight.sandbox);
+    if (flight.workspace !== undefined) this.#quotas.end(flight.workspace, flight.leased, flight.posted ? growth : 0);
+    if (flight.network.length > 0) flight.handle.process.revokeEgress();
     flight.resolve(done(flight.started, outcome));
     this.#unpin(flight.id);
   }
@@ -528,29 +581,29 @@ export class Pool {
       // A replacement worker may still be loading it: nobody needs that load any more.
       handle.loads.get(id)?.resolve();
       handle.loads.delete(id);
-      this.#post(handle, { t: "unload", id });
+      this.#post(handle, { type: "unload", component: id });
     }
   }
 
   /**
-   * Takes a worker out of service: in-flight invocations end `unknown` (or `unavailable` when
-   * they had not been sent yet), pending loads fail over to the replacement, and unless the pool
-   * is closing a replacement is spawned, which restores every prepared component first.
+   * Takes a worker out of service: in-flight invocations end `unknown` (`timeout` for the one its
+   * watchdog stopped it for; `unavailable` for those not sent yet), pending loads fail over to the
+   * replacement, and unless the pool is closing a replacement is spawned, which restores every
+   * prepared component first.
    */
   #retire(handle: WorkerHandle, reason: string, replace: boolean): void {
     if (handle.state === "dead") return;
     handle.state = "dead";
     for (const flight of [...handle.flights]) {
-      this.#settle(flight, flight.posted ? { outcome: "unknown", message: reason } : failure("unavailable", "the worker stopped before the invocation started; it did not run"));
+      if (!flight.posted) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"));
+      else if (flight.overran) this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
+      else this.#settle(flight, { outcome: "unknown", message: reason });
     }
     for (const load of handle.loads.values()) load.reject(new WorkerGone());
-    for (const query of handle.spareQueries.splice(0)) query.reject(new WorkerGone(reason));
+    for (const query of handle.reports.splice(0)) query.reject(new WorkerGone(reason));
     handle.ready.reject(new WorkerGone(reason));
-    void handle.worker.terminate().catch(() => undefined);
-    if (!replace || this.#closed) {
-      handle.replaced.resolve();
-      return;
-    }
+    handle.process.kill();
+    if (!replace || this.#closed) return;
     // A worker that died before ever becoming ready backs off before the next attempt.
     const failures = handle.loaded.size === 0 && !handle.readyOnce ? (this.#bootFailures[handle.index] ?? 0) + 1 : 0;
     this.#bootFailures[handle.index] = failures;
@@ -569,38 +622,67 @@ export class Pool {
   }
 
   #spawn(index: number): WorkerHandle {
-    const onThread = new SharedArrayBuffer(4);
-    const boot: WorkerBoot = {
-      onThread,
-      memoryPages: memoryPages(this.#options.memoryMib),
-      // Bounds how long start-up code of a spare may hold the thread (a spare whose start-up
-      // needs more is not kept; the invocation then instantiates with its own budget).
-      spareFuel: Math.min(this.#options.fuel, SPARE_FUEL),
-      spareInstances: this.#options.spareInstances,
-      spareMemoryBytes: this.#options.spareMemoryMib * MiB,
-    };
-    // Guest stdout/stderr (WASI) end up on the worker's streams, which are drained and discarded:
-    // guest output never reaches the service's logs.
-    const worker = new Worker(new URL("./worker.ts", import.meta.url), { workerData: boot, stdout: true, stderr: true });
-    worker.stdout.resume();
-    worker.stderr.resume();
-    const handle = new WorkerHandle(index, worker, new Int32Array(onThread));
-    worker.on("message", (message: FromWorker) => this.#onMessage(handle, message));
-    worker.on("error", (error) => {
-      handle.lastError = error.message;
-    });
-    worker.on("exit", (code) => {
-      const reason = `the worker exited (code ${code}${handle.lastError ? `: ${handle.lastError}` : ""}) during the invocation; it may or may not have taken effect`;
-      this.#retire(handle, reason, true);
-    });
+    const generation = ++this.#spawns;
+    const handle = new WorkerHandle(
+      index,
+      (self) =>
+        new WorkerProcess(
+          {
+            sandbox: this.#options.sandbox,
+            boot: {
+              memoryPages: memoryPages(this.#options.memoryMib),
+              // Bounds how long start-up code of a spare may hold the thread (a spare whose start-up
+              // needs more is not kept; the invocation then instantiates with its own budget).
+              spareFuel: Math.min(this.#options.fuel, SPARE_FUEL),
+              spareInstances: this.#options.spareInstances,
+              spareMemoryBytes: this.#options.spareMemoryMib * MiB,
+              deadlineGraceMs: DEADLINE_GRACE_MS,
+              maxOpenFiles: this.#options.maxOpenFiles,
+            },
+            directory: join(this.#runtimeDir, `worker-${generation}`),
+            egressSocket: join(this.#socketDir, `${generation}.sock`),
+            prepared: this.#preparer.root,
+            workspaceRoot: this.#options.workspaceRoot,
+          },
+          {
+            message: (message) => this.#onMessage(self, message),
+            overran: (n) => {
+              const flight = this.#flights.get(n);
+              if (flight && flight.handle === self) flight.overran = true;
+            },
+            lease: (request) => this.#lease(self, request),
+            granted: () => [...self.flights].flatMap((flight) => flight.network),
+            exit: (description, stderr) => this.#exited(self, description, stderr),
+          },
+        ),
+    );
     // Restore every prepared component before any invocation reaches this worker: messages
     // are handled in order, and the worker awaits a component's load before using it.
     for (const id of this.#components.keys()) this.#sendLoad(handle, id);
     return handle;
   }
 
+  #exited(handle: WorkerHandle, description: string, stderr: string): void {
+    handle.exited.resolve();
+    if (handle.state === "dead") return;
+    if (!handle.readyOnce) {
+      // It never started: say why, with what it wrote (bubblewrap explains itself there).
+      const said = stderr.trim().split("\n").slice(-3).join(" | ");
+      handle.ready.reject(new Error(`a worker process ${description}${said ? `: ${said}` : ""}`));
+    }
+    this.#retire(handle, `the worker process ${description} during the invocation; it may or may not have taken effect`, true);
+  }
+
+  #lease(handle: WorkerHandle, request: LeaseRequest): number {
+    const flight = this.#flights.get(request.invocation);
+    if (!flight || flight.handle !== handle || flight.workspace === undefined) return 0;
+    const granted = this.#quotas.grant(flight.workspace, request.bytes);
+    flight.leased += granted;
+    return granted;
+  }
+
   #onMessage(handle: WorkerHandle, message: FromWorker): void {
-    switch (message.t) {
+    switch (message.type) {
       case "ready":
         if (handle.state === "starting") handle.state = "ready";
         handle.readyOnce = true;
@@ -608,35 +690,40 @@ export class Pool {
         handle.ready.resolve();
         break;
       case "loaded": {
-        const load = handle.loads.get(message.id);
+        const load = handle.loads.get(message.component);
         // None: a load that unloading the component cancelled. (An answer the worker sent before it
         // saw the unload may settle a newer load of the id early: harmless, as the worker handles
         // invocations after that load in order and awaits it.)
         if (!load) break;
         if (message.error !== undefined) {
-          handle.loads.delete(message.id);
+          handle.loads.delete(message.component);
           load.reject(new Error(message.error));
         } else {
-          handle.loaded.add(message.id);
+          handle.loaded.add(message.component);
           load.resolve();
         }
         break;
       }
-      case "done": {
-        const flight = this.#flights.get(message.n);
-        if (flight && flight.handle === handle) this.#settle(flight, fromWorker(message.receipt));
+      case "receipt": {
+        const timer = this.#unacknowledged.get(message.invocation);
+        if (timer) {
+          clearTimeout(timer);
+          this.#unacknowledged.delete(message.invocation);
+        }
+        const flight = this.#flights.get(message.invocation);
+        if (flight && flight.handle === handle) this.#settle(flight, fromWorker(message.receipt), message.workspaceGrowth);
         break;
       }
-      case "host":
+      case "host-call":
         this.#hostCall(handle, message);
         break;
-      case "spares": {
-        const { instances, bytes, instantiated } = message;
-        handle.spareQueries.shift()?.resolve({ instances, bytes, instantiated });
+      case "report": {
+        const { spares, loaded, rssBytes } = message;
+        handle.reports.shift()?.resolve({ spares, loaded, rssBytes });
         break;
       }
       case "emit": {
-        const flight = this.#flights.get(message.n);
+        const flight = this.#flights.get(message.invocation);
         if (flight?.host && !flight.settled) {
           try {
             flight.host.emit(message.payload);
@@ -649,13 +736,13 @@ export class Pool {
     }
   }
 
-  #hostCall(handle: WorkerHandle, message: Extract<FromWorker, { t: "host" }>): void {
-    const flight = this.#flights.get(message.n);
+  #hostCall(handle: WorkerHandle, message: Extract<FromWorker, { type: "host-call" }>): void {
+    const flight = this.#flights.get(message.invocation);
     if (!flight || flight.handle !== handle || flight.settled) return;
     const host = flight.host;
     const reply = (result: { ok: true; value: string } | { ok: false; error: FailureBody }) => {
       if (flight.settled || handle.state === "dead") return;
-      this.#post(handle, { t: "host-result", n: message.n, call: message.call, ...result });
+      this.#post(handle, { type: "host-result", invocation: message.invocation, call: message.call, ...result });
     };
     if (!host) {
       reply({ ok: false, error: { code: "host_unavailable", message: "this invocation has no host services" } });
@@ -678,7 +765,7 @@ export class Pool {
 
   #post(handle: WorkerHandle, message: ToWorker): void {
     if (handle.state === "dead") return;
-    handle.worker.postMessage(message);
+    handle.process.send(message);
   }
 }
 
@@ -689,7 +776,12 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
   };
   return {
     workers: positive("workers", options.workers),
+    sandbox: options.sandbox ?? true,
     dataDir: options.dataDir,
+    workspaceRoot: path.resolve(options.workspaceRoot ?? join(options.dataDir, "workspaces")),
+    workspaceQuotaBytes: Math.max(0, options.workspaceQuotaBytes ?? 1024 * MiB),
+    scratchQuotaBytes: Math.max(0, options.scratchQuotaBytes ?? 256 * MiB),
+    maxOpenFiles: positive("maxOpenFiles", options.maxOpenFiles ?? 256),
     fuel: positive("fuel", options.fuel),
     memoryMib: positive("memoryMib", options.memoryMib),
     maxTurnSecs: positive("maxTurnSecs", options.maxTurnSecs),
@@ -701,15 +793,48 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
   };
 }
 
+/**
+ * `<dataDir>/invocations/<pid>-<random>/`: this pool's directory, holding one directory per
+ * worker process (its invocations' /scratch). Directories left by pools of processes that no
+ * longer exist (a crash, kill -9) are removed first.
+ */
+async function runtimeDirectory(dataDir: string): Promise<string> {
+  const parent = join(dataDir, "invocations");
+  await mkdir(parent, { recursive: true, mode: 0o700 });
+  for (const entry of await readdir(parent)) {
+    const pid = Number(entry.split("-")[0]);
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !processAlive(pid)) {
+      await rm(join(parent, entry), { recursive: true, force: true });
+    }
+  }
+  const dir = join(parent, `${process.pid}-${randomBytes(4).toString("hex")}`);
+  await mkdir(dir, { mode: 0o700 });
+  return dir;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /** Why an invocation cannot be sent at all, if it cannot; nothing runs then. */
-function refusal(invocation: Invocation, compiled: Compiled): FailureBody | undefined {
+function refusal(invocation: Invocation, compiled: Compiled, workspaceRoot: string): FailureBody | undefined {
   const { entrypoint } = invocation;
   if (!compiled.prepared.manifest.entrypoints.includes(entrypoint)) {
     return { code: "invalid_argument", message: `component ${invocation.component.id} does not export ${entrypoint}` };
   }
   if (entrypoint === "turn" && !invocation.host) return { code: "invalid_argument", message: "an agent-loop turn needs host services" };
-  if (invocation.grants.filesystem.workspace && invocation.workspaceDir === undefined) {
-    return { code: "invalid_argument", message: "a workspace grant needs the invocation's workspaceDir" };
+  if (invocation.grants.filesystem.workspace) {
+    if (invocation.workspaceDir === undefined) return { code: "invalid_argument", message: "a workspace grant needs the invocation's workspaceDir" };
+    // The only host directory a worker can write is the workspace root (docs/environments.md).
+    const relative = path.relative(workspaceRoot, path.resolve(invocation.workspaceDir));
+    if (relative === "" || relative.startsWith("..") || path.isAbsolute(relative)) {
+      return { code: "invalid_argument", message: "the invocation's workspaceDir is not below the pool's workspace root" };
+    }
   }
   return undefined;
 }

@@ -1,32 +1,23 @@
-// Messages between the pool (main thread) and its workers. Everything here crosses a
-// structured-clone boundary: no functions, and WebAssembly.Module objects are shared, not copied.
+// Messages between the pool (in the server) and its worker processes, over each worker's IPC
+// channel (Node's, with structured-clone serialization: no functions, no classes). Each message
+// is named by what it asks or tells; `invocation` is the pool's number for one invocation.
 import type { Entrypoint, ImportedInterface } from "../component/index.ts";
 import type { ServiceGrants } from "../grants.ts";
 
+/** What a worker process is told at start, in its environment (SKILLENV_WORKER, JSON). */
 export interface WorkerBoot {
-  /**
-   * One Int32: the invocation whose guest code is on the worker thread right now (0: none). The
-   * worker writes it when a guest starts or resumes and clears it when the guest suspends or
-   * ends; the main thread reads it at a deadline to tell a computing guest from a waiting one.
-   */
-  onThread: SharedArrayBuffer;
   /** Cap of each guest memory, in 64 KiB pages (to recognise memory exhaustion). */
   memoryPages: number;
   /** Fuel given to a spare instance at start-up (only start-up code runs on it). */
   spareFuel: number;
   spareInstances: number;
   spareMemoryBytes: number;
-}
-
-/**
- * The host directories behind an invocation's grant, made ready by the main thread before it
- * sends the invocation: the binding's retained workspace, and the invocation's own scratch and
- * secrets directories. The worker maps each to its guest path with the grant's mode.
- */
-export interface GrantDirs {
-  workspace?: string;
-  scratch?: string;
-  secrets?: string;
+  /** Where this worker makes each invocation's /scratch (its own directory, removed with it). */
+  scratchRoot: string;
+  /** How long past a computing guest's deadline the watchdog waits before it stops the process. */
+  deadlineGraceMs: number;
+  /** Open descriptors and streams one invocation may hold at once. */
+  maxOpenFiles: number;
 }
 
 /** What a worker needs to know about a prepared component, from its manifest. */
@@ -37,7 +28,7 @@ export interface ComponentFacts {
   initialMemoryBytes: number;
 }
 
-/** The spare instances of a worker (pool.testing.spares). */
+/** The spare instances of a worker, as it reports them. */
 export interface SpareStats {
   /** Spares waiting now, over every component. */
   instances: number;
@@ -52,44 +43,68 @@ export interface FailureBody {
   message: string;
 }
 
+/** How an invocation ended, as the worker saw it. */
 export type WorkerReceipt =
   | { outcome: "returned"; output: string; fuelUsed: number }
   | { outcome: "failure"; code: string; message: string; fuelUsed?: number };
 
+/** The /workspace of an invocation: the binding's retained directory and its disk quota. */
+export interface WorkspaceDirectory {
+  dir: string;
+  /** Bytes already leased to this invocation for growth; more are asked for as it writes. */
+  lease: number;
+  /** Whether the binding has a quota at all (else the lease is ignored and nothing is asked). */
+  limited: boolean;
+}
+
 export type ToWorker =
+  /** Files of the prepared component: its glue module, and each core module as the glue names it. */
+  | { type: "load"; component: string; glue: string; coreModules: [string, string][]; facts: ComponentFacts }
+  /** Drop the component (its loaded form, spares, pending load): the pool no longer keeps it compiled. */
+  | { type: "unload"; component: string }
   | {
-      t: "load";
-      id: string;
-      glueUrl: string;
-      modules: [string, WebAssembly.Module][];
-      facts: ComponentFacts;
-    }
-  | {
-      t: "invoke";
-      n: number;
-      id: string;
+      type: "invoke";
+      invocation: number;
+      component: string;
       entrypoint: Entrypoint;
       input: string;
       configuration: string;
       deadlineMs: number;
       fuel: number;
       grants: ServiceGrants;
-      dirs: GrantDirs;
+      workspace?: WorkspaceDirectory;
+      /** Bytes the invocation's /scratch may hold. */
+      scratchQuota: number;
+      /** The granted secrets' values, read at dispatch; served in memory at /secrets, never written to disk. */
+      secrets: [string, string][];
+      /** Whether the invocation has host services (an agent loop's turn). */
       host: boolean;
       /** Program source for a runtime component; never logged, never stored. */
       source?: string;
     }
-  /** Drop the component (its loaded form, spares, pending load): the pool no longer keeps it compiled. */
-  | { t: "unload"; id: string }
-  | { t: "cancel"; n: number }
-  | { t: "host-result"; n: number; call: number; ok: true; value: string }
-  | { t: "host-result"; n: number; call: number; ok: false; error: FailureBody }
-  | { t: "spares" };
+  | { type: "cancel"; invocation: number }
+  | { type: "host-result"; invocation: number; call: number; ok: true; value: string }
+  | { type: "host-result"; invocation: number; call: number; ok: false; error: FailureBody }
+  | { type: "report" };
 
 export type FromWorker =
-  | { t: "ready" }
-  | { t: "loaded"; id: string; error?: string }
-  | { t: "host"; n: number; call: number; op: "callModel" | "dispatchTools"; payload: string }
-  | { t: "emit"; n: number; payload: string }
-  | { t: "done"; n: number; receipt: WorkerReceipt }
-  | ({ t: "spares" } & SpareStats);
+  | { type: "ready" }
+  | { type: "loaded"; component: string; error?: string }
+  | { type: "host-call"; invocation: number; call: number; op: "callModel" | "dispatchTools"; payload: string }
+  | { type: "emit"; invocation: number; payload: string }
+  /** `workspaceGrowth`: bytes the invocation added to its workspace (negative when it freed some). */
+  | { type: "receipt"; invocation: number; receipt: WorkerReceipt; workspaceGrowth: number }
+  | { type: "report"; spares: SpareStats; loaded: number; rssBytes: number };
+
+/**
+ * The worker's synchronous channel for workspace quota (its own socket pair, one request at a time,
+ * the worker blocked reading the answer): one line of JSON each way.
+ */
+export interface LeaseRequest {
+  invocation: number;
+  bytes: number;
+}
+
+export interface LeaseAnswer {
+  granted: number;
+}

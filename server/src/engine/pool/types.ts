@@ -10,13 +10,29 @@ export type { ComponentRef, ServiceGrants };
 export type SecretSource = Readonly<Record<string, string | undefined>>;
 
 export interface PoolOptions {
-  /** Worker threads (SERVICE_ENV_WORKERS). */
+  /** Worker processes (SERVICE_ENV_WORKERS). */
   workers: number;
-  /** Prepared components live under `<dataDir>/prepared/`, invocation temp dirs under `<dataDir>/invocations/`. */
+  /**
+   * Whether each worker process runs inside a bubblewrap sandbox (SERVICE_ENV_SANDBOX). Default
+   * true; without one, guests are contained by the engine's own checks only (docs/operations.md).
+   */
+  sandbox?: boolean;
+  /** Prepared components live under `<dataDir>/prepared/`, the workers' directories under `<dataDir>/invocations/`. */
   dataDir: string;
+  /**
+   * The parent of every binding's /workspace (SERVICE_ENV_WORKSPACE_ROOT): the one host directory
+   * a sandboxed worker may write besides its own. Default `<dataDir>/workspaces`.
+   */
+  workspaceRoot?: string;
+  /** Disk quota of each binding's /workspace, in bytes (SERVICE_ENV_WORKSPACE_QUOTA_MIB); 0: none. Default 1 GiB. */
+  workspaceQuotaBytes?: number;
+  /** Disk quota of each invocation's /scratch, in bytes (SERVICE_ENV_SCRATCH_QUOTA_MIB). Default 256 MiB. */
+  scratchQuotaBytes?: number;
+  /** Descriptors and streams one invocation may hold open at once. Default 256. */
+  maxOpenFiles?: number;
   /** Default fuel per invocation. */
   fuel: number;
-  /** Cap on each guest linear memory. */
+  /** Cap on the memories and tables of each guest instance. */
   memoryMib: number;
   /** Bound on any one invocation (SERVICE_MAX_TURN_SECS), on top of its own deadline. */
   maxTurnSecs: number;
@@ -84,7 +100,8 @@ export type Receipt =
 
 export interface WorkerStats {
   index: number;
-  threadId: number;
+  /** The worker's process id as the host sees it (its sandbox's outermost process), once started. */
+  pid: number | undefined;
   state: "starting" | "ready" | "dead";
   tools: number;
   agentLoops: number;
@@ -94,7 +111,7 @@ export interface WorkerStats {
 
 export interface PoolStats {
   workers: WorkerStats[];
-  /** Components prepared and compiled in this process. */
+  /** Components prepared and kept compiled on the workers. */
   prepared: number;
   /** Transpiles done by this process (restarts reuse prepared files and do none). */
   transpiles: number;
@@ -108,4 +125,14 @@ export interface PoolStats {
   replacements: number;
   inFlight: { tools: number; agentLoops: number };
   capacity: { tools: number; agentLoops: number };
+}
+
+/** What a worker process reports of itself (Pool.report). */
+export interface WorkerReport {
+  /** Its spare instances: waiting now, the guest memory they hold, instantiated over its life. */
+  spares: { instances: number; bytes: number; instantiated: number };
+  /** Components loaded on it. */
+  loaded: number;
+  /** Its resident memory. */
+  rssBytes: number;
 }

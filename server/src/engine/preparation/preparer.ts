@@ -78,9 +78,14 @@ export class Preparer {
     return join(this.root, dirName(id));
   }
 
-  /** Reads the instrumented core modules of a prepared component. */
-  async readCoreModules(prepared: PreparedComponent): Promise<[string, Uint8Array][]> {
-    return Promise.all(prepared.manifest.coreModules.map(async (name): Promise<[string, Uint8Array]> => [name, await readFile(join(prepared.dir, name))]));
+  /** The instrumented core modules of a prepared component: each as the glue names it, and its file. */
+  coreModuleFiles(prepared: PreparedComponent): [string, string][] {
+    return prepared.manifest.coreModules.map((name) => [name, join(prepared.dir, safeFileName(name))]);
+  }
+
+  /** The glue module of a prepared component. */
+  glueFile(prepared: PreparedComponent): string {
+    return join(prepared.dir, safeFileName(prepared.manifest.glue));
   }
 
   /** Deletes a prepared component found unusable (it is prepared again on next use). */

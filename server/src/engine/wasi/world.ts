@@ -4,7 +4,7 @@
 // against the network grant, and no sockets at all (preparation refuses components importing them).
 import * as shim from "@bytecodealliance/preview2-shim";
 import type { WasiInterface } from "../component/index.ts";
-import { filesystemTypes, type Descriptor } from "./fs-guard.ts";
+import { filesystemTypes, type Descriptor } from "./filesystem/index.ts";
 import { requestAllowed, schemeOf } from "./network.ts";
 
 /** What an instance's imports consult at call time: set when the instance is claimed. */
@@ -57,9 +57,10 @@ const shared = {
   "wasi:cli/environment": environment,
   "wasi:cli/exit": exit,
   "wasi:cli/stdin": wasi.cli.stdin,
-  // Guest output goes to the worker's stdout/stderr, which the pool discards.
+  // Guest output goes to the worker's stdout, which is /dev/null: it never reaches the service's
+  // logs. stderr too: the worker's own stderr is the pool's only diagnostic of a failed start.
   "wasi:cli/stdout": wasi.cli.stdout,
-  "wasi:cli/stderr": wasi.cli.stderr,
+  "wasi:cli/stderr": { getStderr: () => wasi.cli.stdout.getStdout() },
   "wasi:cli/terminal-input": wasi.cli.terminalInput,
   "wasi:cli/terminal-output": wasi.cli.terminalOutput,
   "wasi:cli/terminal-stdin": wasi.cli.terminalStdin,

@@ -18,7 +18,13 @@ export interface ServiceEnvironment {
  */
 export async function startServiceEnvironment(settings: Settings, artifacts: Artifacts, workspaces: readonly string[]): Promise<ServiceEnvironment> {
   const startup = settings.env.preparationFile ? await readPreparationFile(settings.env.preparationFile) : [];
-  const pool = await Pool.start({ ...settings.env, dataDir: settings.dataDir });
+  const pool = await Pool.start({ ...settings.env, dataDir: settings.dataDir }).catch((error: unknown) => {
+    if (!settings.env.sandbox) throw error;
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(
+      `${reason}. The service environment runs each worker in a bubblewrap sandbox (Debian: apt-get install bubblewrap; it needs user namespaces). Where none can run, SERVICE_ENV_SANDBOX=off starts it without OS isolation (docs/operations.md#the-sandbox)`,
+    );
+  });
   const preparer = poolPreparer(pool, artifacts);
   try {
     const records: ArtifactRecord[] = [];

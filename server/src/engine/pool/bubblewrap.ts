@@ -1,0 +1,82 @@
+import { existsSync, realpathSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** Where a worker reaches its egress socket inside the sandbox. */
+export const SANDBOX_EGRESS_SOCKET = "/run/skillenv/egress.sock";
+
+/** The project's root: the runtime's code lives below it (package.json, server/src, node_modules). */
+const PROJECT_ROOT = resolve(fileURLToPath(import.meta.url), "../../../../..");
+
+/** What one worker process may see, besides the system's read-only runtime. */
+export interface SandboxView {
+  /** The prepared components of the current toolchain: read-only. */
+  prepared: string;
+  /** Every binding's /workspace lives below it: read-write (guests reach only their own). */
+  workspaceRoot: string;
+  /** This worker's own directory for invocations' /scratch: read-write. */
+  scratchRoot: string;
+  /** The worker's egress socket, bound at SANDBOX_EGRESS_SOCKET. */
+  egressSocket: string;
+}
+
+/**
+ * The bubblewrap command line of a worker process (docs/environments.md, "The sandbox"): new
+ * user, mount, PID, IPC, UTS, network and cgroup namespaces, no capabilities, its own session (no
+ * terminal to inject into), killed with the pool. Its filesystem is an empty root with only:
+ * the system's /usr and the dynamic loader's cache, read-only; the Node binary and the project's
+ * code and dependencies, read-only; the prepared components, read-only; the workspace root and
+ * the worker's scratch directory, read-write; a private /proc (its own processes only), a
+ * minimal /dev, an empty /tmp. Never the data directory's keys, metadata or blobs, nor the
+ * server's environment (the process gets only what `env` holds).
+ */
+export function bubblewrapArguments(view: SandboxView, command: readonly string[]): string[] {
+  const readOnly = (path: string) => ["--ro-bind", realpathSync(path), path];
+  const args = [
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-uts",
+    "--unshare-net",
+    "--unshare-cgroup-try",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+    "--uid",
+    "1000",
+    "--gid",
+    "1000",
+    "--hostname",
+    "skillenv-worker",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    // Debian's merged /usr: the loader and libraries are reached through these.
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+  ];
+  if (existsSync("/etc/ld.so.cache")) args.push(...readOnly("/etc/ld.so.cache"));
+  // The Node binary wherever it is (the npm package `node` keeps it under node_modules).
+  args.push(...readOnly(process.execPath));
+  for (const part of ["package.json", join("server", "src"), "node_modules"]) args.push(...readOnly(join(PROJECT_ROOT, part)));
+  args.push(...readOnly(view.prepared));
+  args.push("--bind", realpathSync(view.workspaceRoot), view.workspaceRoot);
+  args.push("--bind", realpathSync(view.scratchRoot), view.scratchRoot);
+  args.push("--ro-bind", view.egressSocket, SANDBOX_EGRESS_SOCKET);
+  args.push("--chdir", "/", "--", ...command);
+  return args;
+}

@@ -1,0 +1,157 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { Readable, Writable } from "node:stream";
+import { MALLOC_ENVIRONMENT } from "../../config/process-memory.ts";
+import { bubblewrapArguments, SANDBOX_EGRESS_SOCKET } from "./bubblewrap.ts";
+import { Egress } from "./egress.ts";
+import type { FromWorker, LeaseRequest, ToWorker, WorkerBoot } from "./protocol.ts";
+
+const WORKER_MAIN = new URL("../worker/main.ts", import.meta.url).pathname;
+const EGRESS_PRELOAD = new URL("../worker/egress-preload.ts", import.meta.url).pathname;
+/** What is kept of a worker's stderr: enough to say why it failed to start. */
+const STDERR_TAIL = 2048;
+
+export interface WorkerProcessOptions {
+  /** Run inside bubblewrap (SERVICE_ENV_SANDBOX=on), or as a plain child process. */
+  sandbox: boolean;
+  boot: Omit<WorkerBoot, "scratchRoot">;
+  /** This worker's own directory (its /scratch directories live below); removed when it exits. */
+  directory: string;
+  /** Its egress socket (a short path: Unix socket paths are limited to 107 bytes). */
+  egressSocket: string;
+  /** Prepared components of the current toolchain (read-only in the sandbox). */
+  prepared: string;
+  workspaceRoot: string;
+}
+
+export interface WorkerProcessEvents {
+  message(message: FromWorker): void;
+  /** The worker's watchdog stopped it: this invocation's guest computed past its deadline. */
+  overran(invocation: number): void;
+  /** A lease request of an invocation: answers the bytes granted, synchronously. */
+  lease(request: LeaseRequest): number;
+  /** Network origins granted to the invocations in flight on this worker (its egress allows them). */
+  granted(): readonly string[];
+  /** The process exited (or failed to start); `stderr` is the tail of what it wrote. */
+  exit(description: string, stderr: string): void;
+}
+
+/**
+ * One OS process of the pool and its channels: Node's IPC channel (structured clone), the
+ * watchdog's report descriptor and the lease socket, its egress proxy, its scratch directory.
+ * Messages sent before the process is spawned wait, in order.
+ */
+export class WorkerProcess {
+  readonly #options: WorkerProcessOptions;
+  readonly #events: WorkerProcessEvents;
+  #child: ChildProcess | undefined;
+  #egress: Egress | undefined;
+  readonly #queue: ToWorker[] = [];
+  #stderr = "";
+  #gone = false;
+  /** The sandbox's (or the plain worker's) process id, as the host sees it. */
+  pid: number | undefined;
+
+  constructor(options: WorkerProcessOptions, events: WorkerProcessEvents) {
+    this.#options = options;
+    this.#events = events;
+    void this.#start().catch((error: unknown) => this.#exited(`could not be started: ${error instanceof Error ? error.message : String(error)}`));
+  }
+
+  send(message: ToWorker): void {
+    if (this.#gone) return;
+    if (!this.#child) {
+      this.#queue.push(message);
+      return;
+    }
+    this.#child.send(message);
+  }
+
+  /** Closes the egress tunnels that no invocation in flight grants any more. */
+  revokeEgress(): void {
+    this.#egress?.revoke();
+  }
+
+  /** Stops the process at once (SIGKILL: a computing guest does not get to run another instruction). */
+  kill(): void {
+    if (this.#child && this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill("SIGKILL");
+    else if (!this.#child) this.#exited("was stopped before it started");
+  }
+
+  async #start(): Promise<void> {
+    const { directory } = this.#options;
+    const scratchRoot = join(directory, "scratch");
+    mkdirSync(scratchRoot, { recursive: true, mode: 0o700 });
+    this.#egress = await Egress.listen(this.#options.egressSocket, () => this.#events.granted());
+    if (this.#gone) return;
+    const boot: WorkerBoot = { ...this.#options.boot, scratchRoot };
+    const egressPath = this.#options.sandbox ? SANDBOX_EGRESS_SOCKET : this.#options.egressSocket;
+    // The egress preload goes in NODE_OPTIONS, not the command line: the WASI shim starts its I/O
+    // thread with an empty execArgv, and only NODE_OPTIONS preloads reach it there.
+    const env = { ...MALLOC_ENVIRONMENT, NODE_OPTIONS: `--import=${EGRESS_PRELOAD}`, SKILLENV_WORKER: JSON.stringify(boot), SKILLENV_EGRESS: egressPath };
+    const node = [process.execPath, "--disable-warning=ExperimentalWarning", WORKER_MAIN];
+    const [command, ...args] = this.#options.sandbox
+      ? ["bwrap", ...bubblewrapArguments({ prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket }, node)]
+      : node;
+    // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
+    // 3: IPC; 4: the watchdog's report; 5: the lease socket.
+    const child = spawn(command!, args, { stdio: ["ignore", "ignore", "pipe", "ipc", "pipe", "pipe"], serialization: "advanced", env });
+    this.#child = child;
+    this.pid = child.pid;
+    // A failure to spawn (no bubblewrap, say) is an error without a process; once there is one,
+    // an error is the IPC channel failing as it goes, and `close` follows.
+    child.on("error", (error) => {
+      if (child.pid === undefined) this.#exited(`could not be started: ${error.message}`);
+    });
+    // `close`, not `exit`: it comes after the process's last messages and stderr were read.
+    child.on("close", (code, signal) => this.#exited(signal ? `was stopped by ${signal}` : `exited with code ${code}`));
+    child.on("message", (message: FromWorker) => this.#events.message(message));
+    const stdio = child.stdio as unknown as (Readable | null)[];
+    stdio[2]!.on("data", (chunk: Buffer) => {
+      this.#stderr = (this.#stderr + chunk.toString("utf8")).slice(-STDERR_TAIL);
+    });
+    readLines(stdio[4]!, (line) => {
+      const invocation = Number(line);
+      if (Number.isSafeInteger(invocation) && invocation > 0) this.#events.overran(invocation);
+    });
+    const leases = stdio[5] as Readable & Writable;
+    readLines(leases, (line) => {
+      let granted = 0;
+      try {
+        const request = JSON.parse(line) as LeaseRequest;
+        if (Number.isSafeInteger(request.invocation) && Number.isFinite(request.bytes) && request.bytes > 0) granted = this.#events.lease(request);
+      } catch {
+        // a malformed request is granted nothing
+      }
+      leases.write(`${JSON.stringify({ granted })}\n`);
+    });
+    for (const message of this.#queue.splice(0)) child.send(message);
+  }
+
+  #exited(description: string): void {
+    if (this.#gone) return;
+    this.#gone = true;
+    this.#queue.length = 0;
+    const egress = this.#egress;
+    void egress?.close().catch(() => undefined);
+    void rm(this.#options.directory, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }).catch(() => undefined);
+    this.#events.exit(description, this.#stderr);
+  }
+}
+
+/** Calls `onLine` with each newline-terminated line of `stream` (lines longer than 64 KiB end the stream). */
+function readLines(stream: Readable, onLine: (line: string) => void): void {
+  let buffered = "";
+  stream.on("data", (chunk: Buffer) => {
+    buffered += chunk.toString("utf8");
+    for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
+      const line = buffered.slice(0, end);
+      buffered = buffered.slice(end + 1);
+      onLine(line);
+    }
+    if (buffered.length > 65536) stream.destroy();
+  });
+  stream.on("error", () => undefined);
+}

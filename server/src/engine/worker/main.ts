@@ -1,0 +1,59 @@
+// A worker process of the pool (docs/environments.md): started by the pool inside its sandbox,
+// it loads prepared components (glue module + core modules, read from the prepared directory and
+// compiled here), runs each invocation in a fresh instance, and relays host calls to the pool
+// over its IPC channel. Guests that wait on the host are suspended by JSPI and hold no thread, so
+// one worker carries many agent loops; a guest that computes holds this process's thread until it
+// returns, traps, runs out of fuel, or the watchdog stops the process at its deadline.
+//
+// Descriptors: 3 is the IPC channel (Node's), 4 the watchdog's report to the pool, 5 the
+// workspace lease socket (workspace-lease.ts).
+import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
+import { Components } from "./components.ts";
+import { Invocations } from "./invocations.ts";
+import { ThreadClaim } from "./thread-claim.ts";
+import { LeaseChannel } from "./workspace-lease.ts";
+
+const WATCHDOG_FD = 4;
+const LEASE_FD = 5;
+
+if (!process.send) throw new Error("engine/worker/main.ts runs as a worker process of the pool, with an IPC channel");
+const boot = JSON.parse(process.env.SKILLENV_WORKER ?? "null") as WorkerBoot;
+// A stray rejection from guest glue (e.g. a dropped guest's internal promise) must not take the
+// worker, and every invocation in it, down. The worker's own promises are all handled.
+process.on("unhandledRejection", () => undefined);
+// The pool is gone (or closed the channel): nothing more can be reported, so stop.
+process.on("disconnect", () => process.exit(0));
+
+function send(message: FromWorker): void {
+  process.send!(message);
+}
+
+const components = new Components(boot, send);
+const invocations = new Invocations(boot, components, new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD), new LeaseChannel(LEASE_FD), send);
+
+process.on("message", (message: ToWorker) => {
+  switch (message.type) {
+    case "load":
+      components.load(message);
+      break;
+    case "unload":
+      components.unload(message.component);
+      break;
+    case "invoke":
+      void invocations.start(message);
+      break;
+    case "host-result":
+      invocations.hostResult(message);
+      break;
+    case "cancel":
+      // Handled between macrotasks, so this invocation's guest is not on the thread: it is
+      // waiting (on the host, a timer, I/O) or not started, and stops cleanly.
+      invocations.cancel(message.invocation);
+      break;
+    case "report":
+      send({ type: "report", spares: components.spareStats(), loaded: components.loadedCount(), rssBytes: process.memoryUsage.rss() });
+      break;
+  }
+});
+
+send({ type: "ready" });

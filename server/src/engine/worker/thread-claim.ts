@@ -1,0 +1,37 @@
+import { Worker } from "node:worker_threads";
+
+/**
+ * Which invocation's guest code is on this process's thread, and until when it may be: shared
+ * with the watchdog thread (watchdog-thread.ts), which stops the process when a guest computes
+ * past its deadline (a guest that computes cannot be interrupted otherwise: its thread is this
+ * process's only JavaScript thread). Written when a guest starts or resumes, cleared when it
+ * suspends or ends.
+ */
+export class ThreadClaim {
+  /** [0]: the invocation on the thread (0: none). */
+  readonly #holder: Int32Array;
+  /** [0]: its deadline, in Unix milliseconds. */
+  readonly #deadline: Float64Array;
+
+  constructor(graceMs: number, reportFd: number) {
+    const holder = new SharedArrayBuffer(4);
+    const deadline = new SharedArrayBuffer(8);
+    this.#holder = new Int32Array(holder);
+    this.#deadline = new Float64Array(deadline);
+    const watchdog = new Worker(new URL("./watchdog-thread.ts", import.meta.url), { workerData: { holder, deadline, graceMs, reportFd } });
+    // The watchdog never ends on its own; it must not keep the process alive when it should exit.
+    watchdog.unref();
+  }
+
+  /** The guest of `invocation` takes the thread; its deadline is written first, so the watchdog never pairs it with another's. */
+  take(invocation: number, deadlineMs: number): void {
+    this.#deadline[0] = deadlineMs;
+    Atomics.store(this.#holder, 0, invocation);
+    Atomics.notify(this.#holder, 0);
+  }
+
+  /** The guest of `invocation` leaves the thread (it suspends on an async import, or it ended). */
+  leave(invocation: number): void {
+    if (Atomics.compareExchange(this.#holder, 0, invocation, 0) === invocation) Atomics.notify(this.#holder, 0);
+  }
+}
