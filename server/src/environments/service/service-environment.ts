@@ -125,6 +125,9 @@ class ServiceBinding implements EnvironmentBinding {
     } catch (error) {
       if (error instanceof ConfinementError) return failure("invalid_argument", `cannot stage ${error.message}`);
       return failure("internal", `cannot stage files into the workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    } finally {
+      // Its disk use changed outside any invocation: measured again before the next counts against its quota.
+      this.#options.pool.workspaceChanged(this.#workspaceDir);
     }
   }
 
@@ -173,6 +176,7 @@ class ServiceBinding implements EnvironmentBinding {
 
   /** Removes the retained workspace. */
   async teardown(): Promise<TerminalReceipt> {
+    this.#options.pool.workspaceChanged(this.#workspaceDir);
     try {
       await fs.rm(this.#workspaceDir, { recursive: true, force: true, maxRetries: 3 });
       // What a crash between a stage's rename and its removal left beside the workspace.
