@@ -348,6 +348,54 @@ describe("post-MVP opcodes (features.wat)", () => {
   });
 });
 
+describe("bulk operators are charged by their size", () => {
+  /** Bulk operators on a size operand; a tail call through a table makes a module take the global-counter convention. */
+  const bulkModule = (viaGlobal: boolean) =>
+    parse(`(module
+      (type $v (func))
+      (memory (export "mem") 1)
+      (table $t 0 funcref)
+      (func (export "fill") (param i32) (param $keep i64) (result i64) (local $also f32)
+        (memory.fill (i32.const 0) (i32.const 7) (local.get 0))
+        (local.get $keep))
+      (func (export "copy") (param i32) (memory.copy (i32.const 0) (i32.const 8) (local.get 0)))
+      (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0)))
+      (func (export "table_grow") (param i32) (result i32) (table.grow $t (ref.null func) (local.get 0)))
+      (func (export "table_fill") (param i32) (table.fill $t (i32.const 0) (ref.null func) (local.get 0)))
+      ${viaGlobal ? `(func (return_call_indirect $t (type $v) (i32.const 0)))` : ""})`).then((bytes) => new Uint8Array(bytes));
+  /** The extra fuel a call with size `n` costs over the same call with size 0. */
+  const extra = (m: Awaited<ReturnType<typeof metered>>, name: string, n: number, ...rest: bigint[]) =>
+    spent(m.fuel, () => m.fn(name)(n, ...rest)) - spent(m.fuel, () => m.fn(name)(0, ...rest));
+
+  for (const viaGlobal of [false, true]) {
+    it(`charges one unit per 8 bytes, a table entry counting 32 bytes (counter ${viaGlobal ? "through the global" : "passed in calls"})`, async () => {
+      const m = await metered(await bulkModule(viaGlobal));
+      expect(m.fn("fill")(100, 5n)).toBe(5n); // locals around the scratch local keep their values
+      expect(new Uint8Array((m.exports.mem as WebAssembly.Memory).buffer, 0, 101)).toEqual(Uint8Array.from({ length: 101 }, (_, i) => (i < 100 ? 7 : 0)));
+      expect(extra(m, "fill", 8000, 5n)).toBe(1000n);
+      expect(extra(m, "copy", 4096)).toBe(512n);
+      expect(extra(m, "grow", 2)).toBe(2n * 8192n);
+      expect(extra(m, "table_grow", 10)).toBe(40n);
+      expect(extra(m, "table_fill", 5)).toBe(20n);
+      // A failed grow is charged all the same: the charge depends on the operand only.
+      expect(m.fn("grow")(70_000)).toBe(-1);
+    });
+  }
+
+  it("traps before the work when the fuel does not cover it", async () => {
+    const m = await metered(await bulkModule(false), {}, 1_000n);
+    expectFuelTrap(m.fuel, () => m.fn("fill")(65536, 0n));
+    expect(new Uint8Array((m.exports.mem as WebAssembly.Memory).buffer, 0, 4)).toEqual(new Uint8Array(4));
+    const grower = await metered(await bulkModule(false), {}, 10_000n);
+    expectFuelTrap(grower.fuel, () => grower.fn("table_grow")(1_000_000));
+  });
+
+  it("refuses 64-bit memories and tables, whose sizes are not i32", async () => {
+    const bytes = new Uint8Array(await parse(`(module (memory i64 1))`));
+    expect(() => instrumentFuel(bytes)).toThrow(/64-bit memories and tables are not supported/);
+  });
+});
+
 describe("capMemory", () => {
   const PAGE = 65536;
   const sharedMemory = (maximum?: number) => new WebAssembly.Memory(maximum === undefined ? { initial: 1 } : { initial: 1, maximum });
