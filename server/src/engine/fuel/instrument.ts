@@ -39,7 +39,6 @@ export interface InstrumentResult {
 
 const I32 = 0x7f;
 const I64 = 0x7e;
-const encoder = new TextEncoder();
 
 /**
  * Rewrites a core wasm module so every function subtracts its straight-line cost from the imported
@@ -143,18 +142,12 @@ function importSectionWithFuel(module: Uint8Array, existing: Section | undefined
   }
   w.u32(count + 1);
   if (existing) w.copy(module, entriesStart, existing.end);
-  writeName(w, FUEL_IMPORT.module);
-  writeName(w, FUEL_IMPORT.name);
+  w.name(FUEL_IMPORT.module);
+  w.name(FUEL_IMPORT.name);
   w.u8(KIND_GLOBAL);
   w.u8(I64);
   w.u8(1); // mutable
   return w;
-}
-
-function writeName(w: Writer, name: string): void {
-  const bytes = encoder.encode(name);
-  w.u32(bytes.length);
-  w.copy(bytes, 0, bytes.length);
 }
 
 /**
