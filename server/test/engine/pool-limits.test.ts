@@ -1,5 +1,5 @@
 // Guests that attack the limits through the back doors: tables, which the memory cap once
-// ignored.
+// ignored, and start-up code, which runs before there is an instance to read the fuel from.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TABLE_ENTRY_BYTES, TABLE_GROWTH_SHARE } from "../../src/engine/fuel/index.ts";
 import { classify, instantiate, loadComponent, type GuestInstance } from "../../src/engine/pool/guest.ts";
@@ -10,6 +10,7 @@ import { buildTestComponents, component, run, SHARED_DATA_DIR, startPool } from 
 const MEMORY_MIB = 16;
 const CAP_BYTES = MEMORY_MIB * 1024 * 1024;
 const tableHog = component("table-hog-wat");
+const startupLoop = component("startup-loop-wat");
 
 let pool: Pool;
 
@@ -67,5 +68,20 @@ describe("tables count against the memory cap", () => {
     const memoryBytes = instance.memories.reduce((sum, memory) => sum + memory.buffer.byteLength, 0);
     expect(tableBytes + memoryBytes).toBeLessThanOrEqual(CAP_BYTES);
     expect(classify(error, instance, budget, memoryPages(MEMORY_MIB))).toMatchObject({ code: "memory_exhausted" });
+  });
+});
+
+describe("fuel spent in start-up code", () => {
+  it("is fuel_exhausted, not a trap, when a start function burns the budget", async () => {
+    const receipt = await run(pool, startupLoop, {}, { fuel: 1_000_000 });
+    expect(receipt).toMatchObject({ outcome: "failure", code: "fuel_exhausted", fuelUsed: 1_000_000, message: expect.stringContaining("while starting") });
+  });
+
+  it("is classified from the counter of the instantiation that threw", async () => {
+    const error = await rejection(instanceHere("startup-loop-wat", 1_000_000n));
+    expect(String(error)).toMatch(/unreachable/);
+    expect(classify(error, undefined, 1_000_000n, memoryPages(MEMORY_MIB))).toMatchObject({ code: "fuel_exhausted", fuelUsed: 1_000_000 });
+    // An error no instantiation threw has no counter to read: a trap.
+    expect(classify(new WebAssembly.RuntimeError("unreachable"), undefined, 1_000_000n, memoryPages(MEMORY_MIB))).toMatchObject({ code: "guest_trap" });
   });
 });

@@ -61,6 +61,16 @@ export interface GuestInstance {
   binding: Binding;
 }
 
+/** What classify reads of an instance: also all there is of one whose instantiation threw. */
+type Observed = Pick<GuestInstance, "fuel" | "capped">;
+
+/**
+ * The fuel counter and capped memories and tables of instantiations that threw, by the error
+ * thrown. Start functions run inside instantiation, before there is an instance to read the
+ * counter from, so a start-up fuel trap would otherwise look like any other trap.
+ */
+const unfinished = new WeakMap<object, Observed>();
+
 const HOST_NAMESPACE = unversioned(HOST_INTERFACE);
 
 /**
@@ -121,8 +131,17 @@ export function instantiate(component: LoadedComponent, budget: bigint, binding:
   };
   const imports = guestImports(binding, { wasi: component.usesWasi, host: component.usesHost });
   const finish = (exports: unknown): GuestInstance => ({ exports: exports as Exports, fuel, startupFuel: budget - (fuel.value as bigint), memories, capped, binding });
-  const result = component.instantiate((name) => moduleNamed(component, name), imports, instantiateCore);
-  return result instanceof Promise ? result.then(finish) : finish(result);
+  const fail = (error: unknown): never => {
+    if (typeof error === "object" && error !== null) unfinished.set(error, { fuel, capped });
+    throw error;
+  };
+  let result: unknown;
+  try {
+    result = component.instantiate((name) => moduleNamed(component, name), imports, instantiateCore);
+  } catch (error) {
+    fail(error);
+  }
+  return result instanceof Promise ? result.then(finish, fail) : finish(result);
 }
 
 function moduleNamed(component: LoadedComponent, name: string): WebAssembly.Module {
@@ -246,12 +265,17 @@ const PAGE = 65536;
  * How a call that threw ended. Fuel first: a trap with the counter below zero is exhaustion
  * (the counter is stale, i.e. too high, for any other trap). Then a trap with a memory or table
  * at its cap is memory exhaustion: the guest found memory.grow or table.grow failing and gave up.
- * Everything else that is not the guest's own err(failure) is a trap.
+ * Everything else that is not the guest's own err(failure) is a trap. Without an instance, the
+ * error is looked up among instantiations that threw (a trap in start-up code).
  */
-export function classify(error: unknown, instance: GuestInstance | undefined, budget: bigint, memoryPages: number): WorkerReceipt {
+export function classify(error: unknown, instance: Observed | undefined, budget: bigint, memoryPages: number): WorkerReceipt {
+  const starting = instance === undefined && typeof error === "object" && error !== null ? unfinished.get(error) : undefined;
+  instance ??= starting;
   const remaining = instance ? (instance.fuel.value as bigint) : budget;
   const fuelUsed = Number(budget - (remaining < 0n ? 0n : remaining));
-  if (remaining < 0n) return { outcome: "failure", code: "fuel_exhausted", message: `the guest used up its fuel (${budget} units)`, fuelUsed: Number(budget) };
+  if (remaining < 0n) {
+    return { outcome: "failure", code: "fuel_exhausted", message: `the guest used up its fuel (${budget} units)${starting ? " while starting" : ""}`, fuelUsed: Number(budget) };
+  }
   const failure = guestFailure(error);
   if (failure) return { outcome: "failure", code: failure.code, message: failure.message, fuelUsed };
   if (error instanceof GuestExit) return { outcome: "failure", code: "guest_trap", message: error.message, fuelUsed };
