@@ -3,9 +3,10 @@
 // main thread. Guests that wait on the host are suspended by JSPI and hold no thread, so one
 // worker carries many agent loops; a guest that computes blocks this thread until it returns,
 // traps, runs out of fuel, or the main thread terminates the worker at its deadline.
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { parentPort, workerData } from "node:worker_threads";
-import type { AccessMode } from "../grants.ts";
-import { Descriptor, type Grant } from "./fs-guard.ts";
+import { GuestFilesystem, LocalQuota, type Descriptor, type PreopenDirectory } from "../wasi/filesystem/index.ts";
 import { classify, instantiate, loadComponent, Spares, type GuestInstance, type LoadedComponent, type Scope } from "./guest.ts";
 import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } from "./protocol.ts";
 
@@ -23,13 +24,16 @@ const spares = new Spares(boot.spareInstances, boot.spareMemoryBytes, BigInt(boo
 
 type InvokeMessage = Extract<ToWorker, { t: "invoke" }>;
 
+/** Disk a guest may use in its /scratch (files, plus 4 KiB per entry): a constant until grants say more. */
+const SCRATCH_QUOTA_BYTES = 1024 * 1024 * 1024;
+
 /** One invocation in this worker. */
 class Invocation implements Scope {
   readonly n: number;
-  readonly preopens: [Descriptor, string][] = [];
+  readonly preopens: [Descriptor, string][];
   network: readonly string[];
   readonly #hostAllowed: boolean;
-  readonly #grant: Grant = { revoked: false };
+  readonly #filesystem: GuestFilesystem;
   /** The instance serving this invocation, once there is one. */
   instance: GuestInstance | undefined;
   readonly #calls = new Map<number, { resolve: (value: string) => void; reject: (error: FailureBody | Error) => void }>();
@@ -41,16 +45,8 @@ class Invocation implements Scope {
     this.n = message.n;
     this.network = message.grants.network;
     this.#hostAllowed = message.host;
-    const { grants, dirs } = message;
-    if (grants.filesystem.workspace) this.#preopen("/workspace", dirs.workspace, grants.filesystem.workspace);
-    if (grants.filesystem.scratch) this.#preopen("/scratch", dirs.scratch, grants.filesystem.scratch);
-    if (grants.secrets.length > 0) this.#preopen("/secrets", dirs.secrets, "read");
-  }
-
-  /** Maps a granted guest path to the host directory behind it, read-only unless the mode is "write". */
-  #preopen(guestPath: string, hostPath: string | undefined, mode: AccessMode): void {
-    if (hostPath === undefined) throw new Error(`no host directory was made ready for ${guestPath}`);
-    this.preopens.push([Descriptor.preopen(hostPath, mode !== "write", this.#grant), guestPath]);
+    this.#filesystem = guestFilesystem(message);
+    this.preopens = this.#filesystem.preopens();
   }
 
   /**
@@ -112,7 +108,7 @@ class Invocation implements Scope {
     clearTimeout(this.#timer);
     running.delete(this.n);
     send({ t: "done", n: this.n, receipt });
-    this.#grant.revoked = true;
+    this.#filesystem.revoke();
     this.preopens.length = 0;
     this.network = [];
     if (this.instance) this.instance.fuel.value = -1n;
@@ -120,6 +116,29 @@ class Invocation implements Scope {
     this.#calls.clear();
     for (const call of pending) call.reject(abandoned());
   }
+}
+
+/**
+ * The grant's preopens over the directories the pool made ready: /workspace and /scratch with
+ * their modes ("read" is read-only), /secrets from memory (its files are read now, once).
+ */
+function guestFilesystem({ grants, dirs }: InvokeMessage): GuestFilesystem {
+  const preopens: PreopenDirectory[] = [];
+  const { workspace, scratch } = grants.filesystem;
+  if (workspace) preopens.push({ guestPath: "/workspace", hostDir: granted("/workspace", dirs.workspace), readOnly: workspace !== "write" });
+  if (scratch) preopens.push({ guestPath: "/scratch", hostDir: granted("/scratch", dirs.scratch), readOnly: scratch !== "write", quota: new LocalQuota(SCRATCH_QUOTA_BYTES) });
+  const secrets = grants.secrets.length > 0 ? readSecretFiles(granted("/secrets", dirs.secrets)) : undefined;
+  return new GuestFilesystem({ preopens, secrets });
+}
+
+function granted(guestPath: string, hostDir: string | undefined): string {
+  if (hostDir === undefined) throw new Error(`no host directory was made ready for ${guestPath}`);
+  return hostDir;
+}
+
+/** The secrets directory the pool wrote (one file per granted secret), as name to value. */
+function readSecretFiles(dir: string): Map<string, string> {
+  return new Map(readdirSync(dir).map((name) => [name, readFileSync(join(dir, name), "utf8")]));
 }
 
 const running = new Map<number, Invocation>();
