@@ -2,12 +2,11 @@
 // below this fd, and the operation acts on the last name through its directory's fd: no host path
 // is kept, and nothing is checked first and used later by name.
 import { fstatSync, fsyncSync, futimesSync, linkSync, lstatSync, lutimesSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, symlinkSync, unlinkSync, type BigIntStats } from "node:fs";
-import { errnoOf } from "./error-code.ts";
 import type { FdHandle } from "./file-table.ts";
 import { mutable, type Grant } from "./grant.ts";
 import { HostFile, sameInode } from "./host-file.ts";
 import { openEntry, reopenDirectory } from "./open-entry.ts";
-import { itself, under } from "./path.ts";
+import { itself, lstatOrNothing, under } from "./path.ts";
 import { charged, chargedEntry } from "./quota.ts";
 import { descriptorStat, descriptorType, metadataHash, utimes } from "./stat.ts";
 import { checkOpenFlags, DescriptorTarget, type ListedEntry } from "./target.ts";
@@ -233,14 +232,5 @@ export class HostDirectory extends DescriptorTarget {
     }
     // A secret directory is read-only; a file is no directory.
     throw other.getType() === "directory" ? "read-only" : "not-directory";
-  }
-}
-
-function lstatOrNothing(path: string): BigIntStats | undefined {
-  try {
-    return lstatSync(path, { bigint: true });
-  } catch (error) {
-    if (errnoOf(error) === "ENOENT") return undefined;
-    throw error;
   }
 }

@@ -2,10 +2,8 @@
 // or to check one.
 import { closeSync, constants, lstatSync, openSync, readdirSync } from "node:fs";
 import { errnoOf } from "./error-code.ts";
-import { itself } from "./path.ts";
+import { DESCEND_FLAGS, itself } from "./path.ts";
 import { entryUsage } from "./usage.ts";
-
-const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 /** A directory being measured: its fd and the subdirectories of it still to visit. */
 interface Level {
@@ -43,7 +41,7 @@ export function measureUsage(hostDir: string): number {
         closeSync(levels.pop()!.fd);
         continue;
       }
-      const fd = tolerant(() => openSync(entryPath(level.fd, next), DIRECTORY_FLAGS));
+      const fd = tolerant(() => openSync(entryPath(level.fd, next), DESCEND_FLAGS));
       if (fd !== undefined) enter(fd);
     }
   } finally {

@@ -1,5 +1,10 @@
 // Guest paths taken apart, and the one way a name is reached on the host: through the descriptor
 // of the directory that holds it.
+import { constants, lstatSync, type BigIntStats } from "node:fs";
+import { errnoOf } from "./error-code.ts";
+
+/** How a directory is opened below another: never through a symlink, only if it is a directory. */
+export const DESCEND_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 /** Longest guest path accepted, in UTF-8 bytes (Linux's PATH_MAX). */
 const MAX_PATH_BYTES = 4096;
@@ -47,6 +52,16 @@ function split(path: string): Segments {
  */
 export function under(dirFd: number, name: string): string {
   return `/proc/self/fd/${dirFd}/${name}`;
+}
+
+/** What is at `path` (an `under` path) now, as lstat sees it; undefined when nothing is. */
+export function lstatOrNothing(path: string): BigIntStats | undefined {
+  try {
+    return lstatSync(path, { bigint: true });
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return undefined;
+    throw error;
+  }
 }
 
 /** The object open as `fd` itself (reopening it, or listing a directory). */

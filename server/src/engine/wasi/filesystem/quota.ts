@@ -1,6 +1,6 @@
 // Quota accounts: where a preopen's disk use (usage.ts) is reserved before it grows and released
 // when it shrinks.
-import { lstatSync } from "node:fs";
+import { lstatOrNothing } from "./path.ts";
 import { ENTRY_BYTES } from "./usage.ts";
 
 /**
@@ -66,14 +66,5 @@ export function charged<T>(account: QuotaAccount, bytes: number, action: () => T
  * `mkdir -p` over existing directories works with a full quota), else `quota`.
  */
 export function chargedEntry<T>(account: QuotaAccount, path: string, create: () => T): T {
-  return charged(account, ENTRY_BYTES, create, () => (taken(path) ? "exist" : "quota"));
-}
-
-function taken(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
+  return charged(account, ENTRY_BYTES, create, () => (lstatOrNothing(path) ? "exist" : "quota"));
 }

@@ -12,16 +12,14 @@
 // - The last name is handed to the operation with the directory that holds it; the operation uses
 //   only syscalls that do not follow a symlink there (lstat, lutimes, O_NOFOLLOW, rename, unlink,
 //   readlink), and asks for a redirect when it wants the link followed.
-import { closeSync, constants, openSync, readlinkSync } from "node:fs";
+import { closeSync, openSync, readlinkSync } from "node:fs";
 import { errnoOf } from "./error-code.ts";
-import { parsePath, parseTarget, under, type Segments } from "./path.ts";
+import { DESCEND_FLAGS, parsePath, parseTarget, under, type Segments } from "./path.ts";
 
 /** Symlinks expanded while resolving one path (Linux's MAXSYMLINKS). */
 const MAX_EXPANSIONS = 40;
 /** Directories held open at once by one walk: deeper paths are `name-too-long`. */
 const MAX_DEPTH = 256;
-
-const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -129,7 +127,7 @@ export class Walk {
     if (this.#stack.length > MAX_DEPTH) throw "name-too-long";
     let fd: number;
     try {
-      fd = openSync(under(this.#top, name), DIRECTORY_FLAGS);
+      fd = openSync(under(this.#top, name), DESCEND_FLAGS);
     } catch (error) {
       // O_NOFOLLOW refuses a symlink: ELOOP, or ENOTDIR with O_DIRECTORY (as for a file).
       const errno = errnoOf(error);
