@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { parse, print } from "@bytecodealliance/jco";
 import { describe, expect, it } from "vitest";
-import { capMemory, FUEL_IMPORT, instrumentFuel } from "../../src/engine/fuel/index.ts";
+import { CAPPED_EXPORT_PREFIX, capMemory, cappedMaximum, FUEL_IMPORT, instrumentFuel } from "../../src/engine/fuel/index.ts";
 
 type Fn = (...args: (number | bigint)[]) => unknown;
 type Imports = Record<string, Record<string, WebAssembly.ImportValue>>;
@@ -348,6 +348,54 @@ describe("post-MVP opcodes (features.wat)", () => {
   });
 });
 
+describe("bulk operators are charged by their size", () => {
+  /** Bulk operators on a size operand; a tail call through a table makes a module take the global-counter convention. */
+  const bulkModule = (viaGlobal: boolean) =>
+    parse(`(module
+      (type $v (func))
+      (memory (export "mem") 1)
+      (table $t 0 funcref)
+      (func (export "fill") (param i32) (param $keep i64) (result i64) (local $also f32)
+        (memory.fill (i32.const 0) (i32.const 7) (local.get 0))
+        (local.get $keep))
+      (func (export "copy") (param i32) (memory.copy (i32.const 0) (i32.const 8) (local.get 0)))
+      (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0)))
+      (func (export "table_grow") (param i32) (result i32) (table.grow $t (ref.null func) (local.get 0)))
+      (func (export "table_fill") (param i32) (table.fill $t (i32.const 0) (ref.null func) (local.get 0)))
+      ${viaGlobal ? `(func (return_call_indirect $t (type $v) (i32.const 0)))` : ""})`).then((bytes) => new Uint8Array(bytes));
+  /** The extra fuel a call with size `n` costs over the same call with size 0. */
+  const extra = (m: Awaited<ReturnType<typeof metered>>, name: string, n: number, ...rest: bigint[]) =>
+    spent(m.fuel, () => m.fn(name)(n, ...rest)) - spent(m.fuel, () => m.fn(name)(0, ...rest));
+
+  for (const viaGlobal of [false, true]) {
+    it(`charges one unit per 8 bytes, a table entry counting 32 bytes (counter ${viaGlobal ? "through the global" : "passed in calls"})`, async () => {
+      const m = await metered(await bulkModule(viaGlobal));
+      expect(m.fn("fill")(100, 5n)).toBe(5n); // locals around the scratch local keep their values
+      expect(new Uint8Array((m.exports.mem as WebAssembly.Memory).buffer, 0, 101)).toEqual(Uint8Array.from({ length: 101 }, (_, i) => (i < 100 ? 7 : 0)));
+      expect(extra(m, "fill", 8000, 5n)).toBe(1000n);
+      expect(extra(m, "copy", 4096)).toBe(512n);
+      expect(extra(m, "grow", 2)).toBe(2n * 8192n);
+      expect(extra(m, "table_grow", 10)).toBe(40n);
+      expect(extra(m, "table_fill", 5)).toBe(20n);
+      // A failed grow is charged all the same: the charge depends on the operand only.
+      expect(m.fn("grow")(70_000)).toBe(-1);
+    });
+  }
+
+  it("traps before the work when the fuel does not cover it", async () => {
+    const m = await metered(await bulkModule(false), {}, 1_000n);
+    expectFuelTrap(m.fuel, () => m.fn("fill")(65536, 0n));
+    expect(new Uint8Array((m.exports.mem as WebAssembly.Memory).buffer, 0, 4)).toEqual(new Uint8Array(4));
+    const grower = await metered(await bulkModule(false), {}, 10_000n);
+    expectFuelTrap(grower.fuel, () => grower.fn("table_grow")(1_000_000));
+  });
+
+  it("refuses 64-bit memories and tables, whose sizes are not i32", async () => {
+    const bytes = new Uint8Array(await parse(`(module (memory i64 1))`));
+    expect(() => instrumentFuel(bytes)).toThrow(/64-bit memories and tables are not supported/);
+  });
+});
+
 describe("capMemory", () => {
   const PAGE = 65536;
   const sharedMemory = (maximum?: number) => new WebAssembly.Memory(maximum === undefined ? { initial: 1 } : { initial: 1, maximum });
@@ -382,14 +430,91 @@ describe("capMemory", () => {
 
   it("rejects a module whose minimum exceeds the cap, and a bad cap", async () => {
     const bytes = new Uint8Array(await parse(`(module (memory 8))`));
-    expect(() => capMemory(bytes, 4)).toThrow(/minimum 8 pages exceeds the cap of 4/);
+    expect(() => capMemory(bytes, 4)).toThrow("the module's minimum sizes exceed the memory cap of 4 pages (256 KiB): memories 8 pages (512 KiB)");
     expect(() => capMemory(bytes, 1.5)).toThrow(RangeError);
   });
 
   it("composes with fuel instrumentation in either order", async () => {
-    const bytes = await fixture("memory");
-    const both = [capMemory(instrumentFuel(bytes).bytes, 4), instrumentFuel(capMemory(bytes, 4)).bytes];
-    expect(both[0]).toEqual(both[1]);
-    expect(WebAssembly.validate(both[0]!)).toBe(true);
+    for (const bytes of [await fixture("memory"), await tables()]) {
+      const both = [capMemory(instrumentFuel(bytes).bytes, 64), instrumentFuel(capMemory(bytes, 64)).bytes];
+      expect(both[0]).toEqual(both[1]);
+      expect(WebAssembly.validate(both[0]!)).toBe(true);
+      expect(() => new WebAssembly.Module(both[0]!)).not.toThrow();
+    }
+  });
+
+  /** Capped exports by name: the maximum each carries, from a compiled module's export list. */
+  const cappedExports = (module: Uint8Array<ArrayBuffer>) =>
+    Object.fromEntries(WebAssembly.Module.exports(new WebAssembly.Module(module)).flatMap(({ name }) => (name.startsWith(CAPPED_EXPORT_PREFIX) ? [[name, cappedMaximum(name)]] : [])));
+
+  /** A memory and three tables, one with a declared maximum and one with an initialiser; grow(i, n) grows table i. */
+  const tables = () =>
+    parse(`(module
+      (memory (export "mem") 1)
+      (table $a 1 funcref)
+      (table $b 0 externref)
+      (table $c 0 10 funcref (ref.null func))
+      (func (export "grow") (param i32 i32) (result i32)
+        (block $b (block $a (br_table $a $b (local.get 0)))
+          (return (table.grow $a (ref.null func) (local.get 1))))
+        (if (i32.eq (local.get 0) (i32.const 1)) (then (return (table.grow $b (ref.null extern) (local.get 1)))))
+        (table.grow $c (ref.null func) (local.get 1))))`).then((bytes) => new Uint8Array(bytes));
+
+  it("caps tables: together they may grow by a sixty-fourth of the cap, each past its maximum returns -1", async () => {
+    // 64 pages = 4 MiB: tables may grow by 64 KiB, 2048 entries of 32 bytes: 10 to the table
+    // declaring that maximum, the rest split evenly.
+    const capped = capMemory(await tables(), 64);
+    expect(WebAssembly.validate(capped)).toBe(true);
+    const { instance } = await WebAssembly.instantiate(capped);
+    const grow = instance.exports.grow as Fn;
+    expect([grow(0, 2000), grow(1, 2000), grow(2, 2000)]).toEqual([-1, -1, -1]);
+    expect([grow(0, 1019), grow(1, 1019), grow(2, 10)]).toEqual([1, 0, 0]);
+    expect([grow(0, 1), grow(1, 1), grow(2, 1)]).toEqual([-1, -1, -1]);
+    // The memory gets the rest in whole pages: 4 MiB - (1020 + 1019 + 10) * 32 bytes is 62.99 pages.
+    expect((instance.exports.mem as WebAssembly.Memory).grow(61)).toBe(1);
+    expect(() => (instance.exports.mem as WebAssembly.Memory).grow(1)).toThrow(RangeError);
+    // Only what the cap limited is exported for the host to watch; the table that kept its own maximum is not.
+    expect(cappedExports(capped)).toEqual({ "skillenv:capped/memory0/62": 62, "skillenv:capped/table0/1020": 1020, "skillenv:capped/table1/1019": 1019 });
+  });
+
+  it("keeps memories and tables of one module within the cap together, minimums first", async () => {
+    const cases: [string, number, Record<string, number>][] = [
+      // A memory the size of the cap leaves growable tables no room.
+      [`(memory 64) (table 0 funcref)`, 64, { "skillenv:capped/memory0/64": 64, "skillenv:capped/table0/0": 0 }],
+      // Tables never take room the memories' minimums need.
+      [`(memory 63) (table 0 funcref)`, 64, { "skillenv:capped/memory0/63": 63, "skillenv:capped/table0/2048": 2048 }],
+      // A fixed table (jco's shims, StarlingMonkey's) costs the memory only its own size.
+      [`(memory 1) (table 2047 2047 funcref)`, 64, { "skillenv:capped/memory0/63": 63 }],
+      // Two memories share the room the tables leave.
+      [`(memory 1) (memory 1 2)`, 64, { "skillenv:capped/memory0/62": 62 }],
+    ];
+    for (const [fields, pages, exported] of cases) {
+      const capped = capMemory(new Uint8Array(await parse(`(module ${fields})`)), pages);
+      expect(cappedExports(capped), fields).toEqual(exported);
+    }
+    const refused = new Uint8Array(await parse(`(module (memory 64) (table 1 funcref))`));
+    expect(() => capMemory(refused, 64)).toThrow(
+      "the module's minimum sizes exceed the memory cap of 64 pages (4 MiB): memories 64 pages (4 MiB), tables 1 entries (0.03 KiB at 32 bytes an entry)",
+    );
+    const hugeTable = new Uint8Array(await parse(`(module (table 200000 funcref))`));
+    expect(() => capMemory(hugeTable, 64)).toThrow(/tables 200000 entries \(6.1 MiB at 32 bytes an entry\)/);
+  });
+
+  it("caps imported tables at the whole cap: the host must supply a table within it", async () => {
+    const bytes = new Uint8Array(await parse(`(module (import "env" "t" (table 1 funcref)) (func (export "grow") (param i32) (result i32) (table.grow 0 (ref.null func) (local.get 0))))`));
+    const capped = capMemory(bytes, 64); // 4 MiB: 131072 entries of 32 bytes
+    const table = (maximum?: number) => ({ env: { t: new WebAssembly.Table({ element: "anyfunc", initial: 1, ...(maximum === undefined ? {} : { maximum }) }) } });
+    await expect(WebAssembly.instantiate(capped, table())).rejects.toThrow(WebAssembly.LinkError);
+    await expect(WebAssembly.instantiate(capped, table(131073))).rejects.toThrow(WebAssembly.LinkError);
+    const { instance } = await WebAssembly.instantiate(capped, table(131072));
+    expect((instance.exports.grow as Fn)(131071)).toBe(1);
+    expect(cappedExports(capped)).toEqual({}); // the exporter of a table watches it
+    const tooBig = new Uint8Array(await parse(`(module (import "env" "t" (table 131073 funcref)))`));
+    expect(() => capMemory(tooBig, 64)).toThrow("imported table minimum 131073 entries exceeds the cap of 131072 entries");
+  });
+
+  it("refuses a module exporting a name the service reserves", async () => {
+    const bytes = new Uint8Array(await parse(`(module (memory (export "skillenv:capped/memory0/1") 1))`));
+    expect(() => capMemory(bytes, 64)).toThrow("the module exports skillenv:capped/memory0/1, a name the service reserves");
   });
 });

@@ -1,8 +1,10 @@
 import { CounterCannotPass, type CallPlan } from "./calls.ts";
-import { encodeCharge, encodeLoad, encodeSync, F_CHECK, F_LOAD } from "./charge.ts";
+import { encodeBulkCharge, encodeCharge, encodeLoad, encodeSync, F_CHECK, F_LOAD } from "./charge.ts";
 import { Writer } from "./leb.ts";
 import {
+  FC_BULK_SHIFT,
   FC_LEBS,
+  MEMORY_GROW_SHIFT,
   OP_COST,
   OP_CONTROL,
   OP_F32,
@@ -12,6 +14,7 @@ import {
   OP_LEB,
   OP_LOCAL,
   OP_MEMARG,
+  OP_MEMORY_GROW,
   OP_PLAIN,
   OP_PREFIX_FC,
   OP_PREFIX_FD,
@@ -76,6 +79,10 @@ export class BodyInstrumenter {
   private foundNewCatchTarget = false;
 
   private counter = 0;
+  /** An i32 local after every other, where a bulk operator's size waits while it is charged. */
+  private scratch = 0;
+  /** Whether this function's body needed the scratch local (the caller then declares it). */
+  usesScratch = false;
   /** Local indices from here up move by one (the counter parameter); unused without a call plan. */
   private shiftLocalsFrom = 0;
   /** The block type of the function's results (with a call plan). */
@@ -101,6 +108,9 @@ export class BodyInstrumenter {
     this.code = code;
     this.end = end;
     this.counter = this.calls ? params : locals;
+    // Either way the locals now number locals + 1: the counter parameter, or the counter local.
+    this.scratch = locals + 1;
+    this.usesScratch = false;
     this.shiftLocalsFrom = params;
     if (resultBlock) this.resultBlock = resultBlock;
     this.catchTargets.clear();
@@ -216,6 +226,10 @@ export class BodyInstrumenter {
         return false;
       case OP_PREFIX_FC:
         this.skipMiscOp(at);
+        return false;
+      case OP_MEMORY_GROW:
+        this.chargeBySize(at, MEMORY_GROW_SHIFT);
+        this.skipLeb(); // memory index
         return false;
       case OP_PREFIX_FD:
         this.skipSimdOp(at);
@@ -546,7 +560,20 @@ export class BodyInstrumenter {
     const sub = this.u32();
     const lebs = FC_LEBS[sub];
     if (lebs === undefined) throw unknownOpcode(at, 0xfc, sub);
+    const shift = FC_BULK_SHIFT[sub];
+    if (shift !== undefined) this.chargeBySize(at, shift);
     for (let i = 0; i < lebs; i++) this.skipLeb();
+  }
+
+  /**
+   * Charges the bulk operator at `at` by its size operand, just before it (charge.ts), so that
+   * work which grows with an operand costs fuel in proportion, not 1.
+   */
+  private chargeBySize(at: number, shift: number): void {
+    this.flush(at);
+    encodeBulkCharge(this.out, shift, this.counter, this.scratch, this.fuelGlobal);
+    this.usesScratch = true;
+    this.synced = false;
   }
 
   private skipSimdOp(at: number): void {

@@ -19,6 +19,9 @@ const GLOBAL_SET = 0x24;
 const I64_CONST = 0x42;
 const I64_SUB = 0x7d;
 const I64_LT_S = 0x53;
+const I64_EXTEND_I32_U = 0xad;
+const I64_SHL = 0x86;
+const I64_SHR_U = 0x88;
 const IF = 0x04;
 const EMPTY_BLOCK_TYPE = 0x40;
 const UNREACHABLE = 0x00;
@@ -60,7 +63,38 @@ export function encodeCharge(w: Writer, cost: number, flags: number, counter: nu
     w.u8(check ? LOCAL_TEE : LOCAL_SET);
     w.u32(counter);
   }
-  if (!check) return;
+  if (check) encodeCheck(w, counter, fuelGlobal);
+}
+
+/**
+ * Emits the charge of a bulk operator, inserted just before it: its size operand (the i32 on top
+ * of the stack) is set aside in `scratch`, the counter is charged `size << shift` (or
+ * `size >> -shift`) units and checked, and the size is pushed back. Stack-neutral, so the
+ * operator then runs as written, and only when the fuel covered it.
+ */
+export function encodeBulkCharge(w: Writer, shift: number, counter: number, scratch: number, fuelGlobal: number): void {
+  w.u8(LOCAL_SET);
+  w.u32(scratch);
+  w.u8(LOCAL_GET);
+  w.u32(counter);
+  w.u8(LOCAL_GET);
+  w.u32(scratch);
+  w.u8(I64_EXTEND_I32_U);
+  if (shift !== 0) {
+    w.u8(I64_CONST);
+    w.sleb(Math.abs(shift));
+    w.u8(shift > 0 ? I64_SHL : I64_SHR_U);
+  }
+  w.u8(I64_SUB);
+  w.u8(LOCAL_TEE);
+  w.u32(counter);
+  encodeCheck(w, counter, fuelGlobal);
+  w.u8(LOCAL_GET);
+  w.u32(scratch);
+}
+
+/** Traps when the counter (on the stack) is negative, writing it to the global first. */
+function encodeCheck(w: Writer, counter: number, fuelGlobal: number): void {
   w.u8(I64_CONST);
   w.u8(0);
   w.u8(I64_LT_S);

@@ -37,8 +37,8 @@ export interface InstrumentResult {
   functionsInstrumented: number;
 }
 
+const I32 = 0x7f;
 const I64 = 0x7e;
-const encoder = new TextEncoder();
 
 /**
  * Rewrites a core wasm module so every function subtracts its straight-line cost from the imported
@@ -142,18 +142,12 @@ function importSectionWithFuel(module: Uint8Array, existing: Section | undefined
   }
   w.u32(count + 1);
   if (existing) w.copy(module, entriesStart, existing.end);
-  writeName(w, FUEL_IMPORT.module);
-  writeName(w, FUEL_IMPORT.name);
+  w.name(FUEL_IMPORT.module);
+  w.name(FUEL_IMPORT.name);
   w.u8(KIND_GLOBAL);
   w.u8(I64);
   w.u8(1); // mutable
   return w;
-}
-
-function writeName(w: Writer, name: string): void {
-  const bytes = encoder.encode(name);
-  w.u32(bytes.length);
-  w.copy(bytes, 0, bytes.length);
 }
 
 /**
@@ -185,7 +179,8 @@ function instrumentCode(module: Uint8Array, s: Section, info: ModuleInfo, calls:
 
 /**
  * One code entry. With a call plan the counter is a parameter (`resultBlock` given); otherwise
- * the locals gain an i64 counter after all existing locals.
+ * the locals gain an i64 counter after all existing locals. A body with bulk operators also gains
+ * an i32 scratch local, last.
  */
 function instrumentFunction(r: Reader, w: Writer, body: BodyInstrumenter, params: number, resultBlock: Uint8Array | undefined): void {
   const end = r.u32() + r.pos;
@@ -200,14 +195,15 @@ function instrumentFunction(r: Reader, w: Writer, body: BodyInstrumenter, params
   const groupsEnd = r.pos;
   body.instrument(r.bytes, groupsEnd, end, params, locals, resultBlock);
   const sizeAt = w.beginSized();
-  if (resultBlock) {
-    w.u32(groups);
-    w.copy(r.bytes, groupsStart, groupsEnd);
-  } else {
-    w.u32(groups + 1);
-    w.copy(r.bytes, groupsStart, groupsEnd);
+  w.u32(groups + (resultBlock ? 0 : 1) + (body.usesScratch ? 1 : 0));
+  w.copy(r.bytes, groupsStart, groupsEnd);
+  if (!resultBlock) {
     w.u8(1); // one local of type i64: the counter
     w.u8(I64);
+  }
+  if (body.usesScratch) {
+    w.u8(1); // one local of type i32, after the counter: a bulk operator's size
+    w.u8(I32);
   }
   body.writeTo(w);
   w.endSized(sizeAt);

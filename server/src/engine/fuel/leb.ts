@@ -55,6 +55,7 @@ export class Reader {
 }
 
 const MAX_U32_LEB = 5;
+const encoder = new TextEncoder();
 
 /** Encoded length of an unsigned LEB128. */
 function u32Size(v: number): number {
@@ -151,6 +152,13 @@ export class Writer {
     const n = r.u32();
     this.u32(n);
     return n;
+  }
+
+  /** Writes a name: its UTF-8 length, then its bytes. */
+  name(text: string): void {
+    const bytes = encoder.encode(text);
+    this.u32(bytes.length);
+    this.copy(bytes, 0, bytes.length);
   }
 
   /** Writes a length-prefixed section or subsection: id, size, content. */

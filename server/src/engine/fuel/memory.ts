@@ -1,33 +1,95 @@
+import { CAPPED_EXPORT_PREFIX, cappedExportName } from "./capped-export.ts";
+import { PAGE_BYTES, planMaxima, TABLE_ENTRY_BYTES, type Limits } from "./footprint.ts";
 import { plainBytes, type Reader, Writer } from "./leb.ts";
-import { HEADER, KIND_MEMORY, readSections, SEC_IMPORT, SEC_MEMORY, sectionReader, skipImportDesc, type Section } from "./sections.ts";
+import {
+  comesAfter,
+  HEADER,
+  KIND_MEMORY,
+  KIND_TABLE,
+  readSections,
+  SEC_EXPORT,
+  SEC_IMPORT,
+  SEC_MEMORY,
+  SEC_TABLE,
+  sectionReader,
+  skipImportDesc,
+  walkConstExpr,
+  type Section,
+} from "./sections.ts";
 
 /** 4 GiB of 64 KiB pages: the most a 32-bit memory can address. */
 const MAX_PAGES_32 = 65536;
+const decoder = new TextDecoder();
+
+/** A memory or table the module defines: its limits and its index (after the imported ones). */
+interface Defined extends Limits {
+  index: number;
+}
 
 /**
- * Rewrites defined and imported memories so their maximum is at most maxPages (64 KiB pages);
- * a module that declares a larger minimum is rejected. memory.grow past the cap then returns -1.
+ * Caps a module's guest memory at `maxPages` (64 KiB pages): the memories and tables it defines
+ * get maxima whose sum fits the cap (footprint.ts), and memory.grow and table.grow past them
+ * return -1. A module whose minimums do not fit is refused. Imported memories and tables get a
+ * maximum within the cap, which whoever supplies them must meet. Every memory or table whose
+ * maximum the cap set (it declared none, or a larger one) is exported under a reserved name
+ * (capped-export.ts), so the host can see it reach the cap.
  */
 export function capMemory(input: Uint8Array, maxPages: number): Uint8Array<ArrayBuffer> {
   const module = plainBytes(input);
   if (!Number.isInteger(maxPages) || maxPages < 0 || maxPages > MAX_PAGES_32) {
     throw new RangeError(`maxPages must be an integer in [0, ${MAX_PAGES_32}], got ${maxPages}`);
   }
-  const out = new Writer(module.length + 16);
+  const sections = readSections(module);
+  const capBytes = maxPages * PAGE_BYTES;
+  const imported = { memories: 0, tables: 0 };
+  const memories: Defined[] = [];
+  const tables: Defined[] = [];
+  for (const s of sections) {
+    if (s.id === SEC_IMPORT) countImports(sectionReader(module, s), imported);
+    else if (s.id === SEC_MEMORY) readEach(sectionReader(module, s), (r) => memories.push({ index: imported.memories + memories.length, ...readMemoryLimits(r) }));
+    else if (s.id === SEC_TABLE) readEach(sectionReader(module, s), (r) => tables.push({ index: imported.tables + tables.length, ...readTable(r) }));
+  }
+  const maxima = planMaxima(memories, tables, capBytes);
+  const exports = new Writer(64);
+  let added = 0;
+  const exportIfCapped = (kind: "memory" | "table", object: Defined, maximum: number) => {
+    if ((object.max ?? Infinity) <= maximum) return; // its own maximum, not the cap's
+    exports.name(cappedExportName(kind, object.index, maximum));
+    exports.u8(kind === "memory" ? KIND_MEMORY : KIND_TABLE);
+    exports.u32(object.index);
+    added++;
+  };
+  memories.forEach((memory, k) => exportIfCapped("memory", memory, maxima.memories[k]!));
+  tables.forEach((table, k) => exportIfCapped("table", table, maxima.tables[k]!));
+
+  const out = new Writer(module.length + exports.len + 64);
   out.copy(HEADER, 0, HEADER.length);
-  for (const s of readSections(module)) {
-    if (s.id === SEC_IMPORT) out.section(s.id, capImports(module, s, maxPages));
-    else if (s.id === SEC_MEMORY) out.section(s.id, capMemorySection(module, s, maxPages));
+  let exportsWritten = false;
+  for (const s of sections) {
+    if (!exportsWritten && (s.id === SEC_EXPORT || comesAfter(s.id, SEC_EXPORT))) {
+      out.section(SEC_EXPORT, exportSection(module, s.id === SEC_EXPORT ? s : undefined, exports, added));
+      exportsWritten = true;
+      if (s.id === SEC_EXPORT) continue;
+    }
+    if (s.id === SEC_IMPORT) out.section(s.id, capImports(module, s, maxPages, Math.floor(capBytes / TABLE_ENTRY_BYTES)));
+    else if (s.id === SEC_MEMORY) out.section(s.id, rewriteEach(module, s, (r, w, k) => writeLimits(w, readMemoryLimits(r), maxima.memories[k]!)));
+    else if (s.id === SEC_TABLE) out.section(s.id, rewriteEach(module, s, (r, w, k) => rewriteTable(r, w, maxima.tables[k]!)));
     else {
       out.u8(s.id);
       out.u32(s.end - s.start);
       out.copy(module, s.start, s.end);
     }
   }
+  if (!exportsWritten) out.section(SEC_EXPORT, exportSection(module, undefined, exports, added));
   return out.result();
 }
 
-function capImports(module: Uint8Array, s: Section, maxPages: number): Writer {
+/**
+ * Imported memories and tables belong to the module that defines them, which was capped itself;
+ * here each gets at most the whole cap (`maxPages`, `maxEntries`), so any exporter capped with
+ * the same cap still links.
+ */
+function capImports(module: Uint8Array, s: Section, maxPages: number, maxEntries: number): Writer {
   const r = sectionReader(module, s);
   const w = new Writer(s.end - s.start + 16);
   for (let n = w.copyCount(r); n > 0; n--) {
@@ -37,7 +99,15 @@ function capImports(module: Uint8Array, s: Section, maxPages: number): Writer {
     const kind = r.u8();
     if (kind === KIND_MEMORY) {
       w.copy(module, start, r.pos);
-      capLimits(r, w, maxPages);
+      const limits = readMemoryLimits(r);
+      if (limits.min > maxPages) throw new Error(`imported memory minimum ${limits.min} pages exceeds the cap of ${maxPages} pages`);
+      writeLimits(w, limits, maxPages);
+    } else if (kind === KIND_TABLE) {
+      r.skipValType();
+      w.copy(module, start, r.pos);
+      const limits = readTableLimits(r);
+      if (limits.min > maxEntries) throw new Error(`imported table minimum ${limits.min} entries exceeds the cap of ${maxEntries} entries`);
+      writeLimits(w, limits, maxEntries);
     } else {
       skipImportDesc(r, kind);
       w.copy(module, start, r.pos);
@@ -46,10 +116,93 @@ function capImports(module: Uint8Array, s: Section, maxPages: number): Writer {
   return w;
 }
 
-function capMemorySection(module: Uint8Array, s: Section, maxPages: number): Writer {
+function countImports(r: Reader, counts: { memories: number; tables: number }): void {
+  for (let n = r.u32(); n > 0; n--) {
+    r.skipVec();
+    r.skipVec();
+    const kind = r.u8();
+    skipImportDesc(r, kind);
+    if (kind === KIND_MEMORY) counts.memories++;
+    else if (kind === KIND_TABLE) counts.tables++;
+  }
+}
+
+/** A table entry: an optional 0x40 0x00 prefix announcing an initialiser, the reference type, limits, the initialiser. */
+function readTable(r: Reader): Limits {
+  const withInit = r.bytes[r.pos] === 0x40;
+  if (withInit) r.skip(2);
+  r.skipValType();
+  const limits = readTableLimits(r);
+  if (withInit) walkConstExpr(r, () => undefined);
+  return limits;
+}
+
+function rewriteTable(r: Reader, w: Writer, maximum: number): void {
+  const start = r.pos;
+  const withInit = r.bytes[r.pos] === 0x40;
+  if (withInit) r.skip(2);
+  r.skipValType();
+  w.copy(r.bytes, start, r.pos);
+  writeLimits(w, readTableLimits(r), maximum);
+  const init = r.pos;
+  if (withInit) walkConstExpr(r, () => undefined);
+  w.copy(r.bytes, init, r.pos);
+}
+
+/** Memory limits flags: bit 0 has-max, bit 1 shared (kept); memory64 and custom page sizes are refused. */
+function readMemoryLimits(r: Reader): Limits & { flags: number } {
+  return readLimits(r, ~3, "memory");
+}
+
+/** Table limits flags: bit 0 has-max; table64 is refused. */
+function readTableLimits(r: Reader): Limits & { flags: number } {
+  return readLimits(r, ~1, "table");
+}
+
+function readLimits(r: Reader, unsupported: number, what: string): Limits & { flags: number } {
+  const at = r.pos;
+  const flags = r.u8();
+  if (flags & unsupported) throw new Error(`unsupported ${what} limits flags 0x${flags.toString(16)} at offset ${at}`);
+  const min = r.u32();
+  return { flags, min, max: flags & 1 ? r.u32() : undefined };
+}
+
+/** The limits with a maximum of at most `maximum` (a smaller declared one is kept). */
+function writeLimits(w: Writer, limits: Limits & { flags: number }, maximum: number): void {
+  w.u8(limits.flags | 1);
+  w.u32(limits.min);
+  w.u32(Math.min(limits.max ?? Infinity, maximum));
+}
+
+/** The module's exports, refusing any under the reserved prefix, then the `added` ones. */
+function exportSection(module: Uint8Array, existing: Section | undefined, added: Writer, count: number): Writer {
+  const w = new Writer((existing ? existing.end - existing.start : 0) + added.len + 8);
+  const r = existing ? sectionReader(module, existing) : undefined;
+  const n = r ? r.u32() : 0;
+  w.u32(n + count);
+  for (let i = 0; i < n; i++) {
+    const start = r!.pos;
+    const length = r!.u32();
+    const name = decoder.decode(module.subarray(r!.pos, r!.pos + length));
+    if (name.startsWith(CAPPED_EXPORT_PREFIX)) throw new Error(`the module exports ${name}, a name the service reserves`);
+    r!.skip(length);
+    r!.u8(); // kind
+    r!.u32(); // index
+    w.copy(module, start, r!.pos);
+  }
+  w.copy(added.buf, 0, added.len);
+  return w;
+}
+
+function readEach(r: Reader, read: (r: Reader) => void): void {
+  for (let n = r.u32(); n > 0; n--) read(r);
+}
+
+function rewriteEach(module: Uint8Array, s: Section, rewrite: (r: Reader, w: Writer, k: number) => void): Writer {
   const r = sectionReader(module, s);
   const w = new Writer(s.end - s.start + 16);
-  for (let n = w.copyCount(r); n > 0; n--) capLimits(r, w, maxPages);
+  const n = w.copyCount(r);
+  for (let k = 0; k < n; k++) rewrite(r, w, k);
   return w;
 }
 
@@ -61,26 +214,7 @@ export function definedMemoryPages(input: Uint8Array): number {
   const module = plainBytes(input);
   let pages = 0;
   for (const s of readSections(module)) {
-    if (s.id !== SEC_MEMORY) continue;
-    const r = sectionReader(module, s);
-    for (let n = r.u32(); n > 0; n--) {
-      const flags = r.u8();
-      pages += r.u32();
-      if (flags & 1) r.u32();
-    }
+    if (s.id === SEC_MEMORY) readEach(sectionReader(module, s), (r) => (pages += readMemoryLimits(r).min));
   }
   return pages;
-}
-
-/** Limits flags: bit 0 has-max, bit 1 shared (kept); memory64 and custom page sizes are refused. */
-function capLimits(r: Reader, w: Writer, maxPages: number): void {
-  const at = r.pos;
-  const flags = r.u8();
-  if (flags & ~3) throw new Error(`unsupported memory limits flags 0x${flags.toString(16)} at offset ${at}`);
-  const min = r.u32();
-  const max = flags & 1 ? r.u32() : MAX_PAGES_32;
-  if (min > maxPages) throw new Error(`memory minimum ${min} pages exceeds the cap of ${maxPages} pages`);
-  w.u8(flags | 1);
-  w.u32(min);
-  w.u32(Math.min(max, maxPages));
 }

@@ -8,6 +8,7 @@ import {
   SEC_FUNCTION,
   SEC_GLOBAL,
   SEC_IMPORT,
+  SEC_MEMORY,
   SEC_START,
   SEC_TABLE,
   SEC_TYPE,
@@ -60,6 +61,7 @@ export function readModuleInfo(module: Uint8Array, sections: readonly Section[],
     else if (s.id === SEC_ELEMENT) readElementFuncs(r, escaping);
     else if (s.id === SEC_GLOBAL) readGlobalFuncRefs(r, escaping);
     else if (s.id === SEC_TABLE) readTableFuncRefs(r, escaping);
+    else if (s.id === SEC_MEMORY) for (let n = r.u32(); n > 0; n--) skipLimits(r); // refuses memory64
     else if (s.id === SEC_START) escaping.push(r.u32());
   }
   const escapes = new Uint8Array(funcTypes.length);

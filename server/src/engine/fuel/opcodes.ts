@@ -1,3 +1,5 @@
+import { PAGE_BYTES, TABLE_ENTRY_BYTES, WORD_BYTES } from "./footprint.ts";
+
 /**
  * Opcode tables for the function-body decoder: what immediates follow each opcode, and its fuel cost.
  * Kind 0 means "not an opcode we know": the decoder throws instead of guessing its length.
@@ -21,6 +23,8 @@ export const OP_PREFIX_FD = 9;
 export const OP_CONTROL = 10;
 /** local.get / local.set / local.tee: renumbered when the counter becomes a parameter. */
 export const OP_LOCAL = 11;
+/** memory.grow: charged by its size, like the bulk operators of FC_BULK_SHIFT. */
+export const OP_MEMORY_GROW = 12;
 
 export const OP_KIND = new Uint8Array(256);
 /** Fuel per opcode, wasmtime's model: 1 each, except operators that generate no code or only mark structure. */
@@ -42,6 +46,7 @@ setKind(0x23, 0x24, OP_GLOBAL);
 setKind(0x25, 0x26, OP_LEB); // table.get/set
 setKind(0x28, 0x3e, OP_MEMARG); // loads and stores
 setKind(0x3f, 0x42, OP_LEB); // memory.size/grow (memory index), i32.const, i64.const
+OP_KIND[0x40] = OP_MEMORY_GROW;
 OP_KIND[0x43] = OP_F32;
 OP_KIND[0x44] = OP_F64;
 setKind(0x45, 0xc4, OP_PLAIN); // numeric, conversions, sign extension
@@ -57,6 +62,19 @@ for (const op of [0x00, 0x01, 0x02, 0x03, 0x05, 0x0b, 0x0f, 0x1a]) OP_COST[op] =
 
 /** 0xFC sub-opcodes 0..17: number of LEB immediates (trunc_sat 0-7, then bulk memory and table ops). */
 export const FC_LEBS: readonly number[] = [0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 2, 1, 2, 1, 2, 1, 1, 1];
+
+/**
+ * Operators whose work grows with their size operand (the i32 on top of the stack) cost, on top
+ * of their 1, one unit per 8 bytes (a machine word) they may write or add: `size << shift`, or
+ * `size >> -shift`. Memory sizes are bytes (>> 3); a table entry counts as TABLE_ENTRY_BYTES
+ * (<< 2); memory.grow's size is 64 KiB pages (<< 13).
+ */
+export const MEMORY_GROW_SHIFT = Math.log2(PAGE_BYTES / WORD_BYTES);
+const B = -Math.log2(WORD_BYTES);
+const E = Math.log2(TABLE_ENTRY_BYTES / WORD_BYTES);
+const _ = undefined;
+/** Per 0xFC sub-opcode, as FC_LEBS: memory.init, memory.copy, memory.fill (B); table.init, table.copy, table.grow, table.fill (E). */
+export const FC_BULK_SHIFT: readonly (number | undefined)[] = [_, _, _, _, _, _, _, _, B, _, B, B, E, _, E, E, _, E];
 
 export const SIMD_UNKNOWN = 0;
 export const SIMD_PLAIN = 1;

@@ -57,13 +57,18 @@ export function sectionReader(module: Uint8Array, s: Section): Reader {
   return new Reader(module, s.start, s.end);
 }
 
+/** Limits flag: the memory or table is indexed by i64 (memory64, table64). */
+export const LIMITS_64 = 4;
+
 /**
- * Skips table/memory limits: flags, min, optional max (any LEB width, so memory64 parses too).
+ * Skips table/memory limits: flags, min, optional max. 64-bit memories and tables are refused:
+ * the bulk operators' sizes are charged as i32 (body.ts), and the memory cap refuses them too.
  * Flags above 7 (custom page sizes) would add fields this parser does not know.
  */
 export function skipLimits(r: Reader): void {
   const flags = r.u8();
   if (flags > 7) throw new Error(`unsupported limits flags 0x${flags.toString(16)} at offset ${r.pos - 1}`);
+  if (flags & LIMITS_64) throw new Error(`64-bit memories and tables are not supported (limits at offset ${r.pos - 1})`);
   r.skipLeb();
   if (flags & 1) r.skipLeb();
 }

@@ -1,4 +1,4 @@
-import { measureUsage } from "./workspace-usage.ts";
+import { measureUsage } from "../wasi/filesystem/index.ts";
 
 /** What an invocation starts with, so that a small writer never has to ask. */
 const INITIAL_LEASE = 1024 * 1024;

@@ -2,9 +2,11 @@
 // leaky defaults replaced: no environment variables, no arguments, no host cwd, `exit` is a
 // failure instead of process.exit, only the granted preopens, outgoing HTTP checked per request
 // against the network grant, and no sockets at all (preparation refuses components importing them).
+// The filesystem is the engine's own (./filesystem), and wasi:io's streams and pollables are
+// the classes that stand for both its streams and the shim's.
 import * as shim from "@bytecodealliance/preview2-shim";
 import type { WasiInterface } from "../component/index.ts";
-import { filesystemTypes, type Descriptor } from "./filesystem/index.ts";
+import { filesystemTypes, ioStreams, Pollable as IoPollable, type Descriptor } from "./filesystem/index.ts";
 import { requestAllowed, schemeOf } from "./network.ts";
 
 /** What an instance's imports consult at call time: set when the instance is claimed. */
@@ -70,7 +72,7 @@ const shared = {
   "wasi:clocks/wall-clock": wasi.clocks.wallClock,
   "wasi:filesystem/types": filesystemTypes,
   "wasi:io/error": wasi.io.error,
-  "wasi:io/streams": wasi.io.streams,
+  "wasi:io/streams": ioStreams,
   "wasi:random/random": wasi.random.random,
   "wasi:random/insecure": wasi.random.insecure,
   "wasi:random/insecure-seed": wasi.random.insecureSeed,
@@ -116,7 +118,7 @@ export function wasiImports(context: () => WasiContext | undefined): Record<Wasi
   return {
     ...shared,
     "wasi:io/poll": {
-      Pollable: wasi.io.poll.Pollable,
+      Pollable: IoPollable,
       poll: (list: Pollable[]) => pollSuspending(context, list),
     },
     "wasi:filesystem/preopens": {

@@ -1,6 +1,7 @@
 // Guest instances inside a worker: instantiating a prepared component with its per-instance fuel
 // counter and imports, keeping a few fresh instances ready ahead of demand, and turning how a
 // call ended into a receipt.
+import { cappedMaximum } from "../fuel/capped-export.ts";
 import { FUEL_IMPORT } from "../fuel/import.ts";
 // The contract alone: the world's index also brings in the service's error types (Connect,
 // protobuf), about 24 MB of every worker's heap for nothing a worker uses.
@@ -42,14 +43,33 @@ export interface Binding {
   scope?: Scope;
 }
 
+/** A memory or table whose maximum the memory cap set at preparation, with that maximum (pages or entries). */
+export interface Capped {
+  object: WebAssembly.Memory | WebAssembly.Table;
+  maximum: number;
+}
+
 export interface GuestInstance {
   exports: Exports;
   fuel: WebAssembly.Global;
   /** Fuel the start-up code consumed (metered like everything else). */
   startupFuel: bigint;
+  /** The memories its core instances export, each once. */
   memories: WebAssembly.Memory[];
+  /** Its memories and tables that the memory cap limits, exported under reserved names (fuel/capped-export.ts). */
+  capped: Capped[];
   binding: Binding;
 }
+
+/** What classify reads of an instance: also all there is of one whose instantiation threw. */
+type Observed = Pick<GuestInstance, "fuel" | "capped">;
+
+/**
+ * The fuel counter and capped memories and tables of instantiations that threw, by the error
+ * thrown. Start functions run inside instantiation, before there is an instance to read the
+ * counter from, so a start-up fuel trap would otherwise look like any other trap.
+ */
+const unfinished = new WeakMap<object, Observed>();
 
 const HOST_NAMESPACE = unversioned(HOST_INTERFACE);
 
@@ -97,16 +117,31 @@ function guestImports(binding: Binding, uses: { wasi: boolean; host: boolean }):
 export function instantiate(component: LoadedComponent, budget: bigint, binding: Binding): GuestInstance | Promise<GuestInstance> {
   const fuel = new WebAssembly.Global({ value: "i64", mutable: true }, budget);
   const memories: WebAssembly.Memory[] = [];
+  const capped: Capped[] = [];
   const fuelImport = { [FUEL_IMPORT.name]: fuel };
   const instantiateCore: InstantiateCore = (module, imports) => {
     const instance = new WebAssembly.Instance(module, { ...imports, [FUEL_IMPORT.module]: fuelImport } as WebAssembly.Imports);
-    for (const value of Object.values(instance.exports)) if (value instanceof WebAssembly.Memory) memories.push(value);
+    for (const [name, value] of Object.entries(instance.exports)) {
+      // A capped memory is exported twice when the glue needs it too.
+      if (value instanceof WebAssembly.Memory && !memories.includes(value)) memories.push(value);
+      const maximum = cappedMaximum(name);
+      if (maximum !== undefined && (value instanceof WebAssembly.Memory || value instanceof WebAssembly.Table)) capped.push({ object: value, maximum });
+    }
     return instance;
   };
   const imports = guestImports(binding, { wasi: component.usesWasi, host: component.usesHost });
-  const finish = (exports: unknown): GuestInstance => ({ exports: exports as Exports, fuel, startupFuel: budget - (fuel.value as bigint), memories, binding });
-  const result = component.instantiate((name) => moduleNamed(component, name), imports, instantiateCore);
-  return result instanceof Promise ? result.then(finish) : finish(result);
+  const finish = (exports: unknown): GuestInstance => ({ exports: exports as Exports, fuel, startupFuel: budget - (fuel.value as bigint), memories, capped, binding });
+  const fail = (error: unknown): never => {
+    if (typeof error === "object" && error !== null) unfinished.set(error, { fuel, capped });
+    throw error;
+  };
+  let result: unknown;
+  try {
+    result = component.instantiate((name) => moduleNamed(component, name), imports, instantiateCore);
+  } catch (error) {
+    fail(error);
+  }
+  return result instanceof Promise ? result.then(finish, fail) : finish(result);
 }
 
 function moduleNamed(component: LoadedComponent, name: string): WebAssembly.Module {
@@ -228,26 +263,40 @@ const PAGE = 65536;
 
 /**
  * How a call that threw ended. Fuel first: a trap with the counter below zero is exhaustion
- * (the counter is stale, i.e. too high, for any other trap). Then a trap with a memory at (or
- * within a sixteenth of) the cap is memory exhaustion: the guest's allocator found memory.grow
- * failing. Everything else that is not the guest's own err(failure) is a trap.
+ * (the counter is stale, i.e. too high, for any other trap). Then a trap with a memory or table
+ * at its cap is memory exhaustion: the guest found memory.grow or table.grow failing and gave up.
+ * Everything else that is not the guest's own err(failure) is a trap. Without an instance, the
+ * error is looked up among instantiations that threw (a trap in start-up code).
  */
-export function classify(error: unknown, instance: GuestInstance | undefined, budget: bigint, memoryPages: number): WorkerReceipt {
+export function classify(error: unknown, instance: Observed | undefined, budget: bigint, memoryPages: number): WorkerReceipt {
+  const starting = instance === undefined && typeof error === "object" && error !== null ? unfinished.get(error) : undefined;
+  instance ??= starting;
   const remaining = instance ? (instance.fuel.value as bigint) : budget;
   const fuelUsed = Number(budget - (remaining < 0n ? 0n : remaining));
-  if (remaining < 0n) return { outcome: "failure", code: "fuel_exhausted", message: `the guest used up its fuel (${budget} units)`, fuelUsed: Number(budget) };
+  if (remaining < 0n) {
+    return { outcome: "failure", code: "fuel_exhausted", message: `the guest used up its fuel (${budget} units)${starting ? " while starting" : ""}`, fuelUsed: Number(budget) };
+  }
   const failure = guestFailure(error);
   if (failure) return { outcome: "failure", code: failure.code, message: failure.message, fuelUsed };
   if (error instanceof GuestExit) return { outcome: "failure", code: "guest_trap", message: error.message, fuelUsed };
   const message = error instanceof Error ? error.message : String(error);
-  const capBytes = memoryPages * PAGE;
-  const slack = Math.max(PAGE, Math.floor(capBytes / 16));
-  const atCap = instance?.memories.some((memory) => memory.buffer.byteLength >= capBytes - slack) ?? false;
+  const atCap = instance?.capped.some(isAtCap) ?? false;
   if ((error instanceof WebAssembly.RuntimeError && atCap) || (error instanceof RangeError && /out of memory|memory size|allocate/i.test(message))) {
-    return { outcome: "failure", code: "memory_exhausted", message: `the guest reached its memory cap (${capBytes / (1024 * 1024)} MiB): ${message}`, fuelUsed };
+    const mib = (memoryPages * PAGE) / (1024 * 1024);
+    return { outcome: "failure", code: "memory_exhausted", message: `the guest reached its memory cap (${mib} MiB for its memories and tables): ${message}`, fuelUsed };
   }
   if (error instanceof RangeError && /call stack/i.test(message)) {
     return { outcome: "failure", code: "guest_trap", message: `the guest overflowed its stack: ${message}`, fuelUsed };
   }
   return { outcome: "failure", code: "guest_trap", message: `the guest trapped: ${message}`, fuelUsed };
+}
+
+/**
+ * One rule for memories and tables: at its cap when it holds fifteen sixteenths of the maximum
+ * the cap gave it, or more. An allocator asking for a large block fails short of the maximum; a
+ * growth that fails earlier than that is the guest's business.
+ */
+function isAtCap({ object, maximum }: Capped): boolean {
+  const size = object instanceof WebAssembly.Memory ? object.buffer.byteLength / PAGE : object.length;
+  return 16 * size >= 15 * maximum;
 }

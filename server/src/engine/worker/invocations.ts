@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { GuestFilesystem, LocalQuota, type PreopenSpec } from "../wasi/filesystem/index.ts";
+import { GuestFilesystem, LocalQuota, type PreopenDirectory } from "../wasi/filesystem/index.ts";
 import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } from "../pool/protocol.ts";
 import type { Components } from "./components.ts";
 import { classify, instantiate, type GuestInstance, type Scope } from "./guest.ts";
@@ -40,7 +40,7 @@ class Invocation implements Scope {
     this.#send = send;
     this.#onEnd = onEnd;
     const { filesystem } = message.grants;
-    const preopens: PreopenSpec[] = [];
+    const preopens: PreopenDirectory[] = [];
     if (filesystem.workspace) {
       if (!message.workspace) throw new Error("no workspace directory came with a workspace grant");
       const readOnly = filesystem.workspace !== "write";
