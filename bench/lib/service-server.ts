@@ -18,7 +18,7 @@ import { failure, returned, unknown, type TerminalReceipt } from "../../server/s
 import { receiptMessage } from "../../server/src/sessions/messages.ts";
 import { listenHttp2, serveOverIpc, type Served } from "./serve.ts";
 
-type Pool = RunningService["serviceEnv"]["pool"];
+type Pool = NonNullable<RunningService["serviceEnv"]["pool"]>;
 type Receipt = Awaited<ReturnType<Pool["invoke"]>>;
 
 const NO_GRANTS = { filesystem: {}, network: [], secrets: [] };
@@ -28,7 +28,7 @@ await serveOverIpc(async () => {
   if (!dataDir) throw new Error("BENCH_DATA_DIR: the data directory the bench owns");
   const settings = loadSettings({ ...process.env, SERVICE_LISTEN: "127.0.0.1:0", SERVICE_DATA_DIR: dataDir, SERVICE_LOG_REQUESTS: "false" });
   const service = await startService(settings);
-  const bare = await serveBarePool(service.serviceEnv.pool, settings.env.maxTurnSecs);
+  const bare = await serveBarePool(service.serviceEnv.pool!, settings.env.maxTurnSecs);
   return {
     url: `${service.url} ${bare.url}`,
     async close() {

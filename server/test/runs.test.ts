@@ -324,7 +324,7 @@ describe("runs", () => {
     });
     provider.script("unknown-model", [{ toolCalls: [{ id: "s", name: "spin", input: {} }] }, { text: "noted" }]);
     const { run } = await runs.createRun({ sessionId: session!.id, run: runInput("unknown-model") });
-    const pool = service.serviceEnv.pool;
+    const pool = service.serviceEnv.pool!;
     await eventsUntil(sessions, session!.id, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
     while (pool.stats().inFlight.tools === 0) await new Promise((resolve) => setTimeout(resolve, 5));
     killWorker(pool, pool.stats().workers.find((worker) => worker.tools > 0)!.index);

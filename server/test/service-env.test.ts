@@ -34,13 +34,13 @@ describe("the service environment in the server", () => {
       body: echo,
     });
     const { id } = (await admitted.json()) as { id: string };
-    expect(service.serviceEnv.pool.isPrepared(id)).toBe(false);
+    expect(service.serviceEnv.pool!.isPrepared(id)).toBe(false);
 
     const prepared = await postJson(service.url, "/v1/service-env/prepare", { tools: [id] }, KEY_A);
     expect(prepared.status).toBe(200);
-    expect(service.serviceEnv.pool.isPrepared(id)).toBe(true);
+    expect(service.serviceEnv.pool!.isPrepared(id)).toBe(true);
 
-    const receipt = await service.serviceEnv.pool.invoke({
+    const receipt = await service.serviceEnv.pool!.invoke({
       component: { id, load: async () => echo },
       entrypoint: "run",
       input: '{"v":1,"hello":"pool"}',

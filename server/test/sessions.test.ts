@@ -351,7 +351,7 @@ describe("sessions with the service environment", () => {
     const { session } = await a.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
     const sessionId = session!.id;
     const calling = a.callTool({ sessionId, tool: "spin", timeout: { seconds: 30n, nanos: 0 } });
-    const pool = service.serviceEnv.pool;
+    const pool = service.serviceEnv.pool!;
     await waitUntil(() => pool.stats().inFlight.tools > 0);
     const busy = pool.stats().workers.find((worker) => worker.tools > 0)!;
     killWorker(pool, busy.index);

@@ -66,7 +66,7 @@ describe("program({ runtime, source })", () => {
   it("prepares the runtime on every worker, and the program runs there with its configuration", async () => {
     const source = new TextEncoder().encode(SOURCE);
     const resolved = await newClient().env.prepare(program({ runtime: { kind: "tool", bytes: toolRuntime }, source, configuration: { unit: "cm" } }));
-    const pool = service.serviceEnv.pool;
+    const pool = service.serviceEnv.pool!;
     expect(pool.isPrepared(resolved.runtime)).toBe(true);
     const receipt = await pool.invoke({
       component: { id: resolved.runtime, load: async () => toolRuntime },

@@ -430,7 +430,7 @@ describe("a run's custom agent loop", () => {
     expect(calls).toEqual(["skillenv.env.v1.ArtifactService/GetAgentLoop", "skillenv.env.v1.ArtifactService/AdmitAgentLoop", "skillenv.env.v1.ArtifactService/Prepare"]);
     expect(prepared).toEqual({ environment: sandbox, implementation: sha256(bytes), configuration: { note: "kept" } });
     expect(Object.isFrozen(prepared)).toBe(true);
-    expect(service.serviceEnv.pool.isPrepared(prepared.implementation as string)).toBe(true);
+    expect(service.serviceEnv.pool!.isPrepared(prepared.implementation as string)).toBe(true);
 
     // A session of this client runs it; a session of another client, created with its run, too: nothing is admitted again.
     provider.script("prepared-component-loop-model", [
@@ -469,7 +469,7 @@ describe("a run's custom agent loop", () => {
     expect(overridden.configuration).toEqual({ suffix: "?" });
     for (const prepared of [own, overridden]) expect(prepared.implementation).toMatchObject({ type: "service_program", entrypoint: "turn", configuration: { suffix: "!" } });
     const { runtime } = own.implementation as ResolvedProgram;
-    expect(service.serviceEnv.pool.isPrepared(runtime)).toBe(true);
+    expect(service.serviceEnv.pool!.isPrepared(runtime)).toBe(true);
     expect(proceduresSince(from).filter((procedure) => procedure.endsWith("ArtifactService/Prepare"))).toHaveLength(2);
     const session = await newSession();
     const before = service.logs.length;

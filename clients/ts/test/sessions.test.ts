@@ -306,7 +306,7 @@ describe("client.prepare", () => {
 
     expect(echo.implementation).toMatch(/^[0-9a-f]{64}$/);
     expect(double).toMatchObject({ name: "double", environment: sandbox, configuration: { unit: "mm" }, implementation: { type: "service_program", entrypoint: "run" } });
-    const pool = service.serviceEnv.pool;
+    const pool = service.serviceEnv.pool!;
     expect(pool.isPrepared(echo.implementation as string)).toBe(true);
     expect(pool.isPrepared((double.implementation as { runtime: string }).runtime)).toBe(true);
 
@@ -329,7 +329,7 @@ describe("client.prepare", () => {
 
     const resolved = await client.prepare(doubler({ unit: "km" }));
     expect(resolved).toMatchObject({ type: "service_program", entrypoint: "run", configuration: { unit: "km" } });
-    expect(service.serviceEnv.pool.isPrepared(resolved.runtime)).toBe(true);
+    expect(service.serviceEnv.pool!.isPrepared(resolved.runtime)).toBe(true);
   }, 120_000);
 
   it("refuses placements outside the service environment, calling nothing", async () => {
@@ -359,7 +359,7 @@ describe("receipts without a result", () => {
     expect(await session.callTool("spin", {}, { timeoutMs: 200 })).toMatchObject({ outcome: "failure", code: "timeout" });
 
     const calling = session.callTool("spin", {}, { timeoutMs: 30_000 });
-    const pool = service.serviceEnv.pool;
+    const pool = service.serviceEnv.pool!;
     await waitUntil(() => pool.stats().inFlight.tools > 0);
     killWorker(pool, pool.stats().workers.find((worker) => worker.tools > 0)!.index);
     expect(await calling).toMatchObject({ outcome: "unknown", message: expect.any(String), operationId: expect.stringMatching(/^op_/) });

@@ -64,6 +64,7 @@ export const errorCatalogue = {
   grant_not_allowed: { code: Code.PermissionDenied, httpStatus: 403, summary: "A grant lies outside the deployment's allow-list (filesystem, network or secrets)." },
   invalid_grant: { code: Code.InvalidArgument, httpStatus: 400, summary: "A grant is malformed (unknown access mode, origin syntax, secret name)." },
   preparation_failed: { code: Code.FailedPrecondition, httpStatus: 422, summary: "Preparing an artifact (transpile, instrument, compile, load on workers) failed; the message names the artifact and the cause." },
+  sandbox_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The service environment is not running on this server: its workers' sandbox (bubblewrap) could not start. The operator installs bubblewrap or sets SERVICE_ENV_SANDBOX=off (docs/operations.md); nothing was stored or sent." },
   pool_saturated: { code: Code.ResourceExhausted, httpStatus: 429, summary: "Every execution slot of the worker pool is busy; the call was not started. Retry later." },
   fuel_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The invocation used up its fuel (guest computation budget) and was stopped." },
   memory_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The guest tried to grow its memory beyond the configured cap and was stopped." },

@@ -1,4 +1,4 @@
-export { DEADLINE_GRACE_MS, Pool } from "./pool.ts";
+export { DEADLINE_GRACE_MS, Pool, WorkersDidNotStart } from "./pool.ts";
 export type {
   ComponentRef,
   HostServices,

@@ -54,6 +54,13 @@ function deferred<T = void>(): Deferred<T> {
 /** A worker went away (crash, deadline kill, close) before acknowledging a load. */
 class WorkerGone extends Error {}
 
+/**
+ * The pool could not start because its worker processes could not: with a sandbox, typically
+ * because bubblewrap is missing or cannot create namespaces on this host. The message says what
+ * the first worker reported.
+ */
+export class WorkersDidNotStart extends Error {}
+
 interface Compiled {
   prepared: PreparedComponent;
   /** Size of its core modules: what the compiled-code budget counts. */
@@ -168,7 +175,7 @@ export class Pool {
       await Promise.all(pool.#workers.map((handle) => handle.ready.promise));
     } catch (error) {
       await pool.close();
-      throw new Error(`the worker pool failed to start: ${error instanceof Error ? error.message : String(error)}`);
+      throw new WorkersDidNotStart(`the worker pool failed to start: ${error instanceof Error ? error.message : String(error)}`);
     }
     return pool;
   }

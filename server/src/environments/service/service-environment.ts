@@ -5,7 +5,7 @@ import type { Artifacts } from "../../artifacts/index.ts";
 import { describeError, serviceError } from "../../errors/index.ts";
 import { authorizeGrant, parseGrants, type GrantAllowLists } from "./grants/index.ts";
 import type { Pool, Receipt as PoolReceipt, SecretSource, ServiceGrants } from "../../engine/index.ts";
-import { componentRef } from "./startup.ts";
+import { componentRef, SANDBOX_UNAVAILABLE } from "./startup.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { ConfinementError, removeConfined, writeConfined } from "./confined-write.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
@@ -17,7 +17,8 @@ import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperat
 export type ServiceImplementation = { tool: string } | { agentloop: string } | { program: { id: string; runtime: string } };
 
 export interface ServiceKindOptions {
-  pool: Pool;
+  /** Undefined when the service environment does not run on this server (startup.ts): every use is refused. */
+  pool: Pool | undefined;
   artifacts: Artifacts;
   allow: GrantAllowLists;
   /** Parent of every retained /workspace (SERVICE_ENV_WORKSPACE_ROOT). */
@@ -43,8 +44,12 @@ export class ServiceEnvironmentKind implements EnvironmentKind<ServiceGrants> {
     this.#options = options;
   }
 
-  /** Parses the grants (invalid_grant) and refuses any outside the allow-lists (grant_not_allowed). */
+  /**
+   * Parses the grants (invalid_grant) and refuses any outside the allow-lists (grant_not_allowed);
+   * refuses every binding when the service environment does not run here (sandbox_unavailable).
+   */
   async authorize(_context: BindingContext, options: unknown): Promise<ServiceGrants> {
+    if (!this.#options.pool) throw serviceError("sandbox_unavailable", SANDBOX_UNAVAILABLE);
     const grants = parseGrants((options as { grants?: unknown } | undefined)?.grants);
     await authorizeGrant(grants, this.#options.allow, { workspaceRoot: this.#options.workspaceRoot });
     return grants;
@@ -76,19 +81,49 @@ export class ServiceEnvironmentKind implements EnvironmentKind<ServiceGrants> {
   }
 
   bind(context: BindingContext, grants: ServiceGrants): EnvironmentBinding {
-    return new ServiceBinding(this.#options, context, grants);
+    const { pool } = this.#options;
+    // A session bound before a restart on a host where the sandbox no longer starts.
+    if (!pool) return new UnavailableBinding();
+    return new ServiceBinding({ ...this.#options, pool }, context, grants);
   }
 }
 
+/** Every operation of a binding whose service environment does not run here: refused, nothing sent. */
+class UnavailableBinding implements EnvironmentBinding {
+  readonly stagesFiles = false;
+  async setup() {
+    return refusedHere();
+  }
+  async stage() {
+    return refusedHere();
+  }
+  async execute() {
+    return refusedHere();
+  }
+  async cancel() {
+    return refusedHere();
+  }
+  async detach() {
+    return returned("{}");
+  }
+  async teardown() {
+    return returned("{}");
+  }
+}
+
+function refusedHere(): TerminalReceipt {
+  return failure("sandbox_unavailable", SANDBOX_UNAVAILABLE);
+}
+
 class ServiceBinding implements EnvironmentBinding {
-  readonly #options: ServiceKindOptions;
+  readonly #options: ServiceKindOptions & { pool: Pool };
   readonly #context: BindingContext;
   readonly #grants: ServiceGrants;
   readonly #workspaceDir: string;
   /** Executions in flight, by operation id, so that cancel can reach them. */
   readonly #inFlight = new Map<string, AbortController>();
 
-  constructor(options: ServiceKindOptions, context: BindingContext, grants: ServiceGrants) {
+  constructor(options: ServiceKindOptions & { pool: Pool }, context: BindingContext, grants: ServiceGrants) {
     this.#options = options;
     this.#context = context;
     this.#grants = grants;

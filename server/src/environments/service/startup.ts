@@ -1,30 +1,42 @@
 import type { Artifacts, ArtifactRecord, Preparer } from "../../artifacts/index.ts";
 import { readPreparationFile } from "../../artifacts/index.ts";
 import type { Settings } from "../../config/index.ts";
-import { Pool, type ComponentRef } from "../../engine/index.ts";
+import { serviceError } from "../../errors/index.ts";
+import { Pool, WorkersDidNotStart, type ComponentRef } from "../../engine/index.ts";
 
 /** The service environment: the worker pool plus its bridge to admitted artifacts. */
 export interface ServiceEnvironment {
-  pool: Pool;
+  /** Undefined when the service environment does not run on this server (`unavailable` says why). */
+  pool: Pool | undefined;
+  /** Why the worker sandbox could not start, for the operator (the server's log); undefined when it runs. */
+  unavailable: string | undefined;
   /** What POST /v1/service-env/prepare calls. */
   preparer: Preparer;
   close(): Promise<void>;
 }
 
+/** What callers are told when the service environment does not run here: the operator's log has the cause. */
+export const SANDBOX_UNAVAILABLE = "the service environment is not running on this server: its worker sandbox could not start (the server's log says why; the operator installs bubblewrap or sets SERVICE_ENV_SANDBOX=off)";
+
 /**
  * Starts the pool and, when SERVICE_ENV_PREPARATION is set, admits the listed artifacts into
  * every workspace and prepares them on every worker before the server serves (spec §4.3 rule 7).
- * Any failure rejects, and startup stops.
+ * Any failure rejects, and startup stops, with one exception: when the workers' sandbox cannot
+ * start (no bubblewrap, no user namespaces) and no preparation file needs them, the server runs
+ * without the service environment, which refuses every use with `sandbox_unavailable`, rather
+ * than run guests unisolated or not at all (docs/operations.md#the-sandbox).
  */
 export async function startServiceEnvironment(settings: Settings, artifacts: Artifacts, workspaces: readonly string[]): Promise<ServiceEnvironment> {
   const startup = settings.env.preparationFile ? await readPreparationFile(settings.env.preparationFile) : [];
-  const pool = await Pool.start({ ...settings.env, dataDir: settings.dataDir }).catch((error: unknown) => {
-    if (!settings.env.sandbox) throw error;
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new Error(
-      `${reason}. The service environment runs each worker in a bubblewrap sandbox (Debian: apt-get install bubblewrap; it needs user namespaces). Where none can run, SERVICE_ENV_SANDBOX=off starts it without OS isolation (docs/operations.md#the-sandbox)`,
-    );
-  });
+  let pool: Pool;
+  try {
+    pool = await Pool.start({ ...settings.env, dataDir: settings.dataDir });
+  } catch (error) {
+    if (!(error instanceof WorkersDidNotStart) || !settings.env.sandbox) throw error;
+    const reason = `${error.message}. The service environment runs each worker in a bubblewrap sandbox (Debian: apt-get install bubblewrap; it needs user namespaces, or root). Where none can run, SERVICE_ENV_SANDBOX=off starts it without OS isolation (docs/operations.md#the-sandbox)`;
+    if (startup.length > 0) throw new Error(reason);
+    return { pool: undefined, unavailable: reason, preparer: unavailablePreparer(), close: async () => undefined };
+  }
   const preparer = poolPreparer(pool, artifacts);
   try {
     const records: ArtifactRecord[] = [];
@@ -36,7 +48,15 @@ export async function startServiceEnvironment(settings: Settings, artifacts: Art
     await pool.close();
     throw error;
   }
-  return { pool, preparer, close: () => pool.close() };
+  return { pool, unavailable: undefined, preparer, close: () => pool.close() };
+}
+
+function unavailablePreparer(): Preparer {
+  return {
+    prepare: async () => {
+      throw serviceError("sandbox_unavailable", SANDBOX_UNAVAILABLE);
+    },
+  };
 }
 
 /** The ref the pool prepares from: bytes are read only if no persisted preparation exists. */

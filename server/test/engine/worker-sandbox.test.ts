@@ -1,0 +1,155 @@
+// A worker process from the outside (docs/environments.md, "The sandbox and the threat model"):
+// what its sandbox lets it see of the host's filesystem, processes and environment, what its
+// egress proxy lets through, and what killing it costs.
+import { readdir, readFile, mkdir, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import net, { type AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Pool } from "../../src/engine/pool/index.ts";
+import { buildTestComponents, component, killWorker, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "../helpers/pool.ts";
+
+const fetchJs = component("fetch-js");
+const loop = component("loop-wat");
+const echo = component("echo-wat");
+
+/** Set in this process before the workers start: it must reach no worker. */
+const SENTINEL = ["SKILLENV_WORKER_SENTINEL", "not-for-workers"] as const;
+
+let pool: Pool;
+let box: { path: string; remove(): Promise<void> };
+let dataDir: string;
+let server: Server;
+let origin: string;
+/** Responses held until the test releases them, by path. */
+const held = new Map<string, () => void>();
+
+beforeAll(async () => {
+  await buildTestComponents();
+  process.env[SENTINEL[0]] = SENTINEL[1];
+  box = await tempDir("skillenv-sandbox-");
+  dataDir = join(box.path, "data");
+  // What a server's data directory holds beside what the pool uses: none of it may be visible.
+  await mkdir(join(dataDir, "metadata"), { recursive: true });
+  await mkdir(join(dataDir, "blobs"), { recursive: true });
+  await writeFile(join(dataDir, "upload-signing-key"), "signing key");
+  await writeFile(join(dataDir, "sealing-key"), "sealing key");
+  await writeFile(join(dataDir, "metadata", "CURRENT"), "leveldb");
+  await writeFile(join(dataDir, "blobs", "object"), "a blob");
+  pool = await startPool({ workers: 2, dataDir });
+  await Promise.all([fetchJs, loop, echo].map((ref) => pool.prepare(ref)));
+  server = createServer((request, response) => {
+    if (request.url?.startsWith("/hold")) held.set(request.url, () => response.end("held"));
+    else response.end("ok");
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}, 600_000);
+
+afterAll(async () => {
+  delete process.env[SENTINEL[0]];
+  await pool?.close();
+  for (const release of held.values()) release();
+  await new Promise((resolve) => server?.close(resolve));
+  await box?.remove();
+});
+
+/** The Node process inside worker `index`'s sandbox (its pid as the host sees it). */
+async function sandboxedNode(index: number): Promise<number> {
+  const pending = [pool.stats().workers[index]!.pid!];
+  while (pending.length > 0) {
+    const pid = pending.shift()!;
+    const command = (await readFile(`/proc/${pid}/cmdline`, "utf8")).split("\0");
+    if (command[0] === process.execPath && command.some((part) => part.endsWith("worker/main.ts"))) return pid;
+    for (const task of await readdir(`/proc/${pid}/task`)) {
+      const children = (await readFile(`/proc/${pid}/task/${task}/children`, "utf8")).trim();
+      if (children) pending.push(...children.split(" ").map(Number));
+    }
+  }
+  throw new Error(`no Node process in worker ${index}'s sandbox`);
+}
+
+describe("a sandboxed worker process", () => {
+  it("sees of the data directory only the prepared components, the workspaces and its own scratch: no key, metadata or blob", async () => {
+    const pid = await sandboxedNode(0);
+    const view = `/proc/${pid}/root`;
+    expect((await readdir(join(view, dataDir))).sort()).toEqual(["invocations", "prepared", "workspaces"]);
+    const pools = await readdir(join(view, dataDir, "invocations"));
+    expect(pools).toHaveLength(1);
+    // Only its own directory of the pool's: not the other worker's scratch.
+    expect(await readdir(join(view, dataDir, "invocations", pools[0]!))).toHaveLength(1);
+    expect((await readdir(join(dataDir, "invocations", pools[0]!))).length).toBe(2);
+    for (const secret of ["upload-signing-key", "sealing-key", "metadata", "blobs"]) {
+      await expect(readdir(join(view, dataDir, secret)).catch((error: NodeJS.ErrnoException) => error.code)).resolves.toBe("ENOENT");
+    }
+    // Nothing of the host's root but the runtime, and its own /proc, /dev and /tmp.
+    expect((await readdir(view)).sort()).toEqual(expect.arrayContaining(["dev", "proc", "tmp", "usr"]));
+    expect(await readdir(view)).not.toContain("root");
+    expect(await readdir(view)).not.toContain("home");
+    expect(await readdir(join(view, "etc"))).toEqual(["ld.so.cache"]);
+  }, 60_000);
+
+  it("has none of the server's environment, no capabilities, and sees only its own processes", async () => {
+    const pid = await sandboxedNode(1);
+    const environment = (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0").filter(Boolean);
+    expect(environment.join("\n")).not.toContain(SENTINEL[0]);
+    expect(environment.map((entry) => entry.split("=")[0]).sort()).toEqual(
+      expect.arrayContaining(["NODE_CHANNEL_FD", "NODE_OPTIONS", "SKILLENV_EGRESS", "SKILLENV_WORKER"]),
+    );
+    expect(environment.length).toBeLessThanOrEqual(8);
+    const status = await readFile(`/proc/${pid}/status`, "utf8");
+    expect(status).toMatch(/^CapEff:\s+0+$/m);
+    expect(status).toMatch(/^NoNewPrivs:\s+1$/m);
+    expect(status).toMatch(/^Uid:\s+1000\s/m);
+    // Its /proc is its PID namespace's: the sandbox's own few processes, none of the host's.
+    const processes = (await readdir(`/proc/${pid}/root/proc`)).filter((name) => /^\d+$/.test(name));
+    expect(processes.length).toBeLessThanOrEqual(3);
+    expect(processes).not.toContain(String(process.pid));
+  }, 60_000);
+
+  it("its egress proxy opens a tunnel only to an origin granted to an invocation in flight on it, and closes it after", async () => {
+    const connectThrough = async (pid: number, target: string) => {
+      const socket = net.connect(`/proc/${pid}/root/run/skillenv/egress.sock`);
+      await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+      socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nX-Skillenv-Scheme: http\r\n\r\n`);
+      const answer = await new Promise<string>((resolve) => socket.once("data", (chunk) => resolve(chunk.toString("latin1"))));
+      return { socket, status: answer.split(" ")[1] };
+    };
+    const authority = origin.slice("http://".length);
+    const pid = await sandboxedNode(0);
+    // Nothing in flight: nothing is granted.
+    const refused = await connectThrough(pid, authority);
+    expect(refused.status).toBe("403");
+    refused.socket.destroy();
+    // A guest on worker 0 waits on a response from the origin it was granted; meanwhile the
+    // origin is open through worker 0's proxy, and no other.
+    const other = await connectThrough(pid, "127.0.0.1:1");
+    other.socket.destroy();
+    expect(other.status).toBe("403");
+    const waiting = run(pool, fetchJs, { v: 1, url: `${origin}/hold-1` }, { grants: { ...NO_GRANTS, network: [origin] } });
+    await waitFor(() => held.has("/hold-1"), 30_000, "the guest's request");
+    const where = pool.stats().workers.findIndex((worker) => worker.tools === 1);
+    const opened = await connectThrough(await sandboxedNode(where), authority);
+    expect(opened.status).toBe("200");
+    const closed = new Promise<void>((resolve) => opened.socket.once("close", () => resolve()));
+    held.get("/hold-1")!();
+    expect(output(await waiting)).toMatchObject({ status: 200 });
+    // The grant ended with its invocation: the tunnel it allowed is closed.
+    await closed;
+    expect((await connectThrough(await sandboxedNode(where), authority)).status).toBe("403");
+  }, 60_000);
+
+  it("killed mid-call, it costs only its own invocations: `unknown` for them, the other worker's call returns", async () => {
+    const waiting = run(pool, fetchJs, { v: 1, url: `${origin}/hold-2` }, { grants: { ...NO_GRANTS, network: [origin] } });
+    await waitFor(() => held.has("/hold-2"), 30_000, "the first call to wait");
+    const first = pool.stats().workers.findIndex((worker) => worker.tools === 1);
+    const looping = run(pool, loop, {}, { deadlineMs: Date.now() + 60_000 });
+    await waitFor(() => pool.stats().workers.every((worker) => worker.tools === 1), 30_000, "a call on each worker");
+    killWorker(pool, 1 - first);
+    expect(await looping).toMatchObject({ outcome: "unknown" });
+    held.get("/hold-2")!();
+    expect(output(await waiting)).toMatchObject({ status: 200 });
+    await waitFor(() => pool.isPrepared("echo-wat"), 30_000, "the replacement to restore preparation");
+    expect(output(await run(pool, echo, { v: 1 }))).toEqual({ v: 1 });
+  }, 60_000);
+});
