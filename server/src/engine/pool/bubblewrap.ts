@@ -1,5 +1,5 @@
-import { existsSync, realpathSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { accessSync, constants, existsSync, realpathSync } from "node:fs";
+import { delimiter, isAbsolute, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** Where a worker reaches its egress socket inside the sandbox. */
@@ -79,4 +79,23 @@ export function bubblewrapArguments(view: SandboxView, command: readonly string[
   args.push("--ro-bind", view.egressSocket, SANDBOX_EGRESS_SOCKET);
   args.push("--chdir", "/", "--", ...command);
   return args;
+}
+
+/**
+ * The bubblewrap executable on the server's PATH, as a shell would find it; undefined when there
+ * is none. (Given an environment without PATH, as workers are, Node's spawn would search a
+ * default path instead: the server's own PATH is what the operator set.)
+ */
+export function findBubblewrap(path = process.env.PATH ?? ""): string | undefined {
+  for (const dir of path.split(delimiter)) {
+    if (!isAbsolute(dir)) continue;
+    const candidate = join(dir, "bwrap");
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
 }

@@ -4,7 +4,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { MALLOC_ENVIRONMENT } from "../../config/process-memory.ts";
-import { bubblewrapArguments, SANDBOX_EGRESS_SOCKET } from "./bubblewrap.ts";
+import { bubblewrapArguments, findBubblewrap, SANDBOX_EGRESS_SOCKET } from "./bubblewrap.ts";
 import { Egress } from "./egress.ts";
 import type { FromWorker, LeaseRequest, ToWorker, WorkerBoot } from "./protocol.ts";
 
@@ -92,8 +92,13 @@ export class WorkerProcess {
     // thread with an empty execArgv, and only NODE_OPTIONS preloads reach it there.
     const env = { ...MALLOC_ENVIRONMENT, NODE_OPTIONS: `--import=${EGRESS_PRELOAD}`, SKILLENV_WORKER: JSON.stringify(boot), SKILLENV_EGRESS: egressPath };
     const node = [process.execPath, "--disable-warning=ExperimentalWarning", WORKER_MAIN];
-    const [command, ...args] = this.#options.sandbox
-      ? ["bwrap", ...bubblewrapArguments({ prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket }, node)]
+    let bubblewrap: string | undefined;
+    if (this.#options.sandbox) {
+      bubblewrap = findBubblewrap();
+      if (!bubblewrap) throw new Error("bubblewrap (bwrap) is not on the server's PATH");
+    }
+    const [command, ...args] = bubblewrap
+      ? [bubblewrap, ...bubblewrapArguments({ prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket }, node)]
       : node;
     // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
     // 3: IPC; 4: the watchdog's report; 5: the lease socket.
