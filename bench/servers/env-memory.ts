@@ -2,15 +2,16 @@
 // as a service start sees it. It starts idle, prepares every component of build/components
 // (cold on a fresh data dir: transpiles included; warm on a prepared one), then calls a few of
 // them on every worker and waits for their spare instances to settle. A separate process, so
-// that RSS is this pool's and nothing else's.
+// that what is measured is this pool's and nothing else's: this process and every worker
+// process (each sandbox's processes), RSS and PSS summed over them.
 //
 //   node bench/servers/env-memory.ts '<json: MemoryJob>'
 //
 // Prints one JSON line (MemoryReport) on stdout.
 import { readdir, readFile } from "node:fs/promises";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Pool, type PoolOptions } from "../../server/src/engine/pool/index.ts";
+import { memoryOf, processTree, type ProcessMemory } from "../lib/processes.ts";
 import { MiB } from "../lib/stats.ts";
 
 export interface MemoryJob {
@@ -25,11 +26,17 @@ export interface MemoryJob {
 export interface MemoryReport {
   components: number;
   transpiles: number;
+  /** This process and its workers, summed: RSS counts shared pages once per process, PSS shares them out. */
   idleRssBytes: number;
+  idlePssBytes: number;
   preparedRssBytes: number;
-  /** Largest RSS the process had up to the end of preparation (VmHWM). */
+  preparedPssBytes: number;
+  /** The processes' largest RSS each up to the end of preparation (VmHWM), summed. */
   preparedPeakRssBytes: number;
   usedRssBytes: number;
+  usedPssBytes: number;
+  /** Of preparedPssBytes: this process alone (the pool's own part, the server's in a service). */
+  preparedPoolProcessPssBytes: number;
   /** Guest memory the spare instances of every worker hold once they settled. */
   spareBytes: number;
   spares: number;
@@ -38,11 +45,9 @@ export interface MemoryReport {
 const job = JSON.parse(process.argv[2] ?? "") as MemoryJob;
 const NO_GRANTS = { filesystem: {}, network: [], secrets: [] };
 
-/** VmRSS and VmHWM of this process (Linux), in bytes. */
-function memory(): { rss: number; peak: number } {
-  const status = readFileSync("/proc/self/status", "utf8");
-  const kib = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1]) * 1024;
-  return { rss: kib("VmRSS"), peak: kib("VmHWM") };
+/** This process and every worker process's tree. */
+function memory(): ProcessMemory {
+  return memoryOf([process.pid, ...pool.stats().workers.flatMap((worker) => (worker.pid === undefined ? [] : processTree(worker.pid)))]);
 }
 
 const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -54,6 +59,7 @@ try {
   const refs = new Map(names.map((name) => [name, { id: name, load: () => readFile(join(job.componentsDir, `${name}.wasm`)) }]));
   for (const ref of refs.values()) await pool.prepare(ref);
   const prepared = await settledMemory();
+  const preparedHere = memoryOf([process.pid]);
 
   const workers = job.pool.workers;
   for (const { name, input } of job.use) {
@@ -66,13 +72,18 @@ try {
     }
   }
   const spares = await settledSpares(workers);
+  const used = await settledMemory();
   const report: MemoryReport = {
     components: names.length,
     transpiles: pool.stats().transpiles,
     idleRssBytes: idle.rss,
+    idlePssBytes: idle.pss,
     preparedRssBytes: prepared.rss,
+    preparedPssBytes: prepared.pss,
     preparedPeakRssBytes: prepared.peak,
-    usedRssBytes: (await settledMemory()).rss,
+    usedRssBytes: used.rss,
+    usedPssBytes: used.pss,
+    preparedPoolProcessPssBytes: preparedHere.pss,
     spareBytes: spares.bytes,
     spares: spares.instances,
   };
@@ -88,7 +99,7 @@ process.exit(0);
  * return within the second (measured: 414 MiB at 200 ms, 367 MiB from 1 s on); a server at rest
  * holds the settled figure, and VmHWM keeps the peak.
  */
-async function settledMemory(): Promise<{ rss: number; peak: number }> {
+async function settledMemory(): Promise<ProcessMemory> {
   let last = memory();
   for (let waited = 0, steady = 0; steady < 1000 && waited < 5000; waited += 250) {
     await settle(250);
