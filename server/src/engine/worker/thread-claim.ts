@@ -23,15 +23,18 @@ export class ThreadClaim {
     watchdog.unref();
   }
 
-  /** The guest of `invocation` takes the thread; its deadline is written first, so the watchdog never pairs it with another's. */
+  /**
+   * The guest of `invocation` takes the thread; its deadline is written first, so the watchdog
+   * never pairs it with another's. Plain stores, no wake-up: the watchdog looks on its own
+   * schedule (a wake-up per take and leave cost more CPU than the rest of a small invocation).
+   */
   take(invocation: number, deadlineMs: number): void {
     this.#deadline[0] = deadlineMs;
     Atomics.store(this.#holder, 0, invocation);
-    Atomics.notify(this.#holder, 0);
   }
 
   /** The guest of `invocation` leaves the thread (it suspends on an async import, or it ended). */
   leave(invocation: number): void {
-    if (Atomics.compareExchange(this.#holder, 0, invocation, 0) === invocation) Atomics.notify(this.#holder, 0);
+    Atomics.compareExchange(this.#holder, 0, invocation, 0);
   }
 }
