@@ -104,6 +104,8 @@ interface Flight {
   network: readonly string[];
   /** The binding's /workspace, when the grant has one. */
   workspace: string | undefined;
+  /** It holds a place in its workspace's quota ledger (to be ended with it). */
+  inLedger: boolean;
   /** Bytes of workspace quota leased to it, in all. */
   leased: number;
   timer: NodeJS.Timeout | undefined;
@@ -419,6 +421,7 @@ export class Pool {
       host: invocation.host,
       network: invocation.grants.network,
       workspace,
+      inLedger: false,
       leased: 0,
       timer: undefined,
       posted: false,
@@ -437,6 +440,12 @@ export class Pool {
       const writable = invocation.grants.filesystem.workspace === "write";
       this.#quotas.begin(workspace).then(
         (lease) => {
+          // Cancelled while the workspace was measured: its place in the ledger ends here.
+          if (flight.settled) {
+            this.#quotas.end(workspace, lease, 0);
+            return;
+          }
+          flight.inLedger = true;
           flight.leased = lease;
           this.#send(flight, invocation, deadline, secrets, { dir: workspace, lease, limited: writable && this.#quotas.limited });
         },
@@ -532,7 +541,7 @@ export class Pool {
     flight.handle.flights.delete(flight);
     if (flight.kind === "tool") flight.handle.tools--;
     else flight.handle.loops--;
-    if (flight.workspace !== undefined) this.#quotas.end(flight.workspace, flight.leased, flight.posted ? growth : 0);
+    if (flight.inLedger && flight.workspace !== undefined) this.#quotas.end(flight.workspace, flight.leased, flight.posted ? growth : 0);
     if (flight.network.length > 0) flight.handle.process.revokeEgress();
     flight.resolve(done(flight.started, outcome));
     this.#unpin(flight.id);
