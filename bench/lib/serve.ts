@@ -3,13 +3,18 @@ import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { FromChild, ToChild } from "./child.ts";
+import { cpuOf, memoryOf, processTree } from "./processes.ts";
 
 export interface Served {
   url: string;
   close(): Promise<void>;
 }
 
-/** Child side of spawnServer: start, report the URL over IPC, answer stats queries, exit on stop or when the parent goes away. */
+/**
+ * Child side of spawnServer: start, report the URL over IPC, answer stats queries, exit on stop or
+ * when the parent goes away. Stats count the processes the server started too (the service's
+ * worker processes): their CPU and RSS are the server's.
+ */
 export async function serveOverIpc(start: () => Promise<Served>): Promise<void> {
   if (!process.send) throw new Error("run me through bench/lib/child.ts spawnServer (needs an IPC channel)");
   const send = (message: FromChild) => process.send!(message);
@@ -25,9 +30,12 @@ export async function serveOverIpc(start: () => Promise<Served>): Promise<void> 
   process.on("message", (message: ToChild) => {
     if (message.type === "stats") {
       const cpu = process.cpuUsage();
+      const descendants = processTree(process.pid).slice(1);
+      const descendantsCpu = cpuOf(descendants);
       globalThis.gc?.();
       const memory = process.memoryUsage();
-      send({ type: "stats", stats: { rssBytes: memory.rss, heapUsedBytes: memory.heapUsed, cpuMicros: cpu.user + cpu.system } });
+      const rssBytes = memory.rss + memoryOf(descendants).rss;
+      send({ type: "stats", stats: { rssBytes, heapUsedBytes: memory.heapUsed, cpuMicros: cpu.user + cpu.system + descendantsCpu } });
     }
     // process.exit (not a signal) so that --cpu-prof still writes its profile.
     else if (message.type === "stop") served.close().finally(() => process.exit(0));

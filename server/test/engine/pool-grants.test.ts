@@ -1,10 +1,8 @@
 import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HostServices, Pool, ServiceGrants } from "../../src/engine/pool/index.ts";
-import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startPool, tempDir, waitFor } from "../helpers/pool.ts";
+import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startGuestFacingServer, startPool, tempDir, type GuestFacingServer } from "../helpers/pool.ts";
 
 const workspaceJs = component("workspace-js");
 const secretsJs = component("secrets-js");
@@ -17,11 +15,9 @@ const environmentJs = component("environment-js");
 let pool: Pool;
 let box: { path: string; remove(): Promise<void> };
 let workspace: string;
-let server: Server;
+/** Answers guests' requests; those to /slow are held until the test releases them. */
+let server: GuestFacingServer;
 let origin: string;
-const requests: string[] = [];
-/** Responses to /slow requests, held until the test releases them. */
-const held = new Map<string, () => void>();
 
 /** Set before the workers start, so that it is in their copy of the environment: it must not reach guests. */
 const SENTINEL = ["SKILLENV_SENTINEL", "must-not-leak"] as const;
@@ -40,21 +36,14 @@ beforeAll(async () => {
   await symlink("../outside.txt", join(workspace, "relative-escape"));
   await symlink(join(box.path, "outside.txt"), join(workspace, "absolute-escape"));
   await symlink("hello.txt", join(workspace, "inside-link"));
-  server = createServer((request, response) => {
-    requests.push(`${request.method} ${request.url}`);
-    const answer = () => response.end(JSON.stringify({ pong: request.url }));
-    if (request.url?.startsWith("/slow")) held.set(request.url, answer);
-    else answer();
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server = await startGuestFacingServer("/slow");
+  origin = server.origin;
 }, 600_000);
 
 afterAll(async () => {
   delete process.env[SENTINEL[0]];
   await pool?.close();
-  for (const answer of held.values()) answer();
-  await new Promise((resolve) => server?.close(resolve));
+  await server?.close();
   await box?.remove();
 });
 
@@ -166,7 +155,7 @@ describe("network grants", () => {
   it("lets a granted origin through", async () => {
     const receipt = await run(pool, fetchJs, { v: 1, url: `${origin}/granted` }, { grants: grants({ network: [origin] }) });
     expect(output(receipt)).toEqual({ v: 1, status: 200, body: JSON.stringify({ pong: "/granted" }) });
-    expect(requests).toContain("GET /granted");
+    expect(server.requests).toContain("GET /granted");
   }, 60_000);
 
   it("refuses origins not granted before any connection is made", async () => {
@@ -182,15 +171,9 @@ describe("network grants", () => {
       const receipt = await run(pool, fetchJs, { v: 1, url: `${origin}/${name}` }, { grants: grants({ network }) });
       expect(receipt, name).toMatchObject({ outcome: "failure", code: "http_error" });
     }
-    expect(requests.filter((request) => cases.some(([name]) => request.endsWith(`/${name}`)))).toEqual([]);
+    expect(server.requests.filter((request) => cases.some(([name]) => request.endsWith(`/${name}`)))).toEqual([]);
   }, 60_000);
 });
-
-/** Waits until the test server holds the response to `url` (bounded: a hang fails the test). */
-async function heldResponse(url: string): Promise<() => void> {
-  await waitFor(() => held.has(url), 30_000, `the request for ${url}`);
-  return held.get(url)!;
-}
 
 describe("waiting on HTTP", () => {
   it("suspends the guest instead of blocking its worker; a deadline during the wait stops only that call", async () => {
@@ -199,7 +182,7 @@ describe("waiting on HTTP", () => {
       await single.prepare(fetchJs);
       await single.prepare(echo);
       const slow = run(single, fetchJs, { v: 1, url: `${origin}/slow-1` }, { grants: grants({ network: [origin] }) });
-      const answer = await heldResponse("/slow-1");
+      const answer = await server.held("/slow-1");
       // The only worker has a guest waiting on an HTTP response that has not come, yet it serves
       // another call meanwhile.
       expect(output(await run(single, echo, { v: 1 }))).toEqual({ v: 1 });
@@ -209,7 +192,7 @@ describe("waiting on HTTP", () => {
       // worker is not replaced.
       const late = await run(single, fetchJs, { v: 1, url: `${origin}/slow-2` }, { grants: grants({ network: [origin] }), deadlineMs: Date.now() + 300 });
       expect(late).toMatchObject({ outcome: "failure", code: "timeout" });
-      expect(held.has("/slow-2")).toBe(true);
+      expect(server.requests).toContain("GET /slow-2");
       expect(single.stats().replacements).toBe(0);
       expect(output(await run(single, echo, { v: 2 }))).toEqual({ v: 2 });
     } finally {

@@ -2,12 +2,11 @@
 // what its sandbox lets it see of the host's filesystem, processes and environment, what its
 // egress proxy lets through, and what killing it costs.
 import { readdir, readFile, mkdir, writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
-import net, { type AddressInfo } from "node:net";
+import net from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Pool } from "../../src/engine/pool/index.ts";
-import { buildTestComponents, component, killWorker, NO_GRANTS, output, run, startPool, tempDir, waitFor } from "../helpers/pool.ts";
+import { buildTestComponents, component, killWorker, NO_GRANTS, output, run, startGuestFacingServer, startPool, tempDir, waitFor, type GuestFacingServer } from "../helpers/pool.ts";
 
 const fetchJs = component("fetch-js");
 const loop = component("loop-wat");
@@ -19,10 +18,9 @@ const SENTINEL = ["SKILLENV_WORKER_SENTINEL", "not-for-workers"] as const;
 let pool: Pool;
 let box: { path: string; remove(): Promise<void> };
 let dataDir: string;
-let server: Server;
+/** Answers guests' requests; those to /hold are held until the test releases them. */
+let server: GuestFacingServer;
 let origin: string;
-/** Responses held until the test releases them, by path. */
-const held = new Map<string, () => void>();
 
 beforeAll(async () => {
   await buildTestComponents();
@@ -38,19 +36,14 @@ beforeAll(async () => {
   await writeFile(join(dataDir, "blobs", "object"), "a blob");
   pool = await startPool({ workers: 2, dataDir });
   await Promise.all([fetchJs, loop, echo].map((ref) => pool.prepare(ref)));
-  server = createServer((request, response) => {
-    if (request.url?.startsWith("/hold")) held.set(request.url, () => response.end("held"));
-    else response.end("ok");
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server = await startGuestFacingServer("/hold");
+  origin = server.origin;
 }, 600_000);
 
 afterAll(async () => {
   delete process.env[SENTINEL[0]];
   await pool?.close();
-  for (const release of held.values()) release();
-  await new Promise((resolve) => server?.close(resolve));
+  await server?.close();
   await box?.remove();
 });
 
@@ -128,12 +121,12 @@ describe("a sandboxed worker process", () => {
     other.socket.destroy();
     expect(other.status).toBe("403");
     const waiting = run(pool, fetchJs, { v: 1, url: `${origin}/hold-1` }, { grants: { ...NO_GRANTS, network: [origin] } });
-    await waitFor(() => held.has("/hold-1"), 30_000, "the guest's request");
+    const release = await server.held("/hold-1");
     const where = pool.stats().workers.findIndex((worker) => worker.tools === 1);
     const opened = await connectThrough(await sandboxedNode(where), authority);
     expect(opened.status).toBe("200");
     const closed = new Promise<void>((resolve) => opened.socket.once("close", () => resolve()));
-    held.get("/hold-1")!();
+    release();
     expect(output(await waiting)).toMatchObject({ status: 200 });
     // The grant ended with its invocation: the tunnel it allowed is closed.
     await closed;
@@ -142,13 +135,13 @@ describe("a sandboxed worker process", () => {
 
   it("killed mid-call, it costs only its own invocations: `unknown` for them, the other worker's call returns", async () => {
     const waiting = run(pool, fetchJs, { v: 1, url: `${origin}/hold-2` }, { grants: { ...NO_GRANTS, network: [origin] } });
-    await waitFor(() => held.has("/hold-2"), 30_000, "the first call to wait");
+    const releaseFirst = await server.held("/hold-2");
     const first = pool.stats().workers.findIndex((worker) => worker.tools === 1);
     const looping = run(pool, loop, {}, { deadlineMs: Date.now() + 60_000 });
     await waitFor(() => pool.stats().workers.every((worker) => worker.tools === 1), 30_000, "a call on each worker");
     killWorker(pool, 1 - first);
     expect(await looping).toMatchObject({ outcome: "unknown" });
-    held.get("/hold-2")!();
+    releaseFirst();
     expect(output(await waiting)).toMatchObject({ status: 200 });
     await waitFor(() => pool.isPrepared("echo-wat"), 30_000, "the replacement to restore preparation");
     expect(output(await run(pool, echo, { v: 1 }))).toEqual({ v: 1 });

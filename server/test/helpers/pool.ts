@@ -1,4 +1,6 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Pool, type ComponentRef, type Invocation, type PoolOptions, type Receipt, type ServiceGrants } from "../../src/engine/pool/index.ts";
@@ -90,4 +92,40 @@ export function killWorker(pool: Pool, index: number): void {
   const pid = pool.stats().workers[index]?.pid;
   if (pid === undefined) throw new Error(`worker ${index} has no process`);
   process.kill(pid, "SIGKILL");
+}
+
+/** An HTTP server on loopback for guests' requests: it answers at once, or holds what it is told to. */
+export interface GuestFacingServer {
+  /** `http://127.0.0.1:<port>`. */
+  origin: string;
+  /** Every request, as `METHOD /path`. */
+  requests: string[];
+  /** Waits until a request for `path` is held (bounded: a hang fails the test); returns what answers it. */
+  held(path: string): Promise<() => void>;
+  close(): Promise<void>;
+}
+
+/** Answers every request with `{"pong": <path>}`, except paths starting with `holdPrefix`, held until released. */
+export async function startGuestFacingServer(holdPrefix: string): Promise<GuestFacingServer> {
+  const requests: string[] = [];
+  const holding = new Map<string, () => void>();
+  const server = createServer((request, response) => {
+    requests.push(`${request.method} ${request.url}`);
+    const answer = () => response.end(JSON.stringify({ pong: request.url }));
+    if (request.url?.startsWith(holdPrefix)) holding.set(request.url, answer);
+    else answer();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    async held(path) {
+      await waitFor(() => holding.has(path), 30_000, `the request for ${path}`);
+      return holding.get(path)!;
+    },
+    async close() {
+      for (const answer of holding.values()) answer();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }
