@@ -1,5 +1,5 @@
 // Hostile guests against a real pool (docs/environments.md, "The sandbox and the threat model"):
-// componentize-js guests built from components/fs-probe-js run attacker-written JavaScript
+// componentize-js guests built from components/wasi-probe-js run attacker-written JavaScript
 // against the raw wasi:filesystem bindings, in sandboxed worker processes and in unsandboxed ones
 // (SERVICE_ENV_SANDBOX=off), from two workspaces. Every attack must read and write nothing
 // outside the preopen it went through.
@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Pool, Receipt, ServiceGrants } from "../../src/engine/pool/index.ts";
 import { buildTestComponents, component, NO_GRANTS, output, run, startPool, tempDir } from "../helpers/pool.ts";
 
-const probe = component("fs-probe-js");
+const probe = component("wasi-probe-js");
 /** What any successful escape would read: it lies in the workspace root, outside every binding. */
 const MARKER = "the marker outside every preopen";
 

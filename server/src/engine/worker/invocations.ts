@@ -159,6 +159,11 @@ export class Invocations {
     this.#running.get(message.invocation)?.hostResult(message);
   }
 
+  /** The invocation whose guest holds the thread now: the caller of a blocking WASI call. */
+  onThread(): Invocation | undefined {
+    return this.#running.get(this.#claim.holder());
+  }
+
   cancel(number: number): void {
     this.#running.get(number)?.finish({ outcome: "failure", code: "cancelled", message: "the invocation was cancelled" });
   }

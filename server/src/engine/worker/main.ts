@@ -8,6 +8,7 @@
 // Descriptors: 3 is the IPC channel (Node's), 4 the watchdog's report to the pool, 5 the
 // workspace lease socket (workspace-lease.ts).
 import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
+import { setBlockingCaller } from "../wasi/blocking.ts";
 import { Components } from "./components.ts";
 import { Invocations } from "./invocations.ts";
 import { ThreadClaim } from "./thread-claim.ts";
@@ -30,6 +31,7 @@ function send(message: FromWorker): void {
 
 const components = new Components(boot, send);
 const invocations = new Invocations(boot, components, new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD), new LeaseChannel(LEASE_FD), send);
+setBlockingCaller(() => invocations.onThread());
 
 process.on("message", (message: ToWorker) => {
   switch (message.type) {

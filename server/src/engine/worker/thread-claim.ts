@@ -33,6 +33,11 @@ export class ThreadClaim {
     Atomics.store(this.#holder, 0, invocation);
   }
 
+  /** The invocation whose guest holds the thread now (0: none). */
+  holder(): number {
+    return Atomics.load(this.#holder, 0);
+  }
+
   /** The guest of `invocation` leaves the thread (it suspends on an async import, or it ended). */
   leave(invocation: number): void {
     Atomics.compareExchange(this.#holder, 0, invocation, 0);
