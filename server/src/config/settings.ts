@@ -112,6 +112,11 @@ export interface EnvironmentSettings {
   agentLoopSlotsPerWorker: number;
   /** Concurrent leaf (tool) invocations per worker. */
   toolSlotsPerWorker: number;
+  /** Tool and agent-loop slots one workspace may hold at once over the pool; undefined: half the pool's. */
+  workspaceToolSlots: number | undefined;
+  workspaceAgentLoopSlots: number | undefined;
+  /** Invocations of one kind one workspace may have waiting for a slot. */
+  queueLength: number;
   /** Fresh instances kept ready per recently used component per worker; 0 disables them. */
   spareInstances: number;
   /** Guest memory the spare instances of one worker may hold. */
@@ -202,6 +207,10 @@ export function loadSettings(env: Env = process.env): Settings {
       maxSourceBytes: read("SERVICE_ENV_MAX_SOURCE_BYTES", parsePositiveInt, 1 * MiB),
       agentLoopSlotsPerWorker: read("SERVICE_ENV_AGENT_LOOP_SLOTS", parsePositiveInt, 16),
       toolSlotsPerWorker: read("SERVICE_ENV_TOOL_SLOTS", parsePositiveInt, 4),
+      workspaceToolSlots: read("SERVICE_ENV_WORKSPACE_TOOL_SLOTS", parsePositiveInt, undefined),
+      workspaceAgentLoopSlots: read("SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS", parsePositiveInt, undefined),
+      // 0: nothing waits, a call without a free slot is refused at once.
+      queueLength: read("SERVICE_ENV_QUEUE_LENGTH", parseZeroOrPositiveInt, 64),
       // 0 turns spare instances off.
       spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", parseZeroOrPositiveInt, 2),
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),

@@ -6,7 +6,8 @@ import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } fro
 import type { Components } from "./components.ts";
 import { classify, instantiate, type GuestInstance, type Scope } from "./guest.ts";
 import type { ThreadClaim } from "./thread-claim.ts";
-import { WorkspaceLease, type LeaseChannel } from "./workspace-lease.ts";
+import type { SyncChannel } from "./sync-channel.ts";
+import { WorkspaceLease } from "./workspace-lease.ts";
 
 type InvokeMessage = Extract<ToWorker, { type: "invoke" }>;
 type HostResult = Extract<ToWorker, { type: "host-result" }>;
@@ -18,6 +19,9 @@ class Invocation implements Scope {
   readonly filesystem: GuestFilesystem;
   network: readonly string[];
   readonly #hostAllowed: boolean;
+  readonly #maxEmits: number;
+  readonly #maxEmitBytes: number;
+  #emits = 0;
   readonly #deadlineMs: number;
   readonly #claim: ThreadClaim;
   readonly #workspace: WorkspaceLease | undefined;
@@ -31,10 +35,12 @@ class Invocation implements Scope {
   #timer: NodeJS.Timeout | undefined;
   finished = false;
 
-  constructor(message: InvokeMessage, boot: WorkerBoot, claim: ThreadClaim, leases: LeaseChannel, send: Send, onEnd: () => void) {
+  constructor(message: InvokeMessage, boot: WorkerBoot, claim: ThreadClaim, channel: SyncChannel, send: Send, onEnd: () => void) {
     this.number = message.invocation;
     this.network = message.grants.network;
     this.#hostAllowed = message.host;
+    this.#maxEmits = boot.maxEmits;
+    this.#maxEmitBytes = boot.maxEmitBytes;
     this.#deadlineMs = message.deadlineMs;
     this.#claim = claim;
     this.#send = send;
@@ -45,7 +51,7 @@ class Invocation implements Scope {
       if (!message.workspace) throw new Error("no workspace directory came with a workspace grant");
       const readOnly = filesystem.workspace !== "write";
       const { dir, lease, limited } = message.workspace;
-      if (!readOnly && limited) this.#workspace = new WorkspaceLease(message.invocation, lease, leases);
+      if (!readOnly && limited) this.#workspace = new WorkspaceLease(message.invocation, lease, channel);
       preopens.push({ guestPath: "/workspace", hostDir: dir, readOnly, ...(this.#workspace ? { quota: this.#workspace } : {}) });
     }
     if (filesystem.scratch) {
@@ -89,8 +95,13 @@ class Invocation implements Scope {
     });
   }
 
+  /** Best effort (wit/env.wit): past the limits, events are dropped here and cost nothing further. */
   emit(payload: string): void {
-    if (!this.finished && this.#hostAllowed) this.#send({ type: "emit", invocation: this.number, payload });
+    if (this.finished || !this.#hostAllowed || this.#emits >= this.#maxEmits) return;
+    // UTF-16 length bounds the UTF-8 size from below: most oversized payloads are refused before measuring.
+    if (payload.length > this.#maxEmitBytes || Buffer.byteLength(payload) > this.#maxEmitBytes) return;
+    this.#emits++;
+    this.#send({ type: "emit", invocation: this.number, payload });
   }
 
   hostResult(message: HostResult): void {
@@ -144,14 +155,14 @@ export class Invocations {
   readonly #boot: WorkerBoot;
   readonly #components: Components;
   readonly #claim: ThreadClaim;
-  readonly #leases: LeaseChannel;
+  readonly #channel: SyncChannel;
   readonly #send: Send;
 
-  constructor(boot: WorkerBoot, components: Components, claim: ThreadClaim, leases: LeaseChannel, send: Send) {
+  constructor(boot: WorkerBoot, components: Components, claim: ThreadClaim, channel: SyncChannel, send: Send) {
     this.#boot = boot;
     this.#components = components;
     this.#claim = claim;
-    this.#leases = leases;
+    this.#channel = channel;
     this.#send = send;
   }
 
@@ -171,7 +182,7 @@ export class Invocations {
   async start(message: InvokeMessage): Promise<void> {
     let invocation: Invocation;
     try {
-      invocation = new Invocation(message, this.#boot, this.#claim, this.#leases, this.#send, () => this.#running.delete(message.invocation));
+      invocation = new Invocation(message, this.#boot, this.#claim, this.#channel, this.#send, () => this.#running.delete(message.invocation));
     } catch (error) {
       const receipt: WorkerReceipt = { outcome: "failure", code: "internal", message: `cannot set up the guest's filesystem: ${error instanceof Error ? error.message : String(error)}` };
       this.#send({ type: "receipt", invocation: message.invocation, receipt, workspaceGrowth: 0 });
@@ -202,6 +213,8 @@ export class Invocations {
       configuration = wrapped;
     }
     const spares = this.#components.spares;
+    // From here on the guest may run: the pool knows before it does.
+    this.#channel.started(message.invocation);
     try {
       invocation.resuming();
       const spare = spares.take(component, invocation, budget);
