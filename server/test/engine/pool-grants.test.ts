@@ -191,7 +191,7 @@ describe("waiting on HTTP", () => {
       // A deadline that passes while the guest waits (the response never comes): timeout, and the
       // worker is not replaced.
       const late = await run(single, fetchJs, { v: 1, url: `${origin}/slow-2` }, { grants: grants({ network: [origin] }), deadlineMs: Date.now() + 300 });
-      expect(late).toMatchObject({ outcome: "failure", code: "timeout" });
+      expect(late, JSON.stringify(late)).toMatchObject({ outcome: "failure", code: "timeout" });
       expect(server.requests).toContain("GET /slow-2");
       expect(single.stats().replacements).toBe(0);
       expect(output(await run(single, echo, { v: 2 }))).toEqual({ v: 2 });

@@ -90,6 +90,10 @@ class WorkerHandle {
   readyOnce = false;
   /** A guest has held its thread for a while (its watchdog says): new work goes elsewhere if it can. */
   busy = false;
+  /** Its process has exited (and everything it wrote has been read). */
+  gone = false;
+  /** What its invocations in flight are told when it is lost. */
+  lostReason = "";
 
   constructor(index: number, create: (handle: WorkerHandle) => WorkerProcess) {
     this.index = index;
@@ -735,13 +739,10 @@ export class Pool {
   #retire(handle: WorkerHandle, reason: string, replace: boolean): void {
     if (handle.state === "dead") return;
     handle.state = "dead";
-    for (const flight of [...handle.flights]) {
-      // Not started (the worker's start note is written before its guest runs, and read before
-      // its exit): nothing of it ran, and that is a definite outcome.
-      if (!flight.running) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"), 0);
-      else if (flight.overran) this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
-      else this.#settle(flight, { outcome: "unknown", message: reason });
-    }
+    handle.lostReason = reason;
+    // Its invocations are settled once the process is gone (#exited): only then has every start
+    // note it wrote been read.
+    if (handle.gone) this.#settleLost(handle);
     for (const load of handle.loads.values()) load.reject(new WorkerGone());
     for (const query of handle.reports.splice(0)) query.reject(new WorkerGone(reason));
     handle.ready.reject(new WorkerGone(reason));
@@ -815,14 +816,31 @@ export class Pool {
   }
 
   #exited(handle: WorkerHandle, description: string, stderr: string): void {
+    handle.gone = true;
     handle.exited.resolve();
-    if (handle.state === "dead") return;
+    if (handle.state === "dead") {
+      this.#settleLost(handle);
+      return;
+    }
     if (!handle.readyOnce) {
       // It never started: say why, with what it wrote (bubblewrap explains itself there).
       const said = stderr.trim().split("\n").slice(-3).join(" | ");
       handle.ready.reject(new Error(`a worker process ${description}${said ? `: ${said}` : ""}`));
     }
     this.#retire(handle, `the worker process ${description} during the invocation; it may or may not have taken effect`, true);
+  }
+
+  /**
+   * Settles what was in flight on a worker that is gone. An invocation whose start note never
+   * came did not run (the note is written, synchronously, before the guest runs, and every note
+   * is read before the process's end is): a definite outcome.
+   */
+  #settleLost(handle: WorkerHandle): void {
+    for (const flight of [...handle.flights]) {
+      if (!flight.running) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"), 0);
+      else if (flight.overran) this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
+      else this.#settle(flight, { outcome: "unknown", message: handle.lostReason });
+    }
   }
 
   #lease(handle: WorkerHandle, request: LeaseRequest): number {
@@ -946,8 +964,8 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
     maxTurnSecs: positive("maxTurnSecs", options.maxTurnSecs),
     agentLoopSlotsPerWorker: positive("agentLoopSlotsPerWorker", options.agentLoopSlotsPerWorker),
     toolSlotsPerWorker: positive("toolSlotsPerWorker", options.toolSlotsPerWorker),
-    workspaceToolSlots: positive("workspaceToolSlots", options.workspaceToolSlots ?? Math.ceil((options.workers * options.toolSlotsPerWorker) / 2)),
-    workspaceAgentLoopSlots: positive("workspaceAgentLoopSlots", options.workspaceAgentLoopSlots ?? Math.ceil((options.workers * options.agentLoopSlotsPerWorker) / 2)),
+    workspaceToolSlots: positive("workspaceToolSlots", options.workspaceToolSlots ?? options.workers * options.toolSlotsPerWorker),
+    workspaceAgentLoopSlots: positive("workspaceAgentLoopSlots", options.workspaceAgentLoopSlots ?? options.workers * options.agentLoopSlotsPerWorker),
     queueLength: Math.max(0, Math.floor(options.queueLength ?? 64)),
     spareInstances: Math.max(0, Math.floor(options.spareInstances ?? 2)),
     spareMemoryMib: Math.max(0, options.spareMemoryMib ?? 256),

@@ -48,10 +48,10 @@ export interface PoolOptions {
   toolSlotsPerWorker: number;
   /**
    * Tool slots one workspace may hold at once, over the whole pool
-   * (SERVICE_ENV_WORKSPACE_TOOL_SLOTS). Default half the pool's, rounded up.
+   * (SERVICE_ENV_WORKSPACE_TOOL_SLOTS, whose default is half the pool's). Default: all of them.
    */
   workspaceToolSlots?: number;
-  /** Agent-loop slots one workspace may hold at once (SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS). Default half the pool's, rounded up. */
+  /** Agent-loop slots one workspace may hold at once (SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS). Default: all of them. */
   workspaceAgentLoopSlots?: number;
   /**
    * Invocations of one kind one workspace may have waiting for a slot (SERVICE_ENV_QUEUE_LENGTH);
