@@ -34,6 +34,9 @@ class Invocation implements Scope {
   #nextCall = 1;
   #timer: NodeJS.Timeout | undefined;
   finished = false;
+  /** Settles the first time its guest leaves the thread (it suspends, or it ended). */
+  readonly yielded: Promise<void>;
+  #yield!: () => void;
 
   constructor(message: InvokeMessage, boot: WorkerBoot, claim: ThreadClaim, channel: SyncChannel, send: Send, onEnd: () => void) {
     this.number = message.invocation;
@@ -45,6 +48,7 @@ class Invocation implements Scope {
     this.#claim = claim;
     this.#send = send;
     this.#onEnd = onEnd;
+    this.yielded = new Promise<void>((resolve) => (this.#yield = resolve));
     const { filesystem } = message.grants;
     const preopens: PreopenDirectory[] = [];
     if (filesystem.workspace) {
@@ -82,6 +86,7 @@ class Invocation implements Scope {
   /** The guest leaves the thread (it suspends on an async import, or it ended). */
   suspending(): void {
     this.#claim.leave(this.number);
+    this.#yield();
   }
 
   hostCall(op: "callModel" | "dispatchTools", payload: string): Promise<string> {
@@ -157,6 +162,8 @@ export class Invocations {
   readonly #claim: ThreadClaim;
   readonly #channel: SyncChannel;
   readonly #send: Send;
+  /** When the guest of the invocation started last first lets go of the thread. */
+  #lastStart: Promise<void> = Promise.resolve();
 
   constructor(boot: WorkerBoot, components: Components, claim: ThreadClaim, channel: SyncChannel, send: Send) {
     this.#boot = boot;
@@ -213,6 +220,13 @@ export class Invocations {
       configuration = wrapped;
     }
     const spares = this.#components.spares;
+    // One start at a time: the guest started before this one must have let go of the thread
+    // (suspended or ended) before this one's start note is written. Otherwise a guest that then
+    // computes forever would leave a note behind for one that never ran.
+    const previous = this.#lastStart;
+    this.#lastStart = invocation.yielded;
+    await previous;
+    if (invocation.finished) return;
     // From here on the guest may run: the pool knows before it does.
     this.#channel.started(message.invocation);
     try {
