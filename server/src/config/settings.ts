@@ -112,6 +112,11 @@ export interface EnvironmentSettings {
   agentLoopSlotsPerWorker: number;
   /** Concurrent leaf (tool) invocations per worker. */
   toolSlotsPerWorker: number;
+  /** Tool and agent-loop slots one workspace may hold at once over the pool (default half the pool's, rounded up). */
+  workspaceToolSlots: number;
+  workspaceAgentLoopSlots: number;
+  /** Invocations of one kind one workspace may have waiting for a slot. */
+  queueLength: number;
   /** Fresh instances kept ready per recently used component per worker; 0 disables them. */
   spareInstances: number;
   /** Guest memory the spare instances of one worker may hold. */
@@ -202,6 +207,11 @@ export function loadSettings(env: Env = process.env): Settings {
       maxSourceBytes: read("SERVICE_ENV_MAX_SOURCE_BYTES", parsePositiveInt, 1 * MiB),
       agentLoopSlotsPerWorker: read("SERVICE_ENV_AGENT_LOOP_SLOTS", parsePositiveInt, 16),
       toolSlotsPerWorker: read("SERVICE_ENV_TOOL_SLOTS", parsePositiveInt, 4),
+      // Filled in below from the pool's size when not set.
+      workspaceToolSlots: read("SERVICE_ENV_WORKSPACE_TOOL_SLOTS", parsePositiveInt, 0),
+      workspaceAgentLoopSlots: read("SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS", parsePositiveInt, 0),
+      // 0: nothing waits, a call without a free slot is refused at once.
+      queueLength: read("SERVICE_ENV_QUEUE_LENGTH", parseZeroOrPositiveInt, 64),
       // 0 turns spare instances off.
       spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", parseZeroOrPositiveInt, 2),
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
@@ -227,6 +237,10 @@ export function loadSettings(env: Env = process.env): Settings {
       timeoutSecs: read("SERVICE_MODEL_TIMEOUT_SECS", parsePositiveInt, 300),
     },
   };
+  // A workspace's share of the pool: half of it unless set, so that one workspace never holds it all.
+  const pool = settings.env;
+  pool.workspaceToolSlots ||= Math.ceil((pool.workers * pool.toolSlotsPerWorker) / 2);
+  pool.workspaceAgentLoopSlots ||= Math.ceil((pool.workers * pool.agentLoopSlotsPerWorker) / 2);
   checkBodyBudgets(settings, problems);
   checkWorkspaceRoot(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);

@@ -191,7 +191,7 @@ describe("waiting on HTTP", () => {
       // A deadline that passes while the guest waits (the response never comes): timeout, and the
       // worker is not replaced.
       const late = await run(single, fetchJs, { v: 1, url: `${origin}/slow-2` }, { grants: grants({ network: [origin] }), deadlineMs: Date.now() + 300 });
-      expect(late).toMatchObject({ outcome: "failure", code: "timeout" });
+      expect(late, JSON.stringify(late)).toMatchObject({ outcome: "failure", code: "timeout" });
       expect(server.requests).toContain("GET /slow-2");
       expect(single.stats().replacements).toBe(0);
       expect(output(await run(single, echo, { v: 2 }))).toEqual({ v: 2 });
@@ -262,6 +262,22 @@ describe("programs", () => {
     });
     expect(output(receipt)).toEqual({ answer: "about fuel", results: [{ id: "t1", output: { v: 1, echoed: true } }], style: "terse" });
     expect(events).toEqual([JSON.stringify({ v: 1, kind: "program_progress" })]);
+  }, 60_000);
+
+  it("passes on at most 100 progress events of at most 16 KiB each; the rest are dropped in the worker", async () => {
+    const source = `function turn(input, configuration, host) {
+      for (let i = 0; i < 300; i++) host.emit({ v: 1, i, pad: "x".repeat(i % 3 === 0 ? 20000 : 10) });
+      return { emitted: 300 };
+    }`;
+    const events: string[] = [];
+    const host: HostServices = { callModel: async () => "{}", dispatchTools: async () => "{}", emit: (event) => events.push(event) };
+    // Building 20 KB strings in an interpreted JS engine costs fuel: more than the default.
+    const receipt = await pool.invoke({ component: programLoop, entrypoint: "turn", input: "{}", configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host, program: { source }, fuel: 200_000_000_000 });
+    expect(output(receipt)).toEqual({ emitted: 300 });
+    expect(events).toHaveLength(100);
+    expect(events.every((event) => Buffer.byteLength(event) <= 16 * 1024)).toBe(true);
+    // The small ones, in order: every third was too large.
+    expect(events.slice(0, 3).map((event) => (JSON.parse(event) as { i: number }).i)).toEqual([1, 2, 4]);
   }, 60_000);
 
   it("a host failure reaches the agent loop as its failure record", async () => {

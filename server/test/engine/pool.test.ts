@@ -345,8 +345,8 @@ describe("crashes and capacity", () => {
     }
   }, 60_000);
 
-  it("fails at once with pool_saturated when every tool slot is busy", async () => {
-    const busy = await startPool({ workers: 2, toolSlotsPerWorker: 2 });
+  it("without a queue, fails at once with pool_saturated when every tool slot is busy", async () => {
+    const busy = await startPool({ workers: 2, toolSlotsPerWorker: 2, queueLength: 0 });
     try {
       await busy.prepare(loop);
       await busy.prepare(echo);
@@ -359,15 +359,18 @@ describe("crashes and capacity", () => {
       expect(busy.stats().inFlight.tools).toBe(4);
       // Agent loops have their own capacity: a turn is not refused because tools are busy.
       expect(busy.stats().capacity.agentLoops).toBeGreaterThan(0);
+      await waitFor(() => busy.stats().workers.every((worker) => worker.busy), 10_000, "a loop computing on each worker");
       await busy.close();
-      for (const r of await Promise.all(loops)) expect(r.outcome).toBe("unknown");
+      // One loop computes on each worker; the other sent there never started.
+      const outcomes = (await Promise.all(loops)).map((r) => (r.outcome === "failure" ? r.code : r.outcome)).sort();
+      expect(outcomes, JSON.stringify(outcomes)).toEqual(["unavailable", "unavailable", "unknown", "unknown"]);
     } finally {
       await busy.close();
     }
   }, 60_000);
 
   it("agent loops filling every worker still get their nested tool calls run", async () => {
-    const loops = await startPool({ workers: 2, agentLoopSlotsPerWorker: 2, toolSlotsPerWorker: 2 });
+    const loops = await startPool({ workers: 2, agentLoopSlotsPerWorker: 2, toolSlotsPerWorker: 2, queueLength: 0 });
     try {
       await loops.prepare(agentLoop);
       await loops.prepare(echo);
@@ -411,7 +414,7 @@ describe("crashes and capacity", () => {
         loops.invoke({ component: agentLoop, entrypoint: "turn", input: JSON.stringify({ v: 1, message: `hello ${turn}` }), configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host: host(turn) }),
       );
       await allWaiting;
-      // One more turn finds no agent-loop slot.
+      // One more turn finds no agent-loop slot (and, without a queue, is refused at once).
       const extra = await loops.invoke({ component: agentLoop, entrypoint: "turn", input: JSON.stringify({ v: 1, message: "x" }), configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host: host(99) });
       expect(extra).toMatchObject({ outcome: "failure", code: "pool_saturated" });
       const receipts: Receipt[] = await Promise.all(pending);
@@ -458,8 +461,8 @@ describe("crashes and capacity", () => {
     const closing = await startPool({ workers: 1 });
     await closing.prepare(loop);
     const pending = run(closing, loop, {}, { deadlineMs: Date.now() + 60_000 });
-    await waitFor(() => closing.stats().inFlight.tools === 1);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    // Its guest holds the thread: it has started.
+    await waitFor(() => closing.stats().workers[0]!.busy);
     await closing.close();
     expect((await pending).outcome).toBe("unknown");
     expect(await run(closing, echo, {})).toMatchObject({ outcome: "failure", code: "unavailable" });

@@ -138,7 +138,7 @@ describe("a sandboxed worker process", () => {
     const releaseFirst = await server.held("/hold-2");
     const first = pool.stats().workers.findIndex((worker) => worker.tools === 1);
     const looping = run(pool, loop, {}, { deadlineMs: Date.now() + 60_000 });
-    await waitFor(() => pool.stats().workers.every((worker) => worker.tools === 1), 30_000, "a call on each worker");
+    await waitFor(() => pool.stats().workers[1 - first]!.busy, 30_000, "the loop to run on the other worker");
     killWorker(pool, 1 - first);
     expect(await looping).toMatchObject({ outcome: "unknown" });
     releaseFirst();

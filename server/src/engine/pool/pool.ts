@@ -9,6 +9,7 @@ import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } f
 import type { FailureBody, FromWorker, LeaseRequest, ToWorker, WorkerReceipt, WorkspaceDirectory } from "./protocol.ts";
 import { readSecrets } from "./secrets.ts";
 import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerReport, WorkerStats } from "./types.ts";
+import { FairQueue } from "./fair-queue.ts";
 import { WorkerProcess } from "./worker-process.ts";
 import { WorkspaceQuotas } from "./workspace-quotas.ts";
 
@@ -87,6 +88,12 @@ class WorkerHandle {
   readonly exited = deferred();
   /** The worker reported ready at least once (a worker dying before that backs off). */
   readyOnce = false;
+  /** A guest has held its thread for a while (its watchdog says): new work goes elsewhere if it can. */
+  busy = false;
+  /** Its process has exited (and everything it wrote has been read). */
+  gone = false;
+  /** What its invocations in flight are told when it is lost. */
+  lostReason = "";
 
   constructor(index: number, create: (handle: WorkerHandle) => WorkerProcess) {
     this.index = index;
@@ -99,6 +106,8 @@ interface Flight {
   id: string;
   handle: WorkerHandle;
   kind: Kind;
+  /** The workspace it runs for (its share of the pool). */
+  tenant: string;
   started: number;
   host: HostServices | undefined;
   network: readonly string[];
@@ -109,11 +118,30 @@ interface Flight {
   /** Bytes of workspace quota leased to it, in all. */
   leased: number;
   timer: NodeJS.Timeout | undefined;
-  /** The invoke message went to the worker: from here on a lost worker means `unknown`. */
+  /** The invoke message went to the worker. */
   posted: boolean;
+  /** The worker said its guest is about to run: from here on a lost worker means `unknown`. */
+  running: boolean;
   /** The worker's watchdog named it: its guest computed past the deadline. */
   overran: boolean;
+  /** Progress events passed on to its host. */
+  emits: number;
   settled: boolean;
+  resolve(receipt: Receipt): void;
+}
+
+/** An invocation waiting for a slot (its tenant's share, or any at all). Nothing of it has run. */
+interface Waiting {
+  invocation: Invocation;
+  compiled: Compiled;
+  started: number;
+  deadline: number;
+  secrets: ReadonlyMap<string, string>;
+  kind: Kind;
+  tenant: string;
+  timer: NodeJS.Timeout;
+  /** Undoes what waiting set up (its timer, its cancel listener), once it starts or ends. */
+  stopWaiting(): void;
   resolve(receipt: Receipt): void;
 }
 
@@ -136,6 +164,8 @@ export class Pool {
   readonly #components = new Map<string, Compiled>();
   readonly #preparing = new Map<string, Promise<void>>();
   readonly #flights = new Map<number, Flight>();
+  /** Each kind of slot shared out between workspaces. */
+  readonly #queues: Record<Kind, FairQueue<Waiting>>;
   /** Invocations the pool ended `timeout` itself whose worker has not acknowledged them yet. */
   readonly #unacknowledged = new Map<number, NodeJS.Timeout>();
   /** Why a component must stay compiled now: its loads, its invocations waiting or in flight. */
@@ -151,6 +181,8 @@ export class Pool {
   #replacements = 0;
   #spawns = 0;
   #closed: Promise<void> | undefined;
+  /** Set as close() begins: nothing new starts. */
+  #closing = false;
 
   private constructor(options: Required<PoolOptions>, preparer: Preparer, runtimeDir: string, socketDir: string) {
     this.#options = options;
@@ -158,6 +190,10 @@ export class Pool {
     this.#runtimeDir = runtimeDir;
     this.#socketDir = socketDir;
     this.#quotas = new WorkspaceQuotas(options.workspaceQuotaBytes);
+    this.#queues = {
+      tool: new FairQueue(options.workspaceToolSlots, options.queueLength),
+      loop: new FairQueue(options.workspaceAgentLoopSlots, options.queueLength),
+    };
   }
 
   /**
@@ -265,6 +301,7 @@ export class Pool {
       index: handle.index,
       pid: handle.process.pid,
       state: handle.state,
+      busy: handle.busy,
       tools: handle.tools,
       agentLoops: handle.loops,
       loaded: handle.loaded.size,
@@ -283,6 +320,7 @@ export class Pool {
         tools: workers.reduce((sum, worker) => sum + worker.tools, 0),
         agentLoops: workers.reduce((sum, worker) => sum + worker.agentLoops, 0),
       },
+      waiting: { tools: this.#queues.tool.waiting, agentLoops: this.#queues.loop.waiting },
       capacity: { tools: live * this.#options.toolSlotsPerWorker, agentLoops: live * this.#options.agentLoopSlotsPerWorker },
     };
   }
@@ -307,6 +345,11 @@ export class Pool {
   }
 
   async #close(): Promise<void> {
+    this.#closing = true;
+    for (const waiting of [...this.#queues.tool.drain(), ...this.#queues.loop.drain()]) {
+      waiting.stopWaiting();
+      waiting.resolve(done(waiting.started, failure("unavailable", "the worker pool was closed while the invocation waited for a slot; it did not run")));
+    }
     const gone = this.#workers.map((handle) => handle.exited.promise);
     for (const handle of this.#workers) {
       this.#retire(handle, "the worker pool was closed during the invocation", false);
@@ -400,23 +443,98 @@ export class Pool {
     const deadline = Math.min(invocation.deadlineMs, now + this.#options.maxTurnSecs * 1000);
     if (!(deadline > now)) return Promise.resolve(done(started, failure("timeout", "the deadline had passed before the invocation started")));
     const kind: Kind = invocation.entrypoint === "turn" ? "loop" : "tool";
-    const handle = this.#pick(kind);
-    if (!handle) {
-      const capacity = this.stats().capacity;
-      const slots = kind === "tool" ? `${capacity.tools} tool` : `${capacity.agentLoops} agent-loop`;
-      return Promise.resolve(done(started, failure("pool_saturated", `all ${slots} slots of the worker pool are busy; the invocation was not started`)));
+    const tenant = invocation.tenant ?? "";
+    if (this.#queues[kind].mayStart(tenant)) {
+      const handle = this.#pick(kind);
+      if (handle) {
+        let resolve!: (receipt: Receipt) => void;
+        const promise = new Promise<Receipt>((res) => (resolve = res));
+        this.#start(handle, { invocation, started, deadline, secrets, kind, tenant, resolve });
+        return promise;
+      }
     }
-    if (kind === "tool") handle.tools++;
-    else handle.loops++;
-    const n = this.#next++;
+    return this.#wait(invocation, compiled, started, deadline, secrets, kind, tenant);
+  }
+
+  /**
+   * Queues an invocation that cannot start now (its workspace holds its share of slots of this
+   * kind, or every slot is taken) until a slot is its turn; refuses it at once with
+   * `pool_saturated` when its workspace's queue is full. Its deadline and its cancellation end the
+   * wait; nothing of it has run then.
+   */
+  #wait(invocation: Invocation, compiled: Compiled, started: number, deadline: number, secrets: ReadonlyMap<string, string>, kind: Kind, tenant: string): Promise<Receipt> {
     let resolve!: (receipt: Receipt) => void;
     const promise = new Promise<Receipt>((res) => (resolve = res));
+    const queue = this.#queues[kind];
+    const end = (outcome: Outcome) => {
+      if (!queue.remove(tenant, waiting)) return;
+      waiting.stopWaiting();
+      resolve(done(started, outcome));
+    };
+    const onAbort = () => end(failure("cancelled", "the invocation was cancelled while it waited for a slot; it did not run"));
+    const waiting: Waiting = {
+      invocation,
+      compiled,
+      started,
+      deadline,
+      secrets,
+      kind,
+      tenant,
+      resolve,
+      timer: setTimeout(() => end(failure("timeout", "the invocation's deadline passed while it waited for a slot of the worker pool; it did not run")), Math.max(0, deadline - Date.now())),
+      stopWaiting: () => {
+        clearTimeout(waiting.timer);
+        invocation.signal?.removeEventListener("abort", onAbort);
+        this.#unpin(compiled.prepared.id);
+      },
+    };
+    if (!queue.enqueue(tenant, waiting)) {
+      clearTimeout(waiting.timer);
+      const capacity = this.stats().capacity;
+      const slots = kind === "tool" ? `${capacity.tools} tool` : `${capacity.agentLoops} agent-loop`;
+      return Promise.resolve(
+        done(started, failure("pool_saturated", `the worker pool's ${slots} slots are busy and this workspace already has ${this.#options.queueLength} invocations of this kind waiting; the invocation was not started`)),
+      );
+    }
+    // It stays compiled while it waits.
+    this.#pin(compiled.prepared.id);
+    invocation.signal?.addEventListener("abort", onAbort, { once: true });
+    if (invocation.signal?.aborted) onAbort();
+    return promise;
+  }
+
+  /** Gives freed slots of `kind` to waiting invocations, workspaces in turn, while there are both. */
+  #drain(kind: Kind): void {
+    if (this.#closing) return;
+    const queue = this.#queues[kind];
+    while (queue.waiting > 0) {
+      const handle = this.#pick(kind);
+      if (!handle) return;
+      const next = queue.next();
+      if (!next) return;
+      const waiting = next.item;
+      waiting.stopWaiting();
+      if (!(waiting.deadline > Date.now())) {
+        waiting.resolve(done(waiting.started, failure("timeout", "the invocation's deadline passed while it waited for a slot of the worker pool; it did not run")));
+        continue;
+      }
+      this.#start(handle, waiting);
+    }
+  }
+
+  /** Takes a slot of `handle` for the invocation and sends it (after its workspace lease, if it needs one). */
+  #start(handle: WorkerHandle, { invocation, started, deadline, secrets, kind, tenant, resolve }: Omit<Waiting, "timer" | "stopWaiting" | "compiled">): void {
+    if (kind === "tool") handle.tools++;
+    else handle.loops++;
+    this.#queues[kind].started(tenant);
+    const n = this.#next++;
     const workspace = invocation.grants.filesystem.workspace ? invocation.workspaceDir : undefined;
     const flight: Flight = {
       n,
       id: invocation.component.id,
       handle,
       kind,
+      tenant,
       started,
       host: invocation.host,
       network: invocation.grants.network,
@@ -425,7 +543,9 @@ export class Pool {
       leased: 0,
       timer: undefined,
       posted: false,
+      running: false,
       overran: false,
+      emits: 0,
       settled: false,
       resolve,
     };
@@ -452,7 +572,6 @@ export class Pool {
         (error: unknown) => this.#settle(flight, failure("internal", `cannot measure the workspace: ${messageOf(error)}`)),
       );
     }
-    return promise;
   }
 
   /** Before it was sent, nothing ran; after, the worker stops it when its guest is not on the thread. */
@@ -486,8 +605,15 @@ export class Pool {
     flight.timer = setTimeout(() => this.#overran(flight), Math.max(0, deadline - Date.now()) + 2 * DEADLINE_GRACE_MS);
   }
 
-  /** The least loaded live worker with a free slot of this kind. */
+  /**
+   * The least loaded live worker with a free slot of this kind, preferring one whose thread no
+   * guest is holding (a call sent to a busy worker waits behind that guest's computation).
+   */
   #pick(kind: Kind): WorkerHandle | undefined {
+    return this.#pickAmong(kind, false) ?? this.#pickAmong(kind, true);
+  }
+
+  #pickAmong(kind: Kind, busyToo: boolean): WorkerHandle | undefined {
     const cap = kind === "tool" ? this.#options.toolSlotsPerWorker : this.#options.agentLoopSlotsPerWorker;
     let best: WorkerHandle | undefined;
     let bestUsed = Infinity;
@@ -497,7 +623,7 @@ export class Pool {
     const first = this.#rotation++ % count;
     for (let i = 0; i < count; i++) {
       const handle = this.#workers[(first + i) % count]!;
-      if (handle.state === "dead") continue;
+      if (handle.state === "dead" || (handle.busy && !busyToo)) continue;
       const used = kind === "tool" ? handle.tools : handle.loops;
       if (used >= cap) continue;
       if (used < bestUsed || (used === bestUsed && best && handle.tools + handle.loops < best.tools + best.loops)) {
@@ -541,10 +667,13 @@ export class Pool {
     flight.handle.flights.delete(flight);
     if (flight.kind === "tool") flight.handle.tools--;
     else flight.handle.loops--;
+    this.#queues[flight.kind].ended(flight.tenant);
     if (flight.inLedger && flight.workspace !== undefined) this.#quotas.end(flight.workspace, flight.leased, flight.posted ? growth : 0);
     if (flight.network.length > 0) flight.handle.process.revokeEgress();
     flight.resolve(done(flight.started, outcome));
     this.#unpin(flight.id);
+    // Its slot is free: the next invocation waiting for one, whichever workspace's turn it is.
+    this.#drain(flight.kind);
   }
 
   #pin(id: string): void {
@@ -603,18 +732,17 @@ export class Pool {
 
   /**
    * Takes a worker out of service: in-flight invocations end `unknown` (`timeout` for the one its
-   * watchdog stopped it for; `unavailable` for those not sent yet), pending loads fail over to the
+   * watchdog stopped it for; `unavailable` for those whose guest had not started), pending loads fail over to the
    * replacement, and unless the pool is closing a replacement is spawned, which restores every
    * prepared component first.
    */
   #retire(handle: WorkerHandle, reason: string, replace: boolean): void {
     if (handle.state === "dead") return;
     handle.state = "dead";
-    for (const flight of [...handle.flights]) {
-      if (!flight.posted) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"));
-      else if (flight.overran) this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
-      else this.#settle(flight, { outcome: "unknown", message: reason });
-    }
+    handle.lostReason = reason;
+    // Its invocations are settled once the process is gone (#exited): only then has every start
+    // note it wrote been read.
+    if (handle.gone) this.#settleLost(handle);
     for (const load of handle.loads.values()) load.reject(new WorkerGone());
     for (const query of handle.reports.splice(0)) query.reject(new WorkerGone(reason));
     handle.ready.reject(new WorkerGone(reason));
@@ -654,6 +782,8 @@ export class Pool {
               spareMemoryBytes: this.#options.spareMemoryMib * MiB,
               deadlineGraceMs: DEADLINE_GRACE_MS,
               maxOpenFiles: this.#options.maxOpenFiles,
+              maxEmits: this.#options.maxEmits,
+              maxEmitBytes: this.#options.maxEmitBytes,
             },
             directory: join(this.#runtimeDir, `worker-${generation}`),
             egressSocket: join(this.#socketDir, `${generation}.sock`),
@@ -665,6 +795,13 @@ export class Pool {
             overran: (n) => {
               const flight = this.#flights.get(n);
               if (flight && flight.handle === self) flight.overran = true;
+            },
+            started: (n) => {
+              const flight = this.#flights.get(n);
+              if (flight && flight.handle === self) flight.running = true;
+            },
+            busy: (busy) => {
+              self.busy = busy;
             },
             lease: (request) => this.#lease(self, request),
             granted: () => [...self.flights].flatMap((flight) => flight.network),
@@ -679,14 +816,31 @@ export class Pool {
   }
 
   #exited(handle: WorkerHandle, description: string, stderr: string): void {
+    handle.gone = true;
     handle.exited.resolve();
-    if (handle.state === "dead") return;
+    if (handle.state === "dead") {
+      this.#settleLost(handle);
+      return;
+    }
     if (!handle.readyOnce) {
       // It never started: say why, with what it wrote (bubblewrap explains itself there).
       const said = stderr.trim().split("\n").slice(-3).join(" | ");
       handle.ready.reject(new Error(`a worker process ${description}${said ? `: ${said}` : ""}`));
     }
     this.#retire(handle, `the worker process ${description} during the invocation; it may or may not have taken effect`, true);
+  }
+
+  /**
+   * Settles what was in flight on a worker that is gone. An invocation whose start note never
+   * came did not run (the note is written, synchronously, before the guest runs, and every note
+   * is read before the process's end is): a definite outcome.
+   */
+  #settleLost(handle: WorkerHandle): void {
+    for (const flight of [...handle.flights]) {
+      if (!flight.running) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"), 0);
+      else if (flight.overran) this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
+      else this.#settle(flight, { outcome: "unknown", message: handle.lostReason });
+    }
   }
 
   #lease(handle: WorkerHandle, request: LeaseRequest): number {
@@ -704,6 +858,9 @@ export class Pool {
         handle.readyOnce = true;
         this.#bootFailures[handle.index] = 0;
         handle.ready.resolve();
+        // A replacement brings its slots back: invocations waiting for one may start.
+        this.#drain("tool");
+        this.#drain("loop");
         break;
       case "loaded": {
         const load = handle.loads.get(message.component);
@@ -740,7 +897,9 @@ export class Pool {
       }
       case "emit": {
         const flight = this.#flights.get(message.invocation);
-        if (flight?.host && !flight.settled) {
+        // The worker drops what is past the limits already; a worker that did not is not believed.
+        if (flight?.host && !flight.settled && flight.handle === handle && flight.emits < this.#options.maxEmits && Buffer.byteLength(message.payload) <= this.#options.maxEmitBytes) {
+          flight.emits++;
           try {
             flight.host.emit(message.payload);
           } catch {
@@ -798,11 +957,16 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
     workspaceQuotaBytes: Math.max(0, options.workspaceQuotaBytes ?? 1024 * MiB),
     scratchQuotaBytes: Math.max(0, options.scratchQuotaBytes ?? 256 * MiB),
     maxOpenFiles: positive("maxOpenFiles", options.maxOpenFiles ?? 256),
+    maxEmits: Math.max(0, Math.floor(options.maxEmits ?? 100)),
+    maxEmitBytes: positive("maxEmitBytes", options.maxEmitBytes ?? 16 * 1024),
     fuel: positive("fuel", options.fuel),
     memoryMib: positive("memoryMib", options.memoryMib),
     maxTurnSecs: positive("maxTurnSecs", options.maxTurnSecs),
     agentLoopSlotsPerWorker: positive("agentLoopSlotsPerWorker", options.agentLoopSlotsPerWorker),
     toolSlotsPerWorker: positive("toolSlotsPerWorker", options.toolSlotsPerWorker),
+    workspaceToolSlots: positive("workspaceToolSlots", options.workspaceToolSlots ?? options.workers * options.toolSlotsPerWorker),
+    workspaceAgentLoopSlots: positive("workspaceAgentLoopSlots", options.workspaceAgentLoopSlots ?? options.workers * options.agentLoopSlotsPerWorker),
+    queueLength: Math.max(0, Math.floor(options.queueLength ?? 64)),
     spareInstances: Math.max(0, Math.floor(options.spareInstances ?? 2)),
     spareMemoryMib: Math.max(0, options.spareMemoryMib ?? 256),
     compiledMemoryMib: Math.max(0, options.compiledMemoryMib ?? 0),

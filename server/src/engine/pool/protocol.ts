@@ -18,6 +18,9 @@ export interface WorkerBoot {
   deadlineGraceMs: number;
   /** Open descriptors and streams one invocation may hold at once. */
   maxOpenFiles: number;
+  /** Progress events one invocation may emit, and the largest one; more or larger ones are dropped. */
+  maxEmits: number;
+  maxEmitBytes: number;
 }
 
 /** What a worker needs to know about a prepared component, from its manifest. */
@@ -97,9 +100,14 @@ export type FromWorker =
   | { type: "report"; spares: SpareStats; loaded: number; rssBytes: number };
 
 /**
- * The worker's synchronous channel for workspace quota (its own socket pair, one request at a time,
- * the worker blocked reading the answer): one line of JSON each way.
+ * The worker's synchronous channel (its own socket pair; a line of JSON each): what the worker
+ * must have told the pool before it goes on, written with a blocking write, so that it reaches the
+ * pool even if the worker dies the next instant. `started`: the invocation's guest is about to
+ * run (before this, a lost worker means it did not run); `lease`: more workspace quota, the worker
+ * blocked reading the answer (one request at a time).
  */
+export type SyncNote = { type: "started"; invocation: number } | ({ type: "lease" } & LeaseRequest);
+
 export interface LeaseRequest {
   invocation: number;
   bytes: number;

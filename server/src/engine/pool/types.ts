@@ -30,6 +30,12 @@ export interface PoolOptions {
   scratchQuotaBytes?: number;
   /** Descriptors and streams one invocation may hold open at once. Default 256. */
   maxOpenFiles?: number;
+  /**
+   * Progress events (`emit`) one agent-loop invocation may send, and the largest one: past them
+   * they are dropped inside its worker, before they cost the pool anything. Default 100 and 16 KiB.
+   */
+  maxEmits?: number;
+  maxEmitBytes?: number;
   /** Default fuel per invocation. */
   fuel: number;
   /** Cap on the memories and tables of each guest instance. */
@@ -40,6 +46,18 @@ export interface PoolOptions {
   agentLoopSlotsPerWorker: number;
   /** Concurrent leaf ("run") invocations per worker. */
   toolSlotsPerWorker: number;
+  /**
+   * Tool slots one workspace may hold at once, over the whole pool
+   * (SERVICE_ENV_WORKSPACE_TOOL_SLOTS, whose default is half the pool's). Default: all of them.
+   */
+  workspaceToolSlots?: number;
+  /** Agent-loop slots one workspace may hold at once (SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS). Default: all of them. */
+  workspaceAgentLoopSlots?: number;
+  /**
+   * Invocations of one kind one workspace may have waiting for a slot (SERVICE_ENV_QUEUE_LENGTH);
+   * past it, `pool_saturated` at once. 0: none wait. Default 64.
+   */
+  queueLength?: number;
   /**
    * Fresh instances kept ready per recently used component per worker (each used once); 0
    * disables instantiating ahead of demand. Default 2.
@@ -64,6 +82,8 @@ export interface HostServices {
 
 export interface Invocation {
   component: ComponentRef;
+  /** The workspace it runs for: slots are shared out between workspaces. Default "" (one for all). */
+  tenant?: string;
   entrypoint: "run" | "turn";
   input: string;
   configuration: string;
@@ -103,6 +123,8 @@ export interface WorkerStats {
   /** The worker's process id as the host sees it (its sandbox's outermost process), once started. */
   pid: number | undefined;
   state: "starting" | "ready" | "dead";
+  /** A guest has held its thread for a while (it computes): new work goes to other workers while it can. */
+  busy: boolean;
   tools: number;
   agentLoops: number;
   /** Components loaded on this worker. */
@@ -124,6 +146,8 @@ export interface PoolStats {
   /** Workers replaced after a crash or a deadline kill. */
   replacements: number;
   inFlight: { tools: number; agentLoops: number };
+  /** Invocations waiting for a slot, over every workspace. */
+  waiting: { tools: number; agentLoops: number };
   capacity: { tools: number; agentLoops: number };
 }
 

@@ -6,7 +6,7 @@ import type { Readable, Writable } from "node:stream";
 import { MALLOC_ENVIRONMENT } from "../../config/process-memory.ts";
 import { bubblewrapArguments, findBubblewrap, SANDBOX_EGRESS_SOCKET } from "./bubblewrap.ts";
 import { Egress } from "./egress.ts";
-import type { FromWorker, LeaseRequest, ToWorker, WorkerBoot } from "./protocol.ts";
+import type { FromWorker, LeaseRequest, SyncNote, ToWorker, WorkerBoot } from "./protocol.ts";
 
 const WORKER_MAIN = new URL("../worker/main.ts", import.meta.url).pathname;
 const EGRESS_PRELOAD = new URL("../worker/egress-preload.ts", import.meta.url).pathname;
@@ -30,6 +30,10 @@ export interface WorkerProcessEvents {
   message(message: FromWorker): void;
   /** The worker's watchdog stopped it: this invocation's guest computed past its deadline. */
   overran(invocation: number): void;
+  /** A guest has held the worker's thread for a while (true), or let it go (false). */
+  busy(busy: boolean): void;
+  /** The invocation's guest is about to run (before this note, it has not run). */
+  started(invocation: number): void;
   /** A lease request of an invocation: answers the bytes granted, synchronously. */
   lease(request: LeaseRequest): number;
   /** Network origins granted to the invocations in flight on this worker (its egress allows them). */
@@ -101,7 +105,7 @@ export class WorkerProcess {
       ? [bubblewrap, ...bubblewrapArguments({ prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket }, node)]
       : node;
     // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
-    // 3: IPC; 4: the watchdog's report; 5: the lease socket.
+    // 3: IPC; 4: the watchdog's report; 5: the synchronous channel (start notes, lease requests).
     const child = spawn(command!, args, { stdio: ["ignore", "ignore", "pipe", "ipc", "pipe", "pipe"], serialization: "advanced", env });
     this.#child = child;
     this.pid = child.pid;
@@ -118,19 +122,27 @@ export class WorkerProcess {
       this.#stderr = (this.#stderr + chunk.toString("utf8")).slice(-STDERR_TAIL);
     });
     readLines(stdio[4]!, (line) => {
-      const invocation = Number(line);
+      if (line === "busy" || line === "free") {
+        this.#events.busy(line === "busy");
+        return;
+      }
+      const invocation = Number(/^overran (\d+)$/.exec(line)?.[1]);
       if (Number.isSafeInteger(invocation) && invocation > 0) this.#events.overran(invocation);
     });
-    const leases = stdio[5] as Readable & Writable;
-    readLines(leases, (line) => {
-      let granted = 0;
+    const channel = stdio[5] as Readable & Writable;
+    readLines(channel, (line) => {
+      let note: SyncNote | undefined;
       try {
-        const request = JSON.parse(line) as LeaseRequest;
-        if (Number.isSafeInteger(request.invocation) && Number.isFinite(request.bytes) && request.bytes > 0) granted = this.#events.lease(request);
+        note = JSON.parse(line) as SyncNote;
       } catch {
-        // a malformed request is granted nothing
+        // a malformed note says nothing; a lease request among them is granted nothing
       }
-      leases.write(`${JSON.stringify({ granted })}\n`);
+      if (note?.type === "started") {
+        if (Number.isSafeInteger(note.invocation)) this.#events.started(note.invocation);
+        return;
+      }
+      const valid = note?.type === "lease" && Number.isSafeInteger(note.invocation) && Number.isFinite(note.bytes) && note.bytes > 0;
+      channel.write(`${JSON.stringify({ granted: valid ? this.#events.lease(note as LeaseRequest) : 0 })}\n`);
     });
     for (const message of this.#queue.splice(0)) child.send(message);
   }

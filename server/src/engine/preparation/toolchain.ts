@@ -10,7 +10,19 @@ import { HOST_INTERFACE, SUSPENDING_HOST_FUNCTIONS, WORLDS } from "../component/
  * patch (glue.ts). Bump it whenever one changes: every prepared component is then redone once
  * (a new toolchain directory).
  */
-export const PREPARED_FORMAT = 4;
+export const PREPARED_FORMAT = 5;
+
+/** The wasi:io functions that may wait, as jco names async imports (each suspends the guest: wasi/blocking.ts). */
+const SUSPENDING_WASI_FUNCTIONS = [
+  "wasi:io/poll#poll",
+  "wasi:io/poll#[method]pollable.block",
+  "wasi:io/streams#[method]input-stream.blocking-read",
+  "wasi:io/streams#[method]input-stream.blocking-skip",
+  "wasi:io/streams#[method]output-stream.blocking-flush",
+  "wasi:io/streams#[method]output-stream.blocking-write-and-flush",
+  "wasi:io/streams#[method]output-stream.blocking-write-zeroes-and-flush",
+  "wasi:io/streams#[method]output-stream.blocking-splice",
+];
 
 /**
  * jco options of every preparation. `instantiation: "async"` yields `instantiate(getCoreModule,
@@ -21,8 +33,9 @@ export const TRANSPILE_OPTIONS = {
   name: "component",
   instantiation: "async",
   asyncMode: "jspi",
-  // Host calls and wasi:io/poll (HTTP responses, timers) suspend the guest instead of blocking.
-  asyncImports: [...SUSPENDING_HOST_FUNCTIONS.map((name) => `${HOST_INTERFACE}#${name}`), "wasi:io/poll#poll"],
+  // Host calls and every blocking wasi:io call (waiting on a timer, an HTTP response or body)
+  // suspend the guest instead of holding its worker's thread (wasi/blocking.ts).
+  asyncImports: [...SUSPENDING_HOST_FUNCTIONS.map((name) => `${HOST_INTERFACE}#${name}`), ...SUSPENDING_WASI_FUNCTIONS],
   asyncExports: Object.keys(WORLDS),
   // Every core module as its own file (none inlined as base64 into the JS): each is instrumented.
   base64Cutoff: 0,

@@ -7,18 +7,13 @@
 import * as shim from "@bytecodealliance/preview2-shim";
 import type { WasiInterface } from "../component/index.ts";
 import { filesystemTypes, ioStreams, Pollable as IoPollable, type Descriptor } from "./filesystem/index.ts";
+import { neverBlocks, suspendUntilReady, type SuspendingContext } from "./blocking.ts";
 import { requestAllowed, schemeOf } from "./network.ts";
 
 /** What an instance's imports consult at call time: set when the instance is claimed. */
-export interface WasiContext {
+export interface WasiContext extends SuspendingContext {
   preopens: [Descriptor, string][];
   network: readonly string[];
-  /** Set once the invocation has its receipt: a guest suspended then is never resumed. */
-  readonly finished: boolean;
-  /** The guest is about to suspend (it leaves the thread). */
-  suspending(): void;
-  /** The guest is about to resume (it takes the thread). */
-  resuming(): void;
 }
 
 /** Thrown (through the guest) by wasi:cli/exit: the invocation fails; the process lives on. */
@@ -54,6 +49,10 @@ const exit = {
   },
 };
 
+/** The worker's stdout: writes to it never wait. */
+const guestOutput = wasi.cli.stdout.getStdout();
+neverBlocks(guestOutput);
+
 /** Namespaces that hold no per-invocation state: shared by every instance of a worker. */
 const shared = {
   "wasi:cli/environment": environment,
@@ -61,8 +60,8 @@ const shared = {
   "wasi:cli/stdin": wasi.cli.stdin,
   // Guest output goes to the worker's stdout, which is /dev/null: it never reaches the service's
   // logs. stderr too: the worker's own stderr is the pool's only diagnostic of a failed start.
-  "wasi:cli/stdout": wasi.cli.stdout,
-  "wasi:cli/stderr": { getStderr: () => wasi.cli.stdout.getStdout() },
+  "wasi:cli/stdout": { getStdout: () => guestOutput },
+  "wasi:cli/stderr": { getStderr: () => guestOutput },
   "wasi:cli/terminal-input": wasi.cli.terminalInput,
   "wasi:cli/terminal-output": wasi.cli.terminalOutput,
   "wasi:cli/terminal-stdin": wasi.cli.terminalStdin,
@@ -79,33 +78,6 @@ const shared = {
   "wasi:http/types": wasi.http.types,
 } satisfies Partial<Record<WasiInterface, unknown>>;
 
-interface Pollable {
-  ready(): boolean;
-}
-
-/**
- * wasi:io/poll#poll as an async import (JSPI): instead of blocking the worker thread until a
- * pollable is ready (HTTP response, timer), the guest is suspended and the list re-checked with
- * a short backoff, so other guests on the worker keep running. A guest whose invocation ended
- * meanwhile (deadline) is resumed with an exception that unwinds it.
- */
-async function pollSuspending(context: () => WasiContext | undefined, list: Pollable[]): Promise<Uint32Array> {
-  let delay = 0;
-  context()?.suspending();
-  for (;;) {
-    // An Error (not a WASI value): the glue rethrows it, unwinding the guest.
-    if (context()?.finished) throw new Error("the invocation has ended");
-    const ready: number[] = [];
-    for (let i = 0; i < list.length; i++) if (list[i]!.ready()) ready.push(i);
-    if (ready.length > 0) {
-      context()?.resuming();
-      return new Uint32Array(ready);
-    }
-    await new Promise((resolve) => (delay === 0 ? setImmediate(resolve) : setTimeout(resolve, delay)));
-    delay = Math.min(delay === 0 ? 1 : delay * 2, 16);
-  }
-}
-
 /** wasi:http error-code for a request outside the grant. */
 const DENIED = { tag: "HTTP-request-denied" };
 
@@ -119,7 +91,8 @@ export function wasiImports(context: () => WasiContext | undefined): Record<Wasi
     ...shared,
     "wasi:io/poll": {
       Pollable: IoPollable,
-      poll: (list: Pollable[]) => pollSuspending(context, list),
+      // Suspends the guest instead of blocking its worker's thread until a pollable is ready.
+      poll: (list: { ready(): boolean }[]) => suspendUntilReady(context(), list),
     },
     "wasi:filesystem/preopens": {
       getDirectories: () => [...(context()?.preopens ?? [])],

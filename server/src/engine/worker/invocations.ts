@@ -6,7 +6,8 @@ import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } fro
 import type { Components } from "./components.ts";
 import { classify, instantiate, type GuestInstance, type Scope } from "./guest.ts";
 import type { ThreadClaim } from "./thread-claim.ts";
-import { WorkspaceLease, type LeaseChannel } from "./workspace-lease.ts";
+import type { SyncChannel } from "./sync-channel.ts";
+import { WorkspaceLease } from "./workspace-lease.ts";
 
 type InvokeMessage = Extract<ToWorker, { type: "invoke" }>;
 type HostResult = Extract<ToWorker, { type: "host-result" }>;
@@ -18,6 +19,9 @@ class Invocation implements Scope {
   readonly filesystem: GuestFilesystem;
   network: readonly string[];
   readonly #hostAllowed: boolean;
+  readonly #maxEmits: number;
+  readonly #maxEmitBytes: number;
+  #emits = 0;
   readonly #deadlineMs: number;
   readonly #claim: ThreadClaim;
   readonly #workspace: WorkspaceLease | undefined;
@@ -30,22 +34,28 @@ class Invocation implements Scope {
   #nextCall = 1;
   #timer: NodeJS.Timeout | undefined;
   finished = false;
+  /** Settles the first time its guest leaves the thread (it suspends, or it ended). */
+  readonly yielded: Promise<void>;
+  #yield!: () => void;
 
-  constructor(message: InvokeMessage, boot: WorkerBoot, claim: ThreadClaim, leases: LeaseChannel, send: Send, onEnd: () => void) {
+  constructor(message: InvokeMessage, boot: WorkerBoot, claim: ThreadClaim, channel: SyncChannel, send: Send, onEnd: () => void) {
     this.number = message.invocation;
     this.network = message.grants.network;
     this.#hostAllowed = message.host;
+    this.#maxEmits = boot.maxEmits;
+    this.#maxEmitBytes = boot.maxEmitBytes;
     this.#deadlineMs = message.deadlineMs;
     this.#claim = claim;
     this.#send = send;
     this.#onEnd = onEnd;
+    this.yielded = new Promise<void>((resolve) => (this.#yield = resolve));
     const { filesystem } = message.grants;
     const preopens: PreopenDirectory[] = [];
     if (filesystem.workspace) {
       if (!message.workspace) throw new Error("no workspace directory came with a workspace grant");
       const readOnly = filesystem.workspace !== "write";
       const { dir, lease, limited } = message.workspace;
-      if (!readOnly && limited) this.#workspace = new WorkspaceLease(message.invocation, lease, leases);
+      if (!readOnly && limited) this.#workspace = new WorkspaceLease(message.invocation, lease, channel);
       preopens.push({ guestPath: "/workspace", hostDir: dir, readOnly, ...(this.#workspace ? { quota: this.#workspace } : {}) });
     }
     if (filesystem.scratch) {
@@ -76,6 +86,7 @@ class Invocation implements Scope {
   /** The guest leaves the thread (it suspends on an async import, or it ended). */
   suspending(): void {
     this.#claim.leave(this.number);
+    this.#yield();
   }
 
   hostCall(op: "callModel" | "dispatchTools", payload: string): Promise<string> {
@@ -89,8 +100,13 @@ class Invocation implements Scope {
     });
   }
 
+  /** Best effort (wit/env.wit): past the limits, events are dropped here and cost nothing further. */
   emit(payload: string): void {
-    if (!this.finished && this.#hostAllowed) this.#send({ type: "emit", invocation: this.number, payload });
+    if (this.finished || !this.#hostAllowed || this.#emits >= this.#maxEmits) return;
+    // UTF-16 length bounds the UTF-8 size from below: most oversized payloads are refused before measuring.
+    if (payload.length > this.#maxEmitBytes || Buffer.byteLength(payload) > this.#maxEmitBytes) return;
+    this.#emits++;
+    this.#send({ type: "emit", invocation: this.number, payload });
   }
 
   hostResult(message: HostResult): void {
@@ -144,19 +160,26 @@ export class Invocations {
   readonly #boot: WorkerBoot;
   readonly #components: Components;
   readonly #claim: ThreadClaim;
-  readonly #leases: LeaseChannel;
+  readonly #channel: SyncChannel;
   readonly #send: Send;
+  /** When the guest of the invocation started last first lets go of the thread. */
+  #lastStart: Promise<void> = Promise.resolve();
 
-  constructor(boot: WorkerBoot, components: Components, claim: ThreadClaim, leases: LeaseChannel, send: Send) {
+  constructor(boot: WorkerBoot, components: Components, claim: ThreadClaim, channel: SyncChannel, send: Send) {
     this.#boot = boot;
     this.#components = components;
     this.#claim = claim;
-    this.#leases = leases;
+    this.#channel = channel;
     this.#send = send;
   }
 
   hostResult(message: HostResult): void {
     this.#running.get(message.invocation)?.hostResult(message);
+  }
+
+  /** The invocation whose guest holds the thread now: the caller of a blocking WASI call. */
+  onThread(): Invocation | undefined {
+    return this.#running.get(this.#claim.holder());
   }
 
   cancel(number: number): void {
@@ -166,7 +189,7 @@ export class Invocations {
   async start(message: InvokeMessage): Promise<void> {
     let invocation: Invocation;
     try {
-      invocation = new Invocation(message, this.#boot, this.#claim, this.#leases, this.#send, () => this.#running.delete(message.invocation));
+      invocation = new Invocation(message, this.#boot, this.#claim, this.#channel, this.#send, () => this.#running.delete(message.invocation));
     } catch (error) {
       const receipt: WorkerReceipt = { outcome: "failure", code: "internal", message: `cannot set up the guest's filesystem: ${error instanceof Error ? error.message : String(error)}` };
       this.#send({ type: "receipt", invocation: message.invocation, receipt, workspaceGrowth: 0 });
@@ -197,6 +220,15 @@ export class Invocations {
       configuration = wrapped;
     }
     const spares = this.#components.spares;
+    // One start at a time: the guest started before this one must have let go of the thread
+    // (suspended or ended) before this one's start note is written. Otherwise a guest that then
+    // computes forever would leave a note behind for one that never ran.
+    const previous = this.#lastStart;
+    this.#lastStart = invocation.yielded;
+    await previous;
+    if (invocation.finished) return;
+    // From here on the guest may run: the pool knows before it does.
+    this.#channel.started(message.invocation);
     try {
       invocation.resuming();
       const spare = spares.take(component, invocation, budget);

@@ -6,15 +6,16 @@
 // returns, traps, runs out of fuel, or the watchdog stops the process at its deadline.
 //
 // Descriptors: 3 is the IPC channel (Node's), 4 the watchdog's report to the pool, 5 the
-// workspace lease socket (workspace-lease.ts).
+// synchronous channel (sync-channel.ts: start notes and workspace quota leases).
 import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
+import { setBlockingCaller } from "../wasi/blocking.ts";
 import { Components } from "./components.ts";
 import { Invocations } from "./invocations.ts";
 import { ThreadClaim } from "./thread-claim.ts";
-import { LeaseChannel } from "./workspace-lease.ts";
+import { SyncChannel } from "./sync-channel.ts";
 
 const WATCHDOG_FD = 4;
-const LEASE_FD = 5;
+const SYNC_FD = 5;
 
 if (!process.send) throw new Error("engine/worker/main.ts runs as a worker process of the pool, with an IPC channel");
 const boot = JSON.parse(process.env.SKILLENV_WORKER ?? "null") as WorkerBoot;
@@ -29,7 +30,8 @@ function send(message: FromWorker): void {
 }
 
 const components = new Components(boot, send);
-const invocations = new Invocations(boot, components, new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD), new LeaseChannel(LEASE_FD), send);
+const invocations = new Invocations(boot, components, new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD), new SyncChannel(SYNC_FD), send);
+setBlockingCaller(() => invocations.onThread());
 
 process.on("message", (message: ToWorker) => {
   switch (message.type) {

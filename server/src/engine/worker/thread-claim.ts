@@ -1,24 +1,25 @@
 import { Worker } from "node:worker_threads";
 
 /**
- * Which invocation's guest code is on this process's thread, and until when it may be: shared
- * with the watchdog thread (watchdog-thread.ts), which stops the process when a guest computes
- * past its deadline (a guest that computes cannot be interrupted otherwise: its thread is this
- * process's only JavaScript thread). Written when a guest starts or resumes, cleared when it
- * suspends or ends.
+ * Which invocation's guest code is on this process's thread, since when, and until when it may
+ * be: shared with the watchdog thread (watchdog-thread.ts), which tells the pool when a guest has
+ * held the thread long enough that new work is better sent elsewhere, and stops the process when
+ * a guest computes past its deadline (a guest that computes cannot be interrupted otherwise: its
+ * thread is this process's only JavaScript thread). Written when a guest starts or resumes,
+ * cleared when it suspends or ends.
  */
 export class ThreadClaim {
   /** [0]: the invocation on the thread (0: none). */
   readonly #holder: Int32Array;
-  /** [0]: its deadline, in Unix milliseconds. */
-  readonly #deadline: Float64Array;
+  /** [0]: its deadline, [1]: when it took the thread, in Unix milliseconds. */
+  readonly #times: Float64Array;
 
   constructor(graceMs: number, reportFd: number) {
     const holder = new SharedArrayBuffer(4);
-    const deadline = new SharedArrayBuffer(8);
+    const times = new SharedArrayBuffer(16);
     this.#holder = new Int32Array(holder);
-    this.#deadline = new Float64Array(deadline);
-    const watchdog = new Worker(new URL("./watchdog-thread.ts", import.meta.url), { workerData: { holder, deadline, graceMs, reportFd } });
+    this.#times = new Float64Array(times);
+    const watchdog = new Worker(new URL("./watchdog-thread.ts", import.meta.url), { workerData: { holder, times, graceMs, reportFd } });
     // The watchdog never ends on its own; it must not keep the process alive when it should exit.
     watchdog.unref();
   }
@@ -29,8 +30,14 @@ export class ThreadClaim {
    * schedule (a wake-up per take and leave cost more CPU than the rest of a small invocation).
    */
   take(invocation: number, deadlineMs: number): void {
-    this.#deadline[0] = deadlineMs;
+    this.#times[0] = deadlineMs;
+    this.#times[1] = Date.now();
     Atomics.store(this.#holder, 0, invocation);
+  }
+
+  /** The invocation whose guest holds the thread now (0: none). */
+  holder(): number {
+    return Atomics.load(this.#holder, 0);
   }
 
   /** The guest of `invocation` leaves the thread (it suspends on an async import, or it ended). */

@@ -1,5 +1,4 @@
-import { readSync, writeSync } from "node:fs";
-import type { LeaseAnswer, LeaseRequest } from "../pool/protocol.ts";
+import type { SyncChannel } from "./sync-channel.ts";
 
 /** Growth asked for at a time beyond what a write needs: fewer round trips for a steady writer. */
 const CHUNK = 1024 * 1024;
@@ -13,12 +12,12 @@ const CHUNK = 1024 * 1024;
  */
 export class WorkspaceLease {
   readonly #invocation: number;
-  readonly #channel: LeaseChannel;
+  readonly #channel: SyncChannel;
   #leased: number;
   /** Net bytes this invocation added to the workspace (negative when it freed more than it wrote). */
   growth = 0;
 
-  constructor(invocation: number, lease: number, channel: LeaseChannel) {
+  constructor(invocation: number, lease: number, channel: SyncChannel) {
     this.#invocation = invocation;
     this.#leased = lease;
     this.#channel = channel;
@@ -27,7 +26,7 @@ export class WorkspaceLease {
   reserve(bytes: number): boolean {
     const missing = this.growth + bytes - this.#leased;
     if (missing > 0) {
-      this.#leased += this.#channel.ask({ invocation: this.#invocation, bytes: Math.max(missing, CHUNK) });
+      this.#leased += this.#channel.lease({ invocation: this.#invocation, bytes: Math.max(missing, CHUNK) });
       if (this.growth + bytes > this.#leased) return false;
     }
     this.growth += bytes;
@@ -36,30 +35,5 @@ export class WorkspaceLease {
 
   release(bytes: number): void {
     this.growth -= bytes;
-  }
-}
-
-/**
- * The worker's end of its lease socket: one request at a time (guests run on one thread), the
- * thread blocked until the pool answers.
- */
-export class LeaseChannel {
-  readonly #fd: number;
-  readonly #buffer = Buffer.alloc(256);
-
-  constructor(fd: number) {
-    this.#fd = fd;
-  }
-
-  ask(request: LeaseRequest): number {
-    writeSync(this.#fd, `${JSON.stringify(request)}\n`);
-    let line = "";
-    while (!line.endsWith("\n")) {
-      const read = readSync(this.#fd, this.#buffer);
-      if (read === 0) throw new Error("the pool closed the lease channel");
-      line += this.#buffer.toString("utf8", 0, read);
-    }
-    const answer = JSON.parse(line) as LeaseAnswer;
-    return Math.max(0, Math.floor(answer.granted));
   }
 }

@@ -178,6 +178,7 @@ class ServiceBinding implements EnvironmentBinding {
     this.#inFlight.set(operation.operationId, controller);
     const receipt = await this.#options.pool.invoke({
       signal: controller.signal,
+      tenant: this.#context.workspace,
       component: componentRef(this.#options.artifacts, componentOf(implementation)),
       entrypoint: operation.loopHost ? "turn" : "run",
       input: operation.input,

@@ -1,18 +1,22 @@
-// fs-probe-js: world `fs-probe-tool` (tool + wasi:filesystem/preopens): an attacker's toolkit for
-// the engine's filesystem tests. It runs the JavaScript it is given against the raw
-// wasi:filesystem bindings, so that a test can write any sequence of calls (stale descriptors,
-// symlink swaps, rename races, hard links) and see what the host let through.
+// wasi-probe-js: world `wasi-probe-tool` (tool + wasi:filesystem/preopens + wasi:clocks): an
+// attacker's toolkit for the engine's tests. It runs the JavaScript it is given against the raw
+// WASI bindings, so that a test can write any sequence of calls (stale descriptors, symlink swaps,
+// rename races, hard links, a long blocking wait on a clock) and see what the host let through.
 //
 // Input:  {"v":1,"source":"...","args":any}
 //   The source is the body of a function (preopens, args, tools) => result:
 //   - preopens: { "/workspace": Descriptor, "/scratch": Descriptor, ... } (what is granted)
+//   - tools.clock: wasi:clocks/monotonic-clock (now, subscribeDuration, subscribeInstant: a
+//     pollable whose block() waits)
 //   - tools.code(error): the WASI error code a host call threw ("no-entry", "not-permitted", ...)
 //   - tools.readAll(descriptor): the whole file as text
 // Output: {"v":1,"result": <what the source returned>}; a throw that escapes the source is
 // err({code: "probe_failed", message}).
 import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
+import * as clock from 'wasi:clocks/monotonic-clock@0.2.12';
 
 const tools = {
+  clock,
   code(error) {
     if (typeof error?.payload === 'string') return error.payload;
     return `not-a-wasi-error: ${String(error)}`;

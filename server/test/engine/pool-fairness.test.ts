@@ -1,0 +1,111 @@
+// The pool's share-out between workspaces (issue #18): each holds at most its share of slots,
+// what cannot start waits in its workspace's queue and gets freed slots in turn with the others,
+// nothing that waited or never started is ever reported as possibly run, and new work avoids a
+// worker whose thread a guest holds.
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Pool, Receipt } from "../../src/engine/pool/index.ts";
+import { buildTestComponents, component, killWorker, output, run, startPool, waitFor } from "../helpers/pool.ts";
+
+const probe = component("wasi-probe-js");
+const echo = component("echo-wat");
+const loop = component("loop-wat");
+/** A guest that waits on a clock (suspended: it holds a slot, not a thread) until cancelled. */
+const SLEEPER = "tools.clock.subscribeDuration(600000000000n).block(); return 'woke';";
+
+let pool: Pool | undefined;
+
+beforeAll(async () => {
+  await buildTestComponents();
+}, 600_000);
+
+afterEach(async () => {
+  await pool?.close();
+  pool = undefined;
+});
+
+function sleep(target: Pool, tenant: string, signal: AbortSignal): Promise<Receipt> {
+  return run(target, probe, { v: 1, source: SLEEPER }, { tenant, signal, deadlineMs: Date.now() + 120_000 });
+}
+
+describe("a workspace's share of the pool", () => {
+  it("holds at most its share; its other calls wait instead of being refused, up to its queue, and other workspaces still start", async () => {
+    pool = await startPool({ workers: 1, toolSlotsPerWorker: 4, workspaceToolSlots: 2, queueLength: 3 });
+    await Promise.all([probe, echo].map((ref) => pool!.prepare(ref)));
+    const flood = new AbortController();
+    const a = Array.from({ length: 5 }, () => sleep(pool!, "a", flood.signal));
+    await waitFor(() => pool!.stats().inFlight.tools === 2 && pool!.stats().waiting.tools === 3, 30_000, "two running, three waiting");
+    // A sixth is one too many for a's queue: refused at once, nothing ran.
+    expect(await sleep(pool, "a", flood.signal)).toMatchObject({ outcome: "failure", code: "pool_saturated", message: expect.stringContaining("not started") });
+    // b has its own share: its calls start at once, beside a's.
+    for (let i = 0; i < 3; i++) expect(output(await run(pool, echo, { v: i }, { tenant: "b" }))).toEqual({ v: i });
+    flood.abort();
+    const receipts = await Promise.all(a);
+    expect(receipts.map((receipt) => receipt.outcome === "failure" && receipt.code)).toEqual(["cancelled", "cancelled", "cancelled", "cancelled", "cancelled"]);
+    // The three that waited say they did not run.
+    expect(receipts.filter((receipt) => receipt.outcome === "failure" && /did not run/.test(receipt.message))).toHaveLength(3);
+  }, 120_000);
+
+  it("gives freed slots to the waiting workspaces in turn", async () => {
+    pool = await startPool({ workers: 1, toolSlotsPerWorker: 1, workspaceToolSlots: 1, queueLength: 8 });
+    await Promise.all([probe, echo].map((ref) => pool!.prepare(ref)));
+    const holder = new AbortController();
+    const held = sleep(pool, "a", holder.signal);
+    await waitFor(() => pool!.stats().inFlight.tools === 1, 30_000, "the slot taken");
+    const order: string[] = [];
+    const queued = [
+      ["a", 1],
+      ["a", 2],
+      ["a", 3],
+      ["b", 1],
+      ["c", 1],
+      ["b", 2],
+    ].map(([tenant, i]) => run(pool!, echo, { v: i }, { tenant: tenant as string }).then((receipt) => order.push(`${tenant}${i}:${receipt.outcome}`)));
+    await waitFor(() => pool!.stats().waiting.tools === 6, 30_000, "six waiting");
+    holder.abort();
+    await held;
+    await Promise.all(queued);
+    // One slot: each starts when the last ends, workspaces in the order they came to wait, by turns.
+    expect(order).toEqual(["a1:returned", "b1:returned", "c1:returned", "a2:returned", "b2:returned", "a3:returned"]);
+  }, 120_000);
+
+  it("a call whose deadline passes while it waits ends timeout, and it did not run", async () => {
+    pool = await startPool({ workers: 1, toolSlotsPerWorker: 1, workspaceToolSlots: 1, queueLength: 8 });
+    await Promise.all([probe, echo].map((ref) => pool!.prepare(ref)));
+    const holder = new AbortController();
+    const held = sleep(pool, "a", holder.signal);
+    await waitFor(() => pool!.stats().inFlight.tools === 1, 30_000, "the slot taken");
+    const late = await run(pool, echo, { v: 1 }, { tenant: "b", deadlineMs: Date.now() + 500 });
+    expect(late).toMatchObject({ outcome: "failure", code: "timeout", message: expect.stringContaining("did not run") });
+    expect(pool.stats().waiting.tools).toBe(0);
+    holder.abort();
+    await held;
+  }, 120_000);
+});
+
+describe("work that never started", () => {
+  it("sent to a worker that was lost before starting it, ends unavailable (it did not run); what ran ends unknown", async () => {
+    pool = await startPool({ workers: 1, toolSlotsPerWorker: 4, workspaceToolSlots: 4 });
+    await Promise.all([loop, echo].map((ref) => pool!.prepare(ref)));
+    // The loop holds the worker's only thread: the echoes sent after it cannot start.
+    const looping = run(pool, loop, {}, { deadlineMs: Date.now() + 60_000 });
+    await waitFor(() => pool!.stats().workers[0]!.busy, 30_000, "the loop to hold the thread");
+    const echoes = [1, 2].map((v) => run(pool!, echo, { v }));
+    await waitFor(() => pool!.stats().inFlight.tools === 3, 30_000, "the echoes sent");
+    killWorker(pool, 0);
+    expect(await looping).toMatchObject({ outcome: "unknown" });
+    for (const receipt of await Promise.all(echoes)) expect(receipt).toMatchObject({ outcome: "failure", code: "unavailable", message: expect.stringContaining("did not run") });
+  }, 120_000);
+
+  it("new calls go to a worker whose thread no guest holds", async () => {
+    pool = await startPool({ workers: 2, toolSlotsPerWorker: 4, workspaceToolSlots: 8 });
+    await Promise.all([loop, echo].map((ref) => pool!.prepare(ref)));
+    const looping = run(pool, loop, {}, { deadlineMs: Date.now() + 60_000 });
+    await waitFor(() => pool!.stats().workers.some((worker) => worker.busy), 30_000, "the loop to hold its thread");
+    const busy = pool.stats().workers.findIndex((worker) => worker.busy);
+    // Every one of these would wait behind the loop on its worker; none is sent there.
+    for (let i = 0; i < 6; i++) expect(output(await run(pool, echo, { v: i }))).toEqual({ v: i });
+    expect(pool.stats().workers[busy]!.tools).toBe(1);
+    killWorker(pool, busy);
+    expect(await looping).toMatchObject({ outcome: "unknown" });
+  }, 120_000);
+});
