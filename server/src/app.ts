@@ -78,7 +78,7 @@ export async function startService(settings: Settings, options: StartOptions = {
       sessions,
       skills: skills.registry,
       assets,
-      providers: createModelProviders(settings.models),
+      providers: createModelProviders(settings.models, settings.sessions.maxJsonDepth),
       settings: {
         maxRounds: settings.sessions.runMaxRounds,
         maxTurnSecs: settings.env.maxTurnSecs,

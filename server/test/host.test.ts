@@ -1,4 +1,4 @@
-import { fromJson } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError, type Client } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -156,6 +156,20 @@ describe("host environments", () => {
     foreign.close();
   });
 
+  it("keeps no output nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH, so the session's events stay readable", async () => {
+    const sessionId = await hostSession();
+    const host = new TestHost(hosts, sessionId, "laptop");
+    await host.attached();
+    // 47 levels pass every decoder on the way in, but an event carrying them could not be read.
+    const calling = call(sessionId, "greet", {});
+    host.returned((await host.command("greet")).operationId, nested(47));
+    const { receipt } = await calling;
+    expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "output_too_deep", details: { depth: "47", maxDepth: "32" } } });
+    const events = await eventsUntil(sessions, sessionId, (event) => event.type === "operation.receipt" && event.data?.kind === "execute");
+    expect(events.at(-1)?.data).toMatchObject({ receipt: { failure: { code: "output_too_deep" } } });
+    host.close();
+  });
+
   it("enforces the deadline on the server: timeout, and a cancel to the host", async () => {
     const sessionId = await hostSession();
     const host = new TestHost(hosts, sessionId, "laptop");
@@ -240,6 +254,13 @@ describe("host environments", () => {
     host.close();
   });
 });
+
+/** `depth` arrays around 0. */
+function nested(depth: number): JsonValue {
+  let value: JsonValue = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
 
 /** The stable code of the error a stream ended with. */
 function codeOf(error: unknown): string | undefined {

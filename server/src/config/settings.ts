@@ -47,6 +47,8 @@ export interface ModelSettings {
 export interface SessionSettings {
   /** Largest tool input or output kept in the journal, as JSON text. */
   maxPayloadBytes: number;
+  /** Deepest nesting of a tool input or output, or a model's tool call input, the service keeps (server/src/json). */
+  maxJsonDepth: number;
   /** Model calls per run, at most (the default of a run's max_rounds). */
   runMaxRounds: number;
   /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
@@ -214,6 +216,7 @@ export function loadSettings(env: Env = process.env): Settings {
     },
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),
+      maxJsonDepth: read("SERVICE_JOURNAL_MAX_JSON_DEPTH", parseJsonDepth, 32),
       runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
       runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
       hostMaxInFlight: read("SERVICE_HOST_MAX_IN_FLIGHT", parsePositiveInt, 64),
@@ -231,6 +234,18 @@ export function loadSettings(env: Env = process.env): Settings {
   checkWorkspaceRoot(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
+}
+
+/**
+ * Past 40 levels of JSON, an event carrying the payload (up to 8 messages around it, 2 per level)
+ * would come near the 100 nested messages that protobuf decoders read: no client could read it.
+ */
+const MAX_JSON_DEPTH_SETTING = 40;
+
+function parseJsonDepth(raw: string): number {
+  const depth = parsePositiveInt(raw);
+  if (depth > MAX_JSON_DEPTH_SETTING) throw new Error(`expected a positive integer of at most ${MAX_JSON_DEPTH_SETTING}`);
+  return depth;
 }
 
 /**

@@ -15,6 +15,8 @@ export interface ProviderOptions {
   timeoutMs: number;
   /** Pause before the first retry, doubled for each further one, unless the provider says how long. Default 500. */
   retryBaseDelayMs?: number;
+  /** A reply whose tool call input nests deeper is model_invalid_response (SERVICE_JOURNAL_MAX_JSON_DEPTH). */
+  maxJsonDepth: number;
 }
 
 export interface StreamRequest {
