@@ -170,6 +170,42 @@ describe("host environments", () => {
     host.close();
   });
 
+  it("bounds what refused receipts add to the log: ids cut, lines bounded, repeated refusals counted", async () => {
+    const flooded = await startTestService({ SERVICE_LOG_MAX_LINE_BYTES: "600", SERVICE_LOG_HOST_REFUSALS_PER_MIN: "5" });
+    try {
+      const client = sessionClient(flooded.url, KEY_A);
+      const { session } = await client.createSession({ environments: [{ name: "laptop", kind: { case: "host", value: {} } }], tools: [{ name: "greet", environment: "laptop" }] });
+      const host = new TestHost(hostClient(flooded.url, KEY_A), session!.id, "laptop");
+      await host.attached();
+      const startedAt = Date.now();
+      const receipts = 300;
+      for (let i = 0; i < receipts; i++) host.returned(`op_${i}_${"x".repeat(20_000)}`, null);
+      const refused = await host.next(() => {
+        const all = host.messages.filter((each) => each.message.case === "refused");
+        return all.length === receipts ? all.map((each) => each.message.value as { operationId: string }) : undefined;
+      }, `${receipts} refusals`);
+      const elapsedMinutes = (Date.now() - startedAt) / 60_000;
+      // What the host sent is repeated no longer than an operation id of the service.
+      for (const { operationId } of refused) expect(operationId.length).toBeLessThanOrEqual(30);
+      const lines = flooded.logs.filter((line) => line.includes("host.receipt_refused"));
+      // A burst of 5, and 5 more a minute, however many the host sends.
+      expect(lines.length).toBeGreaterThanOrEqual(5);
+      expect(lines.length).toBeLessThanOrEqual(5 + Math.ceil(elapsedMinutes * 5));
+      for (const line of lines) expect(JSON.parse(line)).toMatchObject({ event: "host.receipt_refused", operationId: expect.stringMatching(/^op_\d+_x+…$/) });
+
+      // A request line whose path a caller made long is cut to the bound too, and keeps its code.
+      const longPath = `/v1/sessions/ses_${"y".repeat(8000)}`;
+      expect((await fetch(flooded.url + longPath, { headers: { authorization: `Bearer ${KEY_A}` } })).status).toBe(404);
+      await expect.poll(() => flooded.logs.some((line) => line.includes("ses_yyyy"))).toBe(true);
+      const logged = flooded.logs.find((line) => line.includes("ses_yyyy"))!;
+      expect(JSON.parse(logged)).toMatchObject({ code: "session_not_found", httpStatus: 404, path: expect.stringMatching(/^\/v1\/sessions\/ses_y+…\(\d+ more\)$/) });
+      for (const line of flooded.logs) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(600);
+      host.close();
+    } finally {
+      await flooded.close();
+    }
+  });
+
   it("enforces the deadline on the server: timeout, and a cancel to the host", async () => {
     const sessionId = await hostSession();
     const host = new TestHost(hosts, sessionId, "laptop");

@@ -25,6 +25,10 @@ export interface Settings {
   tls: { certFile: string; keyFile: string } | undefined;
   corsOrigins: string[];
   logRequests: boolean;
+  /** Longest line the service logs; longer entries have their strings cut. */
+  logMaxLineBytes: number;
+  /** Refused host receipts logged per workspace and minute; the rest are counted. */
+  logHostRefusalsPerMin: number;
   shutdownGraceSecs: number;
   limits: Limits;
   http: HttpLimits;
@@ -168,6 +172,8 @@ export function loadSettings(env: Env = process.env): Settings {
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
     corsOrigins: read("SERVICE_CORS_ORIGINS", parseList, []),
     logRequests: read("SERVICE_LOG_REQUESTS", parseBoolean, true),
+    logMaxLineBytes: read("SERVICE_LOG_MAX_LINE_BYTES", parseLogLineBytes, 4096),
+    logHostRefusalsPerMin: read("SERVICE_LOG_HOST_REFUSALS_PER_MIN", parsePositiveInt, 10),
     shutdownGraceSecs: read("SERVICE_SHUTDOWN_GRACE_SECS", parsePositiveInt, 10),
     limits: {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
@@ -241,6 +247,13 @@ export function loadSettings(env: Env = process.env): Settings {
  * would come near the 100 nested messages that protobuf decoders read: no client could read it.
  */
 const MAX_JSON_DEPTH_SETTING = 40;
+
+/** A line must hold a request's fields with their strings cut (server/src/http/request-log.ts). */
+function parseLogLineBytes(raw: string): number {
+  const bytes = parsePositiveInt(raw);
+  if (bytes < 512) throw new Error("expected a positive integer of at least 512");
+  return bytes;
+}
 
 function parseJsonDepth(raw: string): number {
   const depth = parsePositiveInt(raw);
