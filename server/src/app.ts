@@ -6,7 +6,7 @@ import { ApiKeys, DEV_WORKSPACE, authenticationGate, loadOrCreateDevKey } from "
 import type { Settings } from "./config/index.ts";
 import { loadConsole } from "./console/index.ts";
 import { Health, HealthState } from "./health/index.ts";
-import { createRequestListener, listen, recordingGate, type LogSink } from "./http/index.ts";
+import { createRequestListener, listen, logWriter, recordingGate, type LogSink } from "./http/index.ts";
 import {
   createHostService,
   ExtensionEnvironmentKind,
@@ -78,7 +78,7 @@ export async function startService(settings: Settings, options: StartOptions = {
       sessions,
       skills: skills.registry,
       assets,
-      providers: createModelProviders(settings.models),
+      providers: createModelProviders(settings.models, settings.sessions.maxJsonDepth),
       settings: {
         maxRounds: settings.sessions.runMaxRounds,
         maxTurnSecs: settings.env.maxTurnSecs,
@@ -98,9 +98,10 @@ export async function startService(settings: Settings, options: StartOptions = {
     router.service(ArtifactService, artifacts.service(serviceEnv.preparer));
     router.service(SessionService, createSessionService(sessions, kinds, runs.firstRun));
     router.service(RunService, runs.service);
-    const log = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
+    const sink = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
+    const log = sink && logWriter(sink, settings.logMaxLineBytes);
     const checkHost = (key: { workspace: string; sessionId: string; environment: string }) => sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
-    router.service(HostService, createHostService(hosts, checkHost, (entry) => log?.(JSON.stringify({ time: new Date().toISOString(), ...entry }))));
+    router.service(HostService, createHostService(hosts, checkHost, (entry) => log?.(entry), { refusalsLoggedPerMinute: settings.logHostRefusalsPerMin }));
     // Anyone may call the health and reflection services, so their requests stay tiny.
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
     serveReflection(router, { readMaxBytes: settings.limits.maxPublicRequestBytes });

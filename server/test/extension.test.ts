@@ -7,6 +7,7 @@ import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ExecuteRequest, SetupRequest, StageRequest } from "../../gen/skillenv/extension/v1/extension_pb.js";
+import { RunSchema } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionSchema, type SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { jsonOf, TestExtension } from "./helpers/extension.ts";
@@ -37,7 +38,7 @@ describe("extension environments", () => {
   async function extensionSession(url = extension.url): Promise<string> {
     const { session } = await sessions.createSession({
       environments: [{ name: "remote", kind: { case: "extension", value: { url, credential: CREDENTIAL, configuration: fromJson(ValueSchema, { region: "test" }) } } }],
-      tools: ["echo", "hang", "drop", "refuse"].map((name) => ({ name, environment: "remote", implementation: { kind: { case: "opaque" as const, value: fromJson(ValueSchema, { kind: name }) } } })),
+      tools: ["echo", "hang", "drop", "refuse", "leak", "whoami"].map((name) => ({ name, environment: "remote", implementation: { kind: { case: "opaque" as const, value: fromJson(ValueSchema, { kind: name }) } } })),
     });
     return session!.id;
   }
@@ -78,6 +79,46 @@ describe("extension environments", () => {
     await sessions.endSession({ sessionId });
     const events = await eventsUntil(sessions, sessionId, (event) => event.type === "session.ended");
     expect(JSON.stringify(events.map((event) => event.data))).not.toContain(CREDENTIAL);
+    expect(await filesContaining(service.dataDir, CREDENTIAL)).toEqual([]);
+    expect(service.logs.join("\n")).not.toContain(CREDENTIAL);
+  });
+
+  it("cuts the credential out of whatever the extension echoes of it, before anything keeps it", async () => {
+    const sessionId = await extensionSession();
+    const leaked = await call(sessionId, "leak");
+    expect(leaked.receipt?.outcome).toMatchObject({
+      case: "failure",
+      value: { code: "bad_[redacted]", message: "refused for [redacted]", details: { token: "[redacted]", "[redacted]": "a key" } },
+    });
+    const echoed = await call(sessionId, "whoami");
+    expect(echoed.receipt?.outcome.case).toBe("returned");
+    expect(jsonOf((echoed.receipt?.outcome.value as { output?: never }).output)).toEqual({ credential: "[redacted]" });
+
+    // A run: the model's call of the leaking tool, then a run whose staging the extension refuses.
+    const runs = runClient(service.url, KEY_A);
+    provider.script("leaky-model", [{ toolCalls: [{ id: "l1", name: "leak", input: {} }] }, { text: "noted" }]);
+    const first = await runs.createRun({ sessionId, run: { model: { provider: "anthropic", name: "leaky-model", maxTokens: 0 }, message: "go", providerKeys: { anthropic: "k" } } as never });
+    expect((await eventsUntil(sessions, sessionId, runEnded(first.run!.id))).at(-1)?.type).toBe("turn.completed");
+    await publish(service, "leak-skill", bundleOf({ "SKILL.md": skillMd({ description: "Staged where it cannot be." }) }));
+    extension.leakOnStage = true;
+    try {
+      const second = await runs.createRun({
+        sessionId,
+        run: { model: { provider: "anthropic", name: "leaky-model", maxTokens: 0 }, message: "go", skills: [{ kind: "skill", name: "leak-skill" }], providerKeys: { anthropic: "k" } } as never,
+      });
+      expect((await eventsUntil(sessions, sessionId, runEnded(second.run!.id))).at(-1)?.type).toBe("turn.failed");
+      const { run } = await runs.getRun({ sessionId, runId: second.run!.id });
+      expect(run?.error).toMatchObject({ code: "staging_failed", message: expect.stringContaining("no room to stage for [redacted]") });
+    } finally {
+      extension.leakOnStage = false;
+    }
+
+    await sessions.endSession({ sessionId });
+    const events = JSON.stringify((await eventsUntil(sessions, sessionId, (event) => event.type === "session.ended")).map((event) => event.data));
+    expect(events).toContain("working for [redacted]");
+    expect(events).not.toContain(CREDENTIAL);
+    const { runs: listed } = await runs.listRuns({ sessionId });
+    expect(listed.map((run) => toJsonString(RunSchema, run)).join()).not.toContain(CREDENTIAL);
     expect(await filesContaining(service.dataDir, CREDENTIAL)).toEqual([]);
     expect(service.logs.join("\n")).not.toContain(CREDENTIAL);
   });

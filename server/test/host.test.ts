@@ -1,4 +1,4 @@
-import { fromJson } from "@bufbuild/protobuf";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError, type Client } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -156,6 +156,56 @@ describe("host environments", () => {
     foreign.close();
   });
 
+  it("keeps no output nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH, so the session's events stay readable", async () => {
+    const sessionId = await hostSession();
+    const host = new TestHost(hosts, sessionId, "laptop");
+    await host.attached();
+    // 47 levels pass every decoder on the way in, but an event carrying them could not be read.
+    const calling = call(sessionId, "greet", {});
+    host.returned((await host.command("greet")).operationId, nested(47));
+    const { receipt } = await calling;
+    expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "output_too_deep", details: { depth: "47", maxDepth: "32" } } });
+    const events = await eventsUntil(sessions, sessionId, (event) => event.type === "operation.receipt" && event.data?.kind === "execute");
+    expect(events.at(-1)?.data).toMatchObject({ receipt: { failure: { code: "output_too_deep" } } });
+    host.close();
+  });
+
+  it("bounds what refused receipts add to the log: ids cut, lines bounded, repeated refusals counted", async () => {
+    const flooded = await startTestService({ SERVICE_LOG_MAX_LINE_BYTES: "600", SERVICE_LOG_HOST_REFUSALS_PER_MIN: "5" });
+    try {
+      const client = sessionClient(flooded.url, KEY_A);
+      const { session } = await client.createSession({ environments: [{ name: "laptop", kind: { case: "host", value: {} } }], tools: [{ name: "greet", environment: "laptop" }] });
+      const host = new TestHost(hostClient(flooded.url, KEY_A), session!.id, "laptop");
+      await host.attached();
+      const startedAt = Date.now();
+      const receipts = 300;
+      for (let i = 0; i < receipts; i++) host.returned(`op_${i}_${"x".repeat(20_000)}`, null);
+      const refused = await host.next(() => {
+        const all = host.messages.filter((each) => each.message.case === "refused");
+        return all.length === receipts ? all.map((each) => each.message.value as { operationId: string }) : undefined;
+      }, `${receipts} refusals`);
+      const elapsedMinutes = (Date.now() - startedAt) / 60_000;
+      // What the host sent is repeated no longer than an operation id of the service.
+      for (const { operationId } of refused) expect(operationId.length).toBeLessThanOrEqual(30);
+      const lines = flooded.logs.filter((line) => line.includes("host.receipt_refused"));
+      // A burst of 5, and 5 more a minute, however many the host sends.
+      expect(lines.length).toBeGreaterThanOrEqual(5);
+      expect(lines.length).toBeLessThanOrEqual(5 + Math.ceil(elapsedMinutes * 5));
+      for (const line of lines) expect(JSON.parse(line)).toMatchObject({ event: "host.receipt_refused", operationId: expect.stringMatching(/^op_\d+_x+…$/) });
+
+      // A request line whose path a caller made long is cut to the bound too, and keeps its code.
+      const longPath = `/v1/sessions/ses_${"y".repeat(8000)}`;
+      expect((await fetch(flooded.url + longPath, { headers: { authorization: `Bearer ${KEY_A}` } })).status).toBe(404);
+      await expect.poll(() => flooded.logs.some((line) => line.includes("ses_yyyy"))).toBe(true);
+      const logged = flooded.logs.find((line) => line.includes("ses_yyyy"))!;
+      expect(JSON.parse(logged)).toMatchObject({ code: "session_not_found", httpStatus: 404, path: expect.stringMatching(/^\/v1\/sessions\/ses_y+…\(\d+ more\)$/) });
+      for (const line of flooded.logs) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(600);
+      host.close();
+    } finally {
+      await flooded.close();
+    }
+  });
+
   it("enforces the deadline on the server: timeout, and a cancel to the host", async () => {
     const sessionId = await hostSession();
     const host = new TestHost(hosts, sessionId, "laptop");
@@ -240,6 +290,13 @@ describe("host environments", () => {
     host.close();
   });
 });
+
+/** `depth` arrays around 0. */
+function nested(depth: number): JsonValue {
+  let value: JsonValue = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
 
 /** The stable code of the error a stream ended with. */
 function codeOf(error: unknown): string | undefined {

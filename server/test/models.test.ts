@@ -71,12 +71,12 @@ interface AdapterCase {
 const adapters: AdapterCase[] = [
   {
     name: "anthropic",
-    create: (options) => createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, ...options }),
+    create: (options) => createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
     stopReasons: { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "stop_sequence", refusal: "refusal", pause_turn: "other" },
   },
   {
     name: "openai",
-    create: (options) => createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, ...options }),
+    create: (options) => createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
     // Chat Completions says "stop" for a stop sequence too.
     stopReasons: { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "end_turn", refusal: "refusal", pause_turn: "other" },
   },
@@ -326,7 +326,7 @@ describe.each(adapters)("the $name adapter", (adapter) => {
 });
 
 describe("the anthropic adapter reading the stream", () => {
-  const provider = () => createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000 });
+  const provider = () => createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
   const sse = (...events: object[]) => events.map((event) => `event: ${(event as { type: string }).type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
   const start = { type: "message_start", message: { usage: { input_tokens: 10, cache_creation_input_tokens: 5, cache_read_input_tokens: 100, output_tokens: 1 } } };
 
@@ -375,7 +375,7 @@ describe("model settings and the provider registry", () => {
 
   it("creates both providers by name, pointed at the configured base URLs", async () => {
     const settings = loadSettings({ SERVICE_ANTHROPIC_BASE_URL: scripted.anthropicBaseUrl, SERVICE_OPENAI_BASE_URL: `${scripted.openaiBaseUrl}/` });
-    const providers = createModelProviders(settings.models);
+    const providers = createModelProviders(settings.models, settings.sessions.maxJsonDepth);
     expect([...providers.keys()]).toEqual(["anthropic", "openai"]);
     for (const provider of providers.values()) {
       const { response } = await complete(provider, request(model([{ text: `hello from ${provider.name}` }])));

@@ -13,6 +13,23 @@ import { bundleOf, deleteSkill, publish, skillMd } from "./helpers/skills.ts";
 
 const PROVIDER_KEY = "sk-test-provider-key-9d2e4a";
 
+/** `depth` arrays around 0. */
+function nested(depth: number): unknown {
+  let value: unknown = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
+/** How many arrays are around the 0 in `value`, reading an array delivered as JSON text as that array. */
+function depthOf(value: unknown): number {
+  let depth = 0;
+  for (let inner = value; inner !== 0; depth++) {
+    const array = (typeof inner === "string" ? JSON.parse(inner) : inner) as unknown[];
+    inner = array[0];
+  }
+  return depth;
+}
+
 /** What the service sent to the scripted provider (wire JSON: checked field by field below). */
 type Sent = { headers: Record<string, string>; body: any };
 
@@ -384,6 +401,42 @@ describe("runs", () => {
     expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: notALoop } as never) }))).toBe("not_found");
     const nowhere = { environment: "missing", implementation: { kind: { case: "agentloop", value: runtime } } };
     expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: nowhere } as never) }))).toBe("environment_not_found");
+  });
+
+  it("fails a run whose model calls a tool with input nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; the session goes on", async () => {
+    const sessionId = await workspaceSession();
+    // 48 levels: a reply any provider may send, whose tool call no event could carry.
+    provider.script("deep-model", [{ toolCalls: [{ id: "d1", name: "fs", input: { v: nested(47) } }] }]);
+    const { run } = await runs.createRun({ sessionId, run: runInput("deep-model") });
+    const { run: failed, events } = await finish(sessionId, run!.id);
+    expect(failed.status).toBe("failed");
+    expect(failed.error).toMatchObject({ code: "model_invalid_response", message: expect.stringContaining("nests 48 levels deep") });
+    expect(events.map((event) => event.type)).not.toContain("tool.call");
+    provider.script("after-deep-model", [{ text: "still here" }]);
+    const { run: next } = await runs.createRun({ sessionId, run: runInput("after-deep-model") });
+    expect((await finish(sessionId, next!.id)).run.outputText).toBe("still here");
+  });
+
+  it("delivers every event a custom loop records, its too deep parts as their JSON text", async () => {
+    const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
+    const program = await admitProgram(service.url, KEY_A, `
+      function turn(input, configuration, host) {
+        let deep = 0;
+        for (let i = 0; i < 60; i++) deep = [deep];
+        host.emit({ deep });
+        const { results } = host.dispatchTools({ v: 1, calls: [{ id: "c1", name: "fs", input: { deep } }] });
+        return { v: 1, message: results[0].error.code };
+      }`);
+    const sessionId = await workspaceSession();
+    const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } } };
+    const { run } = await runs.createRun({ sessionId, run: runInput("unused-model", { agentloop } as never) });
+    const { run: done, events } = await finish(sessionId, run!.id);
+    expect(done.outputText).toBe("input_too_deep");
+    const progress = events.find((event) => event.type === "turn.progress")!;
+    const call = events.find((event) => event.type === "tool.call")!;
+    // Nothing is lost: the arrays that events cannot nest arrive as their JSON text.
+    expect(depthOf((progress.data!.event as { deep: unknown }).deep)).toBe(60);
+    expect(depthOf((call.data!.input as { deep: unknown }).deep)).toBe(60);
   });
 
   it("never writes a provider key to the data directory, the events or the log", async () => {

@@ -1,6 +1,8 @@
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
+import { fromJson, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
@@ -9,6 +11,13 @@ import { KEY_A, KEY_B, bearer, postJson, startTestService, type TestService } fr
 import { admitProgram, admitTool, filesContaining, refusedWith, sessionClient } from "./helpers/sessions.ts";
 
 const SECRET_VALUE = "s3cr3t-value-that-must-not-leak-7f1c";
+
+/** `depth` arrays around 0. */
+function nested(depth: number): JsonValue {
+  let value: JsonValue = 0;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
 
 beforeAll(() => buildTestComponents(), 600_000);
 
@@ -331,6 +340,43 @@ describe("sessions with the service environment", () => {
     } finally {
       await small.close();
     }
+  });
+
+  it("ends an output nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH as output_too_deep, refuses such an input, and keeps the events readable", async () => {
+    const runtime = await admitTool(service.url, KEY_A, "js-program-tool");
+    const program = await admitProgram(service.url, KEY_A, `function run(input) { let value = 0; for (let i = 0; i < input.depth; i++) value = [value]; return value; }`);
+    const { session } = await a.createSession({
+      environments: [{ name: "s", kind: { case: "service", value: {} } }],
+      tools: [{ name: "nest", environment: "s", implementation: { kind: { case: "program", value: { id: program, runtime } } } }],
+    });
+    const sessionId = session!.id;
+    const route = `/v1/sessions/${sessionId}/tools/nest:call`;
+    const call = (input: unknown) => postJson(service.url, route, { input }, KEY_A);
+    expect((await call({ depth: 32 })).body.receipt).toEqual({ returned: { output: nested(32) } });
+    // A tool (or a prompt-injected model driving it) returns JSON 50 levels deep: the tool did
+    // run, its receipt says so, and nothing that cannot be read back is kept.
+    const deep = await call({ depth: 50 });
+    expect(deep.status).toBe(200);
+    expect(deep.body.receipt.failure).toMatchObject({ code: "output_too_deep", retryable: false, details: { depth: "50", maxDepth: "32" } });
+    expect(deep.body.receipt.failure.details.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(await refusedWith(a.callTool({ sessionId, tool: "nest", input: fromJson(ValueSchema, nested(33)) }))).toBe("input_too_deep");
+    const refused = await call(nested(33));
+    expect(refused).toMatchObject({ status: 400, body: { code: "input_too_deep" } });
+    // Logged once each response is over, which may be just after the client has read it.
+    await expect.poll(() => service.logs.map((line) => JSON.parse(line)).filter((line) => line.path === route).map((line) => [line.code, line.httpStatus])).toEqual([
+      ["ok", 200],
+      ["ok", 200],
+      ["input_too_deep", 400],
+    ]);
+
+    await a.endSession({ sessionId });
+    const events = [];
+    for await (const { event } of a.watchSession({ sessionId })) events.push(event!);
+    const executes = events.filter((event) => event.type === "operation.receipt" && event.data?.kind === "execute");
+    expect(executes.map((event) => (event.data?.receipt as { failure?: { code: string } }).failure?.code)).toEqual([undefined, "output_too_deep"]);
+    expect(events.at(-1)?.type).toBe("session.ended");
+    const sse = await fetch(`${service.url}/v1/sessions/${sessionId}/events`, { headers: bearer(KEY_A) });
+    expect((await sse.text()).trim().split("\n\n").map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event.type)).toEqual(events.map((event) => event.type));
   });
 
   it("bounds every call by SERVICE_MAX_TURN_SECS, whatever timeout the caller asks", async () => {

@@ -7,6 +7,8 @@ describe("settings", () => {
     expect(settings.listen).toEqual({ host: "127.0.0.1", port: 8080 });
     expect(settings.apiKeys).toBeUndefined();
     expect(settings.env).toMatchObject({ filesystemAllow: [], networkAllow: [], secretAllow: [], workers: 2, preparationFile: undefined, compiledMemoryMib: 0 });
+    expect(settings.sessions.maxJsonDepth).toBe(32);
+    expect(settings).toMatchObject({ logMaxLineBytes: 4096, logHostRefusalsPerMin: 10 });
   });
 
   it("parses every documented form", () => {
@@ -59,6 +61,10 @@ describe("settings", () => {
     ["SERVICE_PUBLIC_URL", "ftp://x", "http or https"],
     ["SERVICE_LOG_REQUESTS", "yes", "true or false"],
     ["SERVICE_MAX_UPLOAD_BYTES", "1.5", "positive integer"],
+    ["SERVICE_JOURNAL_MAX_JSON_DEPTH", "41", "at most 40"],
+    ["SERVICE_JOURNAL_MAX_JSON_DEPTH", "0", "positive integer"],
+    ["SERVICE_LOG_MAX_LINE_BYTES", "511", "at least 512"],
+    ["SERVICE_LOG_HOST_REFUSALS_PER_MIN", "0", "positive integer"],
   ])("%s=%j is refused, naming the setting and the accepted form", (name, value, form) => {
     expect(() => loadSettings({ [name]: value })).toThrow(SettingsError);
     try {

@@ -25,6 +25,10 @@ export interface Settings {
   tls: { certFile: string; keyFile: string } | undefined;
   corsOrigins: string[];
   logRequests: boolean;
+  /** Longest line the service logs; longer entries have their strings cut. */
+  logMaxLineBytes: number;
+  /** Refused host receipts logged per workspace and minute; the rest are counted. */
+  logHostRefusalsPerMin: number;
   shutdownGraceSecs: number;
   limits: Limits;
   http: HttpLimits;
@@ -47,6 +51,8 @@ export interface ModelSettings {
 export interface SessionSettings {
   /** Largest tool input or output kept in the journal, as JSON text. */
   maxPayloadBytes: number;
+  /** Deepest nesting of a tool input or output, or a model's tool call input, the service keeps (server/src/json). */
+  maxJsonDepth: number;
   /** Model calls per run, at most (the default of a run's max_rounds). */
   runMaxRounds: number;
   /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
@@ -171,6 +177,8 @@ export function loadSettings(env: Env = process.env): Settings {
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
     corsOrigins: read("SERVICE_CORS_ORIGINS", parseList, []),
     logRequests: read("SERVICE_LOG_REQUESTS", parseBoolean, true),
+    logMaxLineBytes: read("SERVICE_LOG_MAX_LINE_BYTES", parseLogLineBytes, 4096),
+    logHostRefusalsPerMin: read("SERVICE_LOG_HOST_REFUSALS_PER_MIN", parsePositiveInt, 10),
     shutdownGraceSecs: read("SERVICE_SHUTDOWN_GRACE_SECS", parsePositiveInt, 10),
     limits: {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
@@ -224,6 +232,7 @@ export function loadSettings(env: Env = process.env): Settings {
     },
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),
+      maxJsonDepth: read("SERVICE_JOURNAL_MAX_JSON_DEPTH", parseJsonDepth, 32),
       runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
       runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
       hostMaxInFlight: read("SERVICE_HOST_MAX_IN_FLIGHT", parsePositiveInt, 64),
@@ -245,6 +254,25 @@ export function loadSettings(env: Env = process.env): Settings {
   checkWorkspaceRoot(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
+}
+
+/**
+ * Past 40 levels of JSON, an event carrying the payload (up to 8 messages around it, 2 per level)
+ * would come near the 100 nested messages that protobuf decoders read: no client could read it.
+ */
+const MAX_JSON_DEPTH_SETTING = 40;
+
+/** A line must hold a request's fields with their strings cut (server/src/http/request-log.ts). */
+function parseLogLineBytes(raw: string): number {
+  const bytes = parsePositiveInt(raw);
+  if (bytes < 512) throw new Error("expected a positive integer of at least 512");
+  return bytes;
+}
+
+function parseJsonDepth(raw: string): number {
+  const depth = parsePositiveInt(raw);
+  if (depth > MAX_JSON_DEPTH_SETTING) throw new Error(`expected a positive integer of at most ${MAX_JSON_DEPTH_SETTING}`);
+  return depth;
 }
 
 /**

@@ -79,6 +79,8 @@ export const errorCatalogue = {
   environment_not_ready: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The tool's environment is not set up (manual and not yet set up, or its setup failed); nothing was sent." },
   input_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "A tool input exceeds SERVICE_JOURNAL_MAX_PAYLOAD_BYTES as JSON text; nothing was journaled or sent." },
   output_too_large: { code: Code.ResourceExhausted, httpStatus: 422, summary: "A tool returned more than SERVICE_JOURNAL_MAX_PAYLOAD_BYTES; its output is not kept (the tool did run)." },
+  input_too_deep: { code: Code.InvalidArgument, httpStatus: 400, summary: "A tool input nests arrays and objects deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; nothing was journaled or sent." },
+  output_too_deep: { code: Code.ResourceExhausted, httpStatus: 422, summary: "A receipt: the tool returned JSON nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; its output is not kept (the tool did run)." },
   storage_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The metadata store failed to read or write; nothing was acknowledged." },
   host_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "A receipt: no host is connected for the tool's host environment; nothing was sent." },
   host_busy: { code: Code.ResourceExhausted, httpStatus: 429, summary: "A receipt: the host has its maximum of commands in flight, or does not read its stream; nothing was sent." },

@@ -39,7 +39,12 @@ export function recordingGate(gate: RequestGate): RequestGate {
       "abort",
       () => {
         const reason: unknown = context.signal.reason;
-        if (!(reason instanceof ConnectError)) return;
+        if (!(reason instanceof ConnectError)) {
+          // Anything else a handler threw, Connect answers `internal` ("internal error"); the call
+          // being over (CALL_OVER) or the client leaving (an AbortError, the listener's `canceled`) is not a fault.
+          if (record && reason instanceof Error && reason.name !== "AbortError") record.code = "internal";
+          return;
+        }
         blameCallerForDecodeFailure(reason);
         carryStableCode(reason);
         if (record) record.code = stableCodeOf(reason);

@@ -9,4 +9,4 @@ export {
   type RequestHandlerOptions,
   type RequestListener,
 } from "./request-handler.ts";
-export type { LogSink } from "./request-log.ts";
+export { logLine, logWriter, type LogSink, type LogWriter } from "./request-log.ts";

@@ -9,7 +9,7 @@ import { BodyBudget } from "./body-budget.ts";
 import { applyCors } from "./cors.ts";
 import type { NodeRequest, NodeResponse } from "./node-types.ts";
 import { RequestBody, type ReadLimits } from "./request-body.ts";
-import { logRequest, protocolOf, requestRecordKey, type LogSink, type RequestRecord } from "./request-log.ts";
+import { protocolOf, requestLogEntry, requestRecordKey, type LogWriter, type RequestRecord } from "./request-log.ts";
 import type { StaticAnswer, StaticSite } from "./static-files.ts";
 import { universalRequest } from "./universal-request.ts";
 
@@ -37,7 +37,7 @@ export interface RequestHandlerOptions {
   corsHeaders: readonly string[];
   /** The body idle timeout and in-memory budgets. */
   limits: HttpLimits;
-  log: LogSink | undefined;
+  log: LogWriter | undefined;
 }
 
 export type RequestListener = (req: NodeRequest, res: NodeResponse) => void;
@@ -81,7 +81,7 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     void Promise.all([handled, closed]).then(() => {
       record.httpStatus = res.statusCode;
       if (record.code === "ok" && !res.writableFinished) record.code = "canceled";
-      if (options.log) logRequest(options.log, record, startedAt);
+      options.log?.(requestLogEntry(record, startedAt));
     });
   };
 

@@ -16,7 +16,7 @@ export function createAnthropicProvider(options: ProviderOptions): ModelProvider
     async complete(request, call) {
       const headers = { "content-type": "application/json", "anthropic-version": API_VERSION, "x-api-key": call.apiKey };
       const events = streamEvents({ provider: NAME, url: `${options.baseUrl}/v1/messages`, headers, body: messagesBody(request) }, options, call);
-      return readReply(events, call.onTextDelta);
+      return readReply(events, call.onTextDelta, options.maxJsonDepth);
     },
   };
 }
@@ -90,7 +90,7 @@ const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
   ["invalid_request_error", "model_rejected"],
 ]);
 
-async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined): Promise<ModelResponse> {
+async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined, maxJsonDepth: number): Promise<ModelResponse> {
   /** Keyed by block index; blocks the port does not carry (thinking, server tools) have no draft. */
   const drafts = new Map<number | undefined, ContentDraft>();
   const usage = { inputTokens: 0, outputTokens: 0 };
@@ -112,7 +112,7 @@ async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((
         readUsage(usage, event.usage);
         break;
       case "message_stop":
-        return { content: finishContent(drafts.values(), stopReason, NAME), stopReason, usage };
+        return { content: finishContent(drafts.values(), stopReason, NAME, maxJsonDepth), stopReason, usage };
       case "error":
         throw streamedError(event.error?.type);
       // ping, content_block_stop and event types added later carry nothing the port needs.

@@ -15,7 +15,7 @@ export function createOpenAIProvider(options: ProviderOptions): ModelProvider {
     async complete(request, call) {
       const headers = { "content-type": "application/json", authorization: `Bearer ${call.apiKey}` };
       const events = streamEvents({ provider: NAME, url: `${options.baseUrl}/chat/completions`, headers, body: chatBody(request) }, options, call);
-      return readReply(events, call.onTextDelta);
+      return readReply(events, call.onTextDelta, options.maxJsonDepth);
     },
   };
 }
@@ -93,14 +93,14 @@ const STOP_REASONS = new Map<string, StopReason>([
   ["content_filter", "refusal"],
 ]);
 
-async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined): Promise<ModelResponse> {
+async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined, maxJsonDepth: number): Promise<ModelResponse> {
   const text: TextDraft = { type: "text", text: "" };
   /** Keyed by the tool call's index in the reply. */
   const calls = new Map<number | undefined, ToolCallDraft>();
   const usage = { inputTokens: 0, outputTokens: 0 };
   let stopReason: StopReason = "other";
   for await (const event of events) {
-    if (event.data === "[DONE]") return { content: finishContent([text, ...calls.values()], stopReason, NAME), stopReason, usage };
+    if (event.data === "[DONE]") return { content: finishContent([text, ...calls.values()], stopReason, NAME, maxJsonDepth), stopReason, usage };
     const chunk = eventJson(event, NAME) as WireChunk;
     if (chunk.error !== undefined) throw new ModelError("model_unavailable", `${NAME}: the reply broke off with an error`);
     if (typeof chunk.usage?.prompt_tokens === "number") usage.inputTokens = chunk.usage.prompt_tokens;

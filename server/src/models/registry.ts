@@ -7,8 +7,9 @@ import type { ProviderOptions } from "./transport.ts";
 /** The model providers by name ("anthropic", "openai"), the names a run's provider key map uses. */
 export type ModelProviders = ReadonlyMap<string, ModelProvider>;
 
-export function createModelProviders(settings: Settings["models"]): ModelProviders {
-  const common: Omit<ProviderOptions, "baseUrl"> = { maxRetries: settings.maxRetries, timeoutMs: settings.timeoutSecs * 1000 };
+/** `maxJsonDepth`: SERVICE_JOURNAL_MAX_JSON_DEPTH, the deepest tool call input a reply may carry. */
+export function createModelProviders(settings: Settings["models"], maxJsonDepth: number): ModelProviders {
+  const common: Omit<ProviderOptions, "baseUrl"> = { maxRetries: settings.maxRetries, timeoutMs: settings.timeoutSecs * 1000, maxJsonDepth };
   const providers = [
     createAnthropicProvider({ ...common, baseUrl: settings.anthropicBaseUrl }),
     createOpenAIProvider({ ...common, baseUrl: settings.openaiBaseUrl }),

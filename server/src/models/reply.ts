@@ -1,3 +1,4 @@
+import { jsonTextDepth } from "../json/index.ts";
 import { ModelError, type AssistantContent, type StopReason } from "./port.ts";
 
 /** A reply's content while it streams in: text as it grows, a tool call's input as JSON text. */
@@ -8,9 +9,11 @@ export type ToolCallDraft = { type: "tool_call"; id: string; name: string; json:
 /**
  * The finished content, in draft order. Empty text is dropped (providers refuse empty text sent
  * back to them). A reply cut off by max_tokens may end inside a tool call's input: that call was
- * never finished, so it is dropped, and the stop reason tells the caller why.
+ * never finished, so it is dropped, and the stop reason tells the caller why. A tool call input
+ * nested deeper than `maxJsonDepth` (SERVICE_JOURNAL_MAX_JSON_DEPTH) is a reply the service cannot
+ * keep, in its events or its journal: model_invalid_response, as an input that is not JSON is.
  */
-export function finishContent(drafts: Iterable<ContentDraft>, stopReason: StopReason, provider: string): AssistantContent[] {
+export function finishContent(drafts: Iterable<ContentDraft>, stopReason: StopReason, provider: string, maxJsonDepth: number): AssistantContent[] {
   const content: AssistantContent[] = [];
   for (const draft of drafts) {
     if (draft.type === "text") {
@@ -21,6 +24,10 @@ export function finishContent(drafts: Iterable<ContentDraft>, stopReason: StopRe
     if (input === undefined && stopReason === "max_tokens") continue;
     if (input === undefined || draft.id === "" || draft.name === "") {
       throw new ModelError("model_invalid_response", `${provider}: a tool call of the reply lacks an id, a name or JSON input`);
+    }
+    const depth = jsonTextDepth(draft.json);
+    if (depth > maxJsonDepth) {
+      throw new ModelError("model_invalid_response", `${provider}: the input of tool call ${draft.name} nests ${depth} levels deep, more than the ${maxJsonDepth} the service keeps`);
     }
     content.push({ type: "tool_call", id: draft.id, name: draft.name, input });
   }

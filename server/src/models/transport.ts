@@ -3,6 +3,7 @@ import * as https from "node:https";
 import { text } from "node:stream/consumers";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
+import { redactText } from "../redaction/index.ts";
 import { ModelError, type ModelCallOptions, type ModelErrorCode } from "./port.ts";
 
 /** How an adapter reaches its provider; createModelProviders fills it from the settings. */
@@ -15,6 +16,8 @@ export interface ProviderOptions {
   timeoutMs: number;
   /** Pause before the first retry, doubled for each further one, unless the provider says how long. Default 500. */
   retryBaseDelayMs?: number;
+  /** A reply whose tool call input nests deeper is model_invalid_response (SERVICE_JOURNAL_MAX_JSON_DEPTH). */
+  maxJsonDepth: number;
 }
 
 export interface StreamRequest {
@@ -256,7 +259,7 @@ function providerMessage(body: string, apiKey: string): string | undefined {
     return undefined;
   }
   if (typeof message !== "string") return undefined;
-  return (apiKey === "" ? message : message.replaceAll(apiKey, "[redacted]")).slice(0, MAX_DETAIL_CHARS);
+  return redactText(message, [apiKey]).slice(0, MAX_DETAIL_CHARS);
 }
 
 /** Both providers send retry-after (seconds); both SDKs also honour the finer retry-after-ms. */

@@ -26,6 +26,7 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     kinds: options.kinds,
     maxTurnSecs: options.maxTurnSecs,
     maxPayloadBytes: options.settings.maxPayloadBytes,
+    maxJsonDepth: options.settings.maxJsonDepth,
   });
   await sessions.recover();
   return sessions;

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { failure, unknown, type InterimReceipt, type TerminalReceipt } from "../environments/index.ts";
 import type { Journal, SentOperation } from "../journal/index.ts";
+import { isJsonText, jsonTextDepth } from "../json/index.ts";
 
 /** Progress receipts journaled per operation; later ones are dropped (the terminal receipt never is). */
 export const MAX_PROGRESS_EVENTS = 100;
@@ -11,6 +12,8 @@ export interface JournaledOptions {
   journal: Journal;
   /** Outputs above this many bytes end the operation as output_too_large. */
   maxOutputBytes: number;
+  /** Outputs nested deeper than this end the operation as output_too_deep. */
+  maxOutputDepth: number;
 }
 
 /**
@@ -41,20 +44,33 @@ export async function runJournaled(
   } catch (error) {
     receipt = unknown(`the environment failed unexpectedly while handling the operation: ${error instanceof Error ? error.message : String(error)}`);
   }
-  receipt = boundOutput(receipt, options.maxOutputBytes);
+  receipt = boundOutput(receipt, options);
   await journal.settle(sessionId, operation, receipt);
   return receipt;
 }
 
-/** An output too large to journal is not kept: the receipt says how large it was and its digest. */
-function boundOutput(receipt: TerminalReceipt, maxBytes: number): TerminalReceipt {
+/**
+ * An output too large or too deeply nested to journal is not kept: the receipt says how large or
+ * how deep it was and its digest. Every environment's receipts pass here, whoever wrote them (a
+ * guest, a host, an extension), before anything stores or answers them.
+ */
+function boundOutput(receipt: TerminalReceipt, { maxOutputBytes: maxBytes, maxOutputDepth: maxDepth }: JournaledOptions): TerminalReceipt {
   if (receipt.outcome !== "returned") return receipt;
   const sizeBytes = Buffer.byteLength(receipt.output);
-  if (sizeBytes <= maxBytes) return receipt;
-  const sha256 = createHash("sha256").update(receipt.output).digest("hex");
-  return failure("output_too_large", `the tool returned ${sizeBytes} bytes, more than the ${maxBytes} a journal entry keeps; the tool did run`, false, {
-    sizeBytes: String(sizeBytes),
-    sha256,
-    maxBytes: String(maxBytes),
+  const sha256 = () => createHash("sha256").update(receipt.output).digest("hex");
+  if (sizeBytes > maxBytes) {
+    return failure("output_too_large", `the tool returned ${sizeBytes} bytes, more than the ${maxBytes} a journal entry keeps; the tool did run`, false, {
+      sizeBytes: String(sizeBytes),
+      sha256: sha256(),
+      maxBytes: String(maxBytes),
+    });
+  }
+  const depth = jsonTextDepth(receipt.output);
+  // Output text that is not JSON is kept as a string, whatever brackets it holds.
+  if (depth <= maxDepth || !isJsonText(receipt.output)) return receipt;
+  return failure("output_too_deep", `the tool returned JSON nested ${depth} levels deep, more than the ${maxDepth} a journal entry keeps; the tool did run`, false, {
+    depth: String(depth),
+    sha256: sha256(),
+    maxDepth: String(maxDepth),
   });
 }

@@ -13,6 +13,7 @@ import {
 } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { EnvironmentKinds, TerminalReceipt } from "../environments/index.ts";
 import type { JournalEvent } from "../journal/index.ts";
+import { capDepth, exceedsDepth } from "../json/index.ts";
 import type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 import { KIND_SCHEMAS } from "./session-spec.ts";
 
@@ -62,7 +63,7 @@ export function receiptMessage(receipt: TerminalReceipt): Receipt {
 function receiptJson(receipt: TerminalReceipt): JsonObject {
   switch (receipt.outcome) {
     case "returned":
-      return { returned: { output: parseOutput(receipt.output) } };
+      return { returned: { output: payload(receipt.output) } };
     case "failure":
       return { failure: { code: receipt.code, message: receipt.message, retryable: receipt.retryable, details: receipt.details ?? {} } };
     case "unknown":
@@ -70,8 +71,23 @@ function receiptJson(receipt: TerminalReceipt): JsonObject {
   }
 }
 
+/**
+ * How deep JSON may nest where the API carries it, for protobuf decoders to read it
+ * (server/src/json): an event's data is a Struct two messages down (WatchSessionResponse,
+ * SessionEvent) and each level costs two messages of the 100 they read; a payload (a tool's input
+ * or output) lies up to three levels inside the data (`receipt.returned.output`).
+ */
+const EVENT_DATA_MAX_DEPTH = 49;
+const PAYLOAD_MAX_DEPTH = EVENT_DATA_MAX_DEPTH - 3;
+
+/**
+ * Every stored event can be delivered: what the journal holds is bounded where it enters
+ * (SERVICE_JOURNAL_MAX_JSON_DEPTH), and anything deeper (an event written before that bound, a
+ * custom agent loop's own notes) arrives with its too deep parts as their JSON text.
+ */
 export function eventMessage(sessionId: string, event: JournalEvent): SessionEvent {
-  return create(SessionEventSchema, { seq: BigInt(event.seq), at: timestampFromMs(Date.parse(event.at)), sessionId, type: event.type, data: eventData(event) });
+  const data = capDepth(eventData(event), EVENT_DATA_MAX_DEPTH) as JsonObject;
+  return create(SessionEventSchema, { seq: BigInt(event.seq), at: timestampFromMs(Date.parse(event.at)), sessionId, type: event.type, data });
 }
 
 /** Each event type's fields (docs/events.md): JSON payloads appear as JSON, not as text. */
@@ -79,7 +95,7 @@ function eventData(event: JournalEvent): JsonObject {
   switch (event.type) {
     case "operation.sent": {
       const { input, deadlineMs, ...rest } = event.operation;
-      return { ...rest, deadline: new Date(deadlineMs).toISOString(), ...(input === undefined ? {} : { input: parseOutput(input) }) };
+      return { ...rest, deadline: new Date(deadlineMs).toISOString(), ...(input === undefined ? {} : { input: payload(input) }) };
     }
     case "operation.accepted":
       return { operationId: event.operationId, ...runIdOf(event) };
@@ -103,6 +119,12 @@ function parseOutput(text: string): JsonValue {
   } catch {
     return text;
   }
+}
+
+/** A tool's input or output in an event or a receipt; as its text, a string, where it nests too deeply to be carried there. */
+function payload(text: string): JsonValue {
+  const value = parseOutput(text);
+  return exceedsDepth(value, PAYLOAD_MAX_DEPTH) ? text : value;
 }
 
 function jsonValue(text: string): Value {

@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, EnvironmentKinds, OperationKind, Staging, TerminalReceipt } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
+import { jsonTextDepth } from "../json/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
 import { KeyedLock, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
@@ -17,6 +18,8 @@ export interface SessionsOptions {
   maxTurnSecs: number;
   /** SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: largest input or output kept in the journal. */
   maxPayloadBytes: number;
+  /** SERVICE_JOURNAL_MAX_JSON_DEPTH: deepest input or output kept in the journal. */
+  maxJsonDepth: number;
 }
 
 export interface CallToolOptions {
@@ -150,6 +153,12 @@ export class Sessions {
     if (inputBytes > this.#options.maxPayloadBytes) {
       throw serviceError("input_too_large", `the input has ${inputBytes} bytes as JSON, the limit is ${this.#options.maxPayloadBytes}`, {
         maxBytes: String(this.#options.maxPayloadBytes),
+      });
+    }
+    const inputDepth = jsonTextDepth(options.input);
+    if (inputDepth > this.#options.maxJsonDepth) {
+      throw serviceError("input_too_deep", `the input nests ${inputDepth} levels deep, the limit is ${this.#options.maxJsonDepth}`, {
+        maxDepth: String(this.#options.maxJsonDepth),
       });
     }
     return this.#execute(live, tool, options);
@@ -402,7 +411,7 @@ export class Sessions {
   }
 
   #journaled() {
-    return { journal: this.#options.journal, maxOutputBytes: this.#options.maxPayloadBytes };
+    return { journal: this.#options.journal, maxOutputBytes: this.#options.maxPayloadBytes, maxOutputDepth: this.#options.maxJsonDepth };
   }
 
   #binding(live: LiveSession, name: string): EnvironmentBinding {

@@ -1,6 +1,6 @@
 import * as http from "node:http";
 import type { Socket } from "node:net";
-import { toJson } from "@bufbuild/protobuf";
+import { fromJson, toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { ConnectError, Code, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
@@ -18,6 +18,8 @@ export interface ExtensionCall {
  * A small extension environment on loopback for the service's adapter tests. Tools behave by
  * name: `echo` returns its input after accepted and progress; `hang` never answers until
  * cancelled; `drop` says accepted, then the connection is cut; `refuse` answers a Connect error.
+ * `leak` echoes the bearer credential in a progress message and in its failure's code, message
+ * and details, `whoami` returns it; with `leakOnStage` set, Stage refuses with it in the message.
  * `garbage()` makes the next request get a body that is not the protocol.
  */
 export class TestExtension {
@@ -25,6 +27,8 @@ export class TestExtension {
   url = "";
   #server: http.Server | undefined;
   #garbageNext = false;
+  /** Stage answers failed_precondition quoting the caller's credential. */
+  leakOnStage = false;
   #socket: Socket | undefined;
   readonly #cancelled = new Set<string>();
 
@@ -70,7 +74,11 @@ export class TestExtension {
     const empty = (method: string) => async (request: unknown, context: HandlerContext) => (this.#record(method, request, context), {});
     router.service(ExtensionEnvironmentService, {
       setup: empty("setup"),
-      stage: empty("stage"),
+      stage: async (request, context) => {
+        this.#record("stage", request, context);
+        if (this.leakOnStage) throw new ConnectError(`no room to stage for ${credentialOf(context)}`, Code.FailedPrecondition);
+        return {};
+      },
       detach: empty("detach"),
       teardown: empty("teardown"),
       cancel: async (request, context) => {
@@ -86,6 +94,16 @@ export class TestExtension {
     this.#record("execute", request, context);
     if (request.tool === "refuse") throw new ConnectError("this extension does not serve you", Code.PermissionDenied);
     yield { receipt: { case: "accepted" as const, value: {} } };
+    if (request.tool === "leak") {
+      const credential = credentialOf(context);
+      yield { receipt: { case: "progress" as const, value: { message: `working for ${credential}` } } };
+      yield { receipt: { case: "failure" as const, value: { code: `bad_${credential}`, message: `refused for ${credential}`, details: { token: credential, [credential]: "a key" } } } };
+      return;
+    }
+    if (request.tool === "whoami") {
+      yield { receipt: { case: "returned" as const, value: { output: fromJson(ValueSchema, { credential: credentialOf(context) }) } } };
+      return;
+    }
     if (request.tool === "drop") {
       await new Promise((resolve) => setTimeout(resolve, 20));
       this.#socket?.destroy();
@@ -98,6 +116,10 @@ export class TestExtension {
     yield { receipt: { case: "progress" as const, value: { message: "working" } } };
     yield { receipt: { case: "returned" as const, value: { output: request.input } } };
   }
+}
+
+function credentialOf(context: HandlerContext): string {
+  return (context.requestHeader.get("authorization") ?? "").replace(/^Bearer /, "");
 }
 
 export function jsonOf(value: Parameters<typeof toJson<typeof ValueSchema>>[1] | undefined): unknown {

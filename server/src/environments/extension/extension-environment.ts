@@ -7,6 +7,7 @@ import { ExtensionEnvironmentService, type ExecuteResponse } from "../../../../g
 import { serviceError } from "../../errors/index.ts";
 import { originAllowed } from "../../config/index.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
+import { redactingBinding } from "../redacting-binding.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
 import type { Sealer } from "./sealer.ts";
 
@@ -76,7 +77,8 @@ export class ExtensionEnvironmentKind implements EnvironmentKind<ExtensionOption
     // Unsealed for each call, so the plaintext lives only as long as the request.
     const interceptors: Interceptor[] = sealedCredential ? [(next) => (request) => (request.header.set("authorization", `Bearer ${sealer.unseal(sealedCredential)}`), next(request))] : [];
     const client = createClient(ExtensionEnvironmentService, createConnectTransport({ baseUrl: options.url, httpVersion: "1.1", interceptors }));
-    return new ExtensionBinding(client, context, options);
+    // What the extension echoes of its credential (in a message, details, an output) is never kept.
+    return redactingBinding(new ExtensionBinding(client, context, options), () => (sealedCredential ? [sealer.unseal(sealedCredential)] : []));
   }
 }
 

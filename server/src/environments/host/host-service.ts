@@ -5,18 +5,24 @@ import { serviceError } from "../../errors/index.ts";
 import type { Channel } from "./channel.ts";
 import type { HostBindingKey, HostConnection } from "./connection.ts";
 import type { HostHub } from "./hub.ts";
+import { echoedOperationId, RefusalLog, type HostLog } from "./refusal-log.ts";
 
 /** Checks that the workspace's session binds `environment` as a host environment; throws service errors. */
 export type CheckHostBinding = (key: HostBindingKey) => Promise<void>;
 
-/** Where refused receipts are reported (one JSON line each): a host sending them is misbehaving. */
-export type HostLog = (entry: Record<string, unknown>) => void;
+export type { HostLog };
+
+export interface HostServiceOptions {
+  /** SERVICE_LOG_HOST_REFUSALS_PER_MIN: refused receipts logged per workspace and minute. */
+  refusalsLoggedPerMinute: number;
+}
 
 /**
  * The HostService RPCs: the bidirectional command stream, and its browser form (a
  * server-streaming Commands plus unary Reports). Both run on the same hub and connections.
  */
-export function createHostService(hub: HostHub, checkBinding: CheckHostBinding, log: HostLog): ServiceImpl<typeof HostService> {
+export function createHostService(hub: HostHub, checkBinding: CheckHostBinding, log: HostLog, options: HostServiceOptions): ServiceImpl<typeof HostService> {
+  const refusals = new RefusalLog(log, options.refusalsLoggedPerMinute);
   async function attach(attachment: Attach | undefined, context: HandlerContext) {
     if (!attachment) throw serviceError("invalid_argument", "the first message must be attach {session_id, environment}");
     const key = { workspace: requireWorkspace(context), sessionId: attachment.sessionId, environment: attachment.environment };
@@ -28,7 +34,7 @@ export function createHostService(hub: HostHub, checkBinding: CheckHostBinding, 
     if (!receipt) return "the message carries no receipt";
     const verdict = connection.receive(receipt);
     if (verdict.taken) return undefined;
-    log({ event: "host.receipt_refused", workspace: connection.key.workspace, sessionId: connection.key.sessionId, environment: connection.key.environment, operationId: receipt.operationId, reason: verdict.reason });
+    refusals.refused({ ...connection.key, operationId: receipt.operationId, reason: verdict.reason });
     return verdict.reason;
   }
 
@@ -79,7 +85,7 @@ async function readReceipts(incoming: AsyncIterator<ConnectRequest>, connection:
       const { message } = next.value;
       const receipt = message.case === "receipt" ? message.value : undefined;
       const refused = take(connection, receipt);
-      if (refused) connection.send({ case: "refused", value: { operationId: receipt?.operationId ?? "", reason: refused } });
+      if (refused) connection.send({ case: "refused", value: { operationId: echoedOperationId(receipt?.operationId ?? ""), reason: refused } });
     }
   } catch {
     // The stream broke; release() below ends the commands in flight unknown.

@@ -1,0 +1,1 @@
+export { capDepth, exceedsDepth, isJsonText, jsonTextDepth } from "./depth.ts";

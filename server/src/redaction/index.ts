@@ -1,0 +1,1 @@
+export { REDACTED, redactText } from "./redact.ts";
