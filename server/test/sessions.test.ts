@@ -169,9 +169,12 @@ describe("sessions with the service environment", () => {
     }
   });
 
-  it("keeps the workspace across calls of one session and removes it on delete", async () => {
+  it("keeps the workspace across calls of one session and removes it, and the session's directory, on delete", async () => {
     const { session } = await a.createSession({
-      environments: [{ name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
+      environments: [
+        { name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } },
+        { name: "other", kind: { case: "service", value: { grants: { filesystem: { workspace: "read" } } } } },
+      ],
       tools: [{ name: "fs", environment: "files", implementation: { kind: { case: "tool", value: workspaceTool } } }],
     });
     const id = session!.id;
@@ -181,8 +184,13 @@ describe("sessions with the service environment", () => {
     const dir = path.join(service.root, "workspaces", "a", id, "files");
     expect(await fs.readFile(path.join(dir, "notes.txt"), "utf8")).toBe("kept");
 
+    expect((await fs.readdir(path.dirname(dir))).sort()).toEqual(["files", "other"]);
+
     await a.deleteSession({ sessionId: id });
     await expect(fs.stat(dir)).rejects.toThrow(/ENOENT/);
+    // Nothing of the session is left: not its directory either, only the workspace's own.
+    await expect(fs.stat(path.dirname(dir))).rejects.toThrow(/ENOENT/);
+    expect((await fs.stat(path.join(service.root, "workspaces", "a"))).isDirectory()).toBe(true);
     expect(await refusedWith(a.getSession({ sessionId: id }))).toBe("session_not_found");
   });
 
