@@ -84,6 +84,7 @@ export async function startService(settings: Settings, options: StartOptions = {
         maxTurnSecs: settings.env.maxTurnSecs,
         maxMessageBytes: settings.sessions.maxPayloadBytes,
         retentionDays: settings.sessions.runRetentionDays,
+        progress: settings.sessions.progress,
       },
     });
 

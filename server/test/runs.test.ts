@@ -386,6 +386,26 @@ describe("runs", () => {
     expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: nowhere } as never) }))).toBe("environment_not_found");
   });
 
+  it("journals at most SERVICE_JOURNAL_MAX_PROGRESS_EVENTS of a custom loop's emits, none above _BYTES, and counts the rest", async () => {
+    const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
+    const program = await admitProgram(service.url, KEY_A, `
+      function turn(input, configuration, host) {
+        for (let i = 0; i < 3; i++) host.emit({ big: "x".repeat(20 * 1024) });
+        for (let i = 0; i < 150; i++) host.emit({ i });
+        return { v: 1, message: "emitted" };
+      }`);
+    const sessionId = await workspaceSession();
+    const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } } };
+    const { run } = await runs.createRun({ sessionId, run: runInput("unused", { agentloop } as never) });
+    const { run: done, events } = await finish(sessionId, run!.id);
+    expect(done.outputText).toBe("emitted");
+    const progress = events.filter((event) => event.type === "turn.progress");
+    // The defaults: 100 events of at most 16 KiB; what passes them is dropped, and the run's end says how much.
+    expect(progress).toHaveLength(100);
+    expect(progress.map((event) => event.data?.event)).toEqual(Array.from({ length: 100 }, (_, i) => ({ i })));
+    expect(events.at(-1)).toMatchObject({ type: "turn.completed", data: { progressDropped: 53 } });
+  }, 120_000);
+
   it("never writes a provider key to the data directory, the events or the log", async () => {
     const sessionId = await workspaceSession();
     provider.script("leak-model", [{ text: "fine" }]);

@@ -47,6 +47,8 @@ export interface ModelSettings {
 export interface SessionSettings {
   /** Largest tool input or output kept in the journal, as JSON text. */
   maxPayloadBytes: number;
+  /** Progress one operation, or one run's custom agent loop, may journal; more is dropped. */
+  progress: ProgressLimits;
   /** Model calls per run, at most (the default of a run's max_rounds). */
   runMaxRounds: number;
   /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
@@ -55,6 +57,15 @@ export interface SessionSettings {
   hostMaxInFlight: number;
   /** Messages queued for a host that does not read its stream; beyond, its connection is closed. */
   hostMaxQueued: number;
+}
+
+/**
+ * The progress one operation (`operation.progress`) or one turn (`turn.progress`) may journal:
+ * the first `maxEvents` events of at most `maxBytes` each; the rest are dropped and counted.
+ */
+export interface ProgressLimits {
+  maxEvents: number;
+  maxBytes: number;
 }
 
 export interface Limits {
@@ -214,6 +225,10 @@ export function loadSettings(env: Env = process.env): Settings {
     },
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),
+      progress: {
+        maxEvents: read("SERVICE_JOURNAL_MAX_PROGRESS_EVENTS", parseZeroOrPositiveInt, 100),
+        maxBytes: read("SERVICE_JOURNAL_MAX_PROGRESS_BYTES", parsePositiveInt, 16 * 1024),
+      },
       runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
       runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
       hostMaxInFlight: read("SERVICE_HOST_MAX_IN_FLIGHT", parsePositiveInt, 64),

@@ -1,4 +1,5 @@
 import type { Assets } from "../assets/index.ts";
+import type { ProgressLimits } from "../config/index.ts";
 import type { StagedFile } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
@@ -23,6 +24,8 @@ export interface RunSettings {
   maxMessageBytes: number;
   /** SERVICE_RUN_RETENTION_DAYS: finished runs older than this are removed. */
   retentionDays: number;
+  /** SERVICE_JOURNAL_MAX_PROGRESS_EVENTS and _BYTES: a custom loop's `turn.progress` per run. */
+  progress: ProgressLimits;
 }
 
 export interface RunsOptions {
@@ -113,7 +116,8 @@ export class Runs {
   /** Runs that were running when the process stopped end as failed; nothing is resumed. */
   async recover(): Promise<void> {
     for (const record of await this.#options.records.interrupted()) {
-      await this.#finish(record, { status: "failed", added: [], outputText: "", error: { code: "interrupted", message: "the server stopped during the run; it was not resumed" } });
+      const error = { code: "interrupted", message: "the server stopped during the run; it was not resumed" };
+      await this.#finish(record, { status: "failed", added: [], outputText: "", error, progressDropped: 0 });
     }
   }
 
@@ -194,7 +198,7 @@ export class Runs {
     const timer = setTimeout(() => controller.abort(new TurnStopped("timeout", `the turn passed SERVICE_MAX_TURN_SECS (${this.#options.settings.maxTurnSecs} s)`)), deadlineMs - Date.now());
     const provider = this.#options.providers.get(submission.model.provider)!;
     const done = (async () => {
-      const end = await new Turn(setup, { sessions: this.#options.sessions, events, recorded, provider, deadlineMs }, controller.signal).run();
+      const end = await new Turn(setup, { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress }, controller.signal).run();
       clearTimeout(timer);
       // A run whose record could not be written was never created: nothing more is written for it.
       if (!(await recorded.then(() => true, () => false))) return;
@@ -221,7 +225,7 @@ export class Runs {
       ...(end.stopReason ? { stopReason: end.stopReason } : {}),
       ...(end.error ? { error: end.error } : {}),
     };
-    const counts = { rounds: record.rounds, toolCalls: record.toolCalls, usage: record.usage };
+    const counts = { rounds: record.rounds, toolCalls: record.toolCalls, usage: record.usage, progressDropped: end.progressDropped };
     const [type, data] =
       end.status === "completed"
         ? (["turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts }] as const)

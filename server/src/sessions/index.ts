@@ -9,6 +9,7 @@ export { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js
 export { type AgentLoopPlacement, type Sessions, type CallToolOptions, type ClosingListener, type ToolCallResult } from "./sessions.ts";
 export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
+export { ProgressBudget } from "./progress-budget.ts";
 export { createSessionService, type FirstRun } from "./session-service.ts";
 
 export interface SessionsFeatureOptions {
@@ -26,6 +27,7 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     kinds: options.kinds,
     maxTurnSecs: options.maxTurnSecs,
     maxPayloadBytes: options.settings.maxPayloadBytes,
+    progress: options.settings.progress,
   });
   await sessions.recover();
   return sessions;

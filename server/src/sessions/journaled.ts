@@ -1,16 +1,15 @@
 import { createHash } from "node:crypto";
 import { failure, unknown, type InterimReceipt, type TerminalReceipt } from "../environments/index.ts";
+import type { ProgressLimits } from "../config/index.ts";
 import type { Journal, SentOperation } from "../journal/index.ts";
-
-/** Progress receipts journaled per operation; later ones are dropped (the terminal receipt never is). */
-export const MAX_PROGRESS_EVENTS = 100;
-/** Largest progress payload kept; larger ones are dropped. */
-export const MAX_PROGRESS_BYTES = 16 * 1024;
+import { ProgressBudget } from "./progress-budget.ts";
 
 export interface JournaledOptions {
   journal: Journal;
   /** Outputs above this many bytes end the operation as output_too_large. */
   maxOutputBytes: number;
+  /** Progress receipts journaled per operation; the rest are dropped (the terminal receipt never is). */
+  progress: ProgressLimits;
 }
 
 /**
@@ -27,12 +26,12 @@ export async function runJournaled(
 ): Promise<TerminalReceipt> {
   const { journal } = options;
   const { seq } = await journal.send(sessionId, operation);
-  let progressEvents = 0;
+  const progress = new ProgressBudget(options.progress);
   // Interim receipts are not awaited: the journal keeps call order, so the terminal receipt commits
   // after them, and an `accepted` does not cost the operation a sequential fsync. A lost interim
   // write loses only progress the terminal receipt supersedes.
   const report = (receipt: InterimReceipt) => {
-    if (receipt.outcome === "progress" && (++progressEvents > MAX_PROGRESS_EVENTS || Buffer.byteLength(receipt.data) > MAX_PROGRESS_BYTES)) return;
+    if (receipt.outcome === "progress" && !progress.admit(receipt.data)) return;
     journal.interim(sessionId, operation, receipt).catch(() => undefined);
   };
   let receipt: TerminalReceipt;

@@ -1,5 +1,6 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { createHash } from "node:crypto";
+import type { ProgressLimits } from "../config/index.ts";
 import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, EnvironmentKinds, OperationKind, Staging, TerminalReceipt } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
@@ -17,6 +18,8 @@ export interface SessionsOptions {
   maxTurnSecs: number;
   /** SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: largest input or output kept in the journal. */
   maxPayloadBytes: number;
+  /** SERVICE_JOURNAL_MAX_PROGRESS_EVENTS and _BYTES: progress journaled per operation. */
+  progress: ProgressLimits;
 }
 
 export interface CallToolOptions {
@@ -402,7 +405,7 @@ export class Sessions {
   }
 
   #journaled() {
-    return { journal: this.#options.journal, maxOutputBytes: this.#options.maxPayloadBytes };
+    return { journal: this.#options.journal, maxOutputBytes: this.#options.maxPayloadBytes, progress: this.#options.progress };
   }
 
   #binding(live: LiveSession, name: string): EnvironmentBinding {
