@@ -6,7 +6,7 @@ import { newId } from "../ids/index.ts";
 import type { ModelProvider, ToolDefinition } from "../models/index.ts";
 import type { SessionRecord, Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
-import { KeyedLock } from "../storage/index.ts";
+import { KeyedLock, type Page, type PageRequest } from "../storage/index.ts";
 import type { RunRecord, RunRecords } from "./records.ts";
 import type { RunAssets } from "./run-assets.ts";
 import { RunEvents } from "./run-events.ts";
@@ -45,8 +45,6 @@ interface ActiveRun {
   done: Promise<void>;
 }
 
-const PAGE_SIZE_DEFAULT = 50;
-const PAGE_SIZE_MAX = 1000;
 const RETENTION_SWEEP_MS = 60 * 60 * 1000;
 const RETENTION_BATCH = 100;
 
@@ -86,14 +84,11 @@ export class Runs {
     return record;
   }
 
-  async list(workspace: string, sessionId: string, pageSize: number, pageToken: string): Promise<{ records: RunRecord[]; nextPageToken: string }> {
+  /** A page of the session's runs, newest first, a running one as this process holds it. */
+  async list(workspace: string, sessionId: string, request: PageRequest): Promise<Page<RunRecord>> {
     await this.#options.sessions.get(workspace, sessionId);
-    if (pageSize < 0 || pageSize > PAGE_SIZE_MAX) throw serviceError("invalid_argument", `pageSize must be between 0 and ${PAGE_SIZE_MAX}`);
-    const limit = pageSize || PAGE_SIZE_DEFAULT;
-    const before = pageToken === "" ? undefined : decodePageToken(pageToken);
-    const records = await this.#options.records.page(workspace, sessionId, before, limit + 1);
-    const page = records.slice(0, limit).map((record) => this.#active.get(record.id)?.record ?? record);
-    return { records: page, nextPageToken: records.length > limit ? encodePageToken(page.at(-1)!.id) : "" };
+    const page = await this.#options.records.page(workspace, sessionId, request, Infinity);
+    return { ...page, items: page.items.map((record) => this.#active.get(record.id)?.record ?? record) };
   }
 
   /** Stops a running run and waits until it has ended; a finished run is returned as it is. */
@@ -295,14 +290,4 @@ export class Runs {
     const { maxRounds, maxMessageBytes } = this.#options.settings;
     return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes };
   }
-}
-
-function encodePageToken(id: string): string {
-  return Buffer.from(id, "utf8").toString("base64url");
-}
-
-function decodePageToken(token: string): string {
-  const id = Buffer.from(token, "base64url").toString("utf8");
-  if (!/^run_[0-9a-z]{26}$/.test(id)) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
-  return id;
 }

@@ -5,7 +5,7 @@ import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, Environmen
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
-import { KeyedLock, type WriteOp } from "../storage/index.ts";
+import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
 import type { EnvironmentRecord, SessionRecord, SessionRecords } from "./records.ts";
 import { checkSessionSpec } from "./session-spec.ts";
@@ -67,9 +67,6 @@ interface LiveSession {
   drained: Array<() => void>;
 }
 
-const PAGE_SIZE_DEFAULT = 50;
-const PAGE_SIZE_MAX = 1000;
-
 /**
  * Sessions: the unit of execution (SPEC 3, 4.5, 4.6). A session binds named environments and
  * places tools in them; every operation on an environment goes through the session's journal
@@ -120,13 +117,10 @@ export class Sessions {
     return (await this.#load(workspace, id)).record;
   }
 
-  async list(workspace: string, pageSize: number, pageToken: string): Promise<{ records: SessionRecord[]; nextPageToken: string }> {
-    if (pageSize < 0 || pageSize > PAGE_SIZE_MAX) throw serviceError("invalid_argument", `pageSize must be between 0 and ${PAGE_SIZE_MAX}`);
-    const limit = pageSize || PAGE_SIZE_DEFAULT;
-    const before = pageToken === "" ? undefined : decodePageToken(pageToken);
-    const records = await this.#options.records.page(workspace, before, limit + 1);
-    const page = records.slice(0, limit).map((record) => this.#live.get(record.id)?.record ?? record);
-    return { records: page, nextPageToken: records.length > limit ? encodePageToken(page.at(-1)!.id) : "" };
+  /** A page of the workspace's sessions, newest first, each as this process holds it. */
+  async list(workspace: string, request: PageRequest): Promise<Page<SessionRecord>> {
+    const page = await this.#options.records.page(workspace, request, Infinity);
+    return { ...page, items: page.items.map((record) => this.#live.get(record.id)?.record ?? record) };
   }
 
   /** Sets up a manual environment, or one whose setup failed. A ready one is left as it is. */
@@ -437,14 +431,4 @@ function environmentOf(record: SessionRecord, name: string): EnvironmentRecord {
   const environment = record.environments.find((known) => known.name === name);
   if (!environment) throw serviceError("environment_not_found", `session ${record.id} has no environment named ${JSON.stringify(name)}`);
   return environment;
-}
-
-function encodePageToken(id: string): string {
-  return Buffer.from(id, "utf8").toString("base64url");
-}
-
-function decodePageToken(token: string): string {
-  const id = Buffer.from(token, "base64url").toString("utf8");
-  if (!/^ses_[0-9a-z]{26}$/.test(id)) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
-  return id;
 }

@@ -2,7 +2,7 @@ import { validateSkillName } from "@skillenv/client/bundle";
 import type { AssetRecord, Assets } from "../assets/index.ts";
 import { checkSha256 } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
-import { KeyedLock } from "../storage/index.ts";
+import { KeyedLock, type Page, type PageRequest } from "../storage/index.ts";
 import type { BundleFile } from "./bundle/index.ts";
 import type { SkillRecord, SkillRecords } from "./skill-records.ts";
 import type { StoredBundles } from "./stored-bundles.ts";
@@ -16,9 +16,6 @@ export interface SkillFiles {
   record: SkillRecord;
   files: Map<string, Uint8Array>;
 }
-
-const MAX_PAGE_SIZE = 1000;
-const DEFAULT_PAGE_SIZE = 50;
 
 /**
  * The workspace skill registry: binds names to validated bundles. Validation happens before
@@ -62,17 +59,9 @@ export class SkillRegistry {
     });
   }
 
-  /** A page of skills in name order; the page token is the last name of the previous page. */
-  async list(workspace: string, pageSize: number, pageToken: string): Promise<{ records: SkillRecord[]; nextPageToken: string }> {
-    if (pageSize < 0 || pageSize > MAX_PAGE_SIZE) {
-      throw serviceError("invalid_argument", `pageSize must be between 0 and ${MAX_PAGE_SIZE}`);
-    }
-    const afterName = pageToken === "" ? undefined : decodePageToken(pageToken);
-    const limit = pageSize || DEFAULT_PAGE_SIZE;
-    const records = await this.#records.page(workspace, afterName, limit + 1);
-    const hasMore = records.length > limit;
-    const page = records.slice(0, limit);
-    return { records: page, nextPageToken: hasMore ? encodePageToken(page.at(-1)!.name) : "" };
+  /** A page of skills in name order. */
+  list(workspace: string, request: PageRequest): Promise<Page<SkillRecord>> {
+    return this.#records.page(workspace, request, Infinity);
   }
 
   /** The skill's metadata with every file's path and size (never the bytes). */
@@ -120,14 +109,4 @@ export class SkillRegistry {
 function checkName(name: string): void {
   const problem = validateSkillName(name);
   if (problem) throw serviceError("invalid_skill_name", problem);
-}
-
-function encodePageToken(name: string): string {
-  return Buffer.from(name, "utf8").toString("base64url");
-}
-
-function decodePageToken(token: string): string {
-  const name = Buffer.from(token, "base64url").toString("utf8");
-  if (validateSkillName(name) !== undefined) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
-  return name;
 }

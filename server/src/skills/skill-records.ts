@@ -1,4 +1,5 @@
-import { workspaceKey, workspaceRange, type Store, type Table } from "../storage/index.ts";
+import { validateSkillName } from "@skillenv/client/bundle";
+import { readPage, workspaceKey, workspaceRange, type Page, type PageRequest, type Store, type Table } from "../storage/index.ts";
 import type { BundleFile } from "./bundle/index.ts";
 
 /** What the registry stores per (workspace, name): metadata only; bytes stay in the blob store. */
@@ -35,10 +36,9 @@ export class SkillRecords {
     return this.#skills.delete(workspaceKey(workspace, name));
   }
 
-  /** Up to `limit` records in name order, starting after `afterName`. */
-  async page(workspace: string, afterName: string | undefined, limit: number): Promise<SkillRecord[]> {
-    const range = workspaceRange(workspace);
-    const gt = afterName === undefined ? range.gt : workspaceKey(workspace, afterName);
-    return this.#skills.values({ gt, lt: range.lt, limit });
+  /** A page of the workspace's skills in name order; a page token carries the last name. */
+  page(workspace: string, request: PageRequest, maxBytes: number): Promise<Page<SkillRecord>> {
+    const isCursor = (name: string) => validateSkillName(name) === undefined;
+    return readPage(this.#skills, request, { prefix: workspaceRange(workspace).gt, isCursor, maxBytes });
   }
 }
