@@ -71,7 +71,8 @@ export async function startService(settings: Settings, options: StartOptions = {
       host: new HostEnvironmentKind(hosts),
       extension: new ExtensionEnvironmentKind({ sealer: await Sealer.open(settings.dataDir), networkAllow }),
     };
-    const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs });
+    const { listMaxBytes } = settings.limits;
+    const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs, listMaxBytes });
     const runs = await createRuns({
       store,
       dataDir: settings.dataDir,
@@ -85,6 +86,7 @@ export async function startService(settings: Settings, options: StartOptions = {
         maxMessageBytes: settings.sessions.maxPayloadBytes,
         retentionDays: settings.sessions.runRetentionDays,
         progress: settings.sessions.progress,
+        listMaxBytes,
       },
     });
 

@@ -406,6 +406,31 @@ describe("runs", () => {
     expect(events.at(-1)).toMatchObject({ type: "turn.completed", data: { progressDropped: 53 } });
   }, 120_000);
 
+  it("ends a page of runs early, with a token, before the run that would pass SERVICE_LIST_MAX_BYTES", async () => {
+    const small = await startTestService({ SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl, SERVICE_LIST_MAX_BYTES: "8192", SERVICE_SESSION_MAX_BYTES: "8192" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      const runsOfSmall = runClient(small.url, KEY_A);
+      const { session } = await client.createSession({ environments: [], tools: [] });
+      const sessionId = session!.id;
+      // About 3.5 KB stored each (the output text): two fit the budget, a third does not.
+      provider.script("long-answer-model", [{ text: "a".repeat(3000) }], { loop: true });
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const { run } = await runsOfSmall.createRun({ sessionId, run: runInput("long-answer-model") });
+        await eventsUntil(client, sessionId, runEnded(run!.id));
+        ids.push(run!.id);
+      }
+      const first = await runsOfSmall.listRuns({ sessionId, pageSize: 1000 });
+      expect(first.runs.map((run) => run.id)).toEqual([ids[2], ids[1]]);
+      const second = await runsOfSmall.listRuns({ sessionId, pageSize: 1000, pageToken: first.nextPageToken });
+      expect(second.runs.map((run) => run.id)).toEqual([ids[0]]);
+      expect(second.nextPageToken).toBe("");
+    } finally {
+      await small.close();
+    }
+  });
+
   it("never writes a provider key to the data directory, the events or the log", async () => {
     const sessionId = await workspaceSession();
     provider.script("leak-model", [{ text: "fine" }]);

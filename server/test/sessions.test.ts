@@ -26,6 +26,33 @@ async function startAllowingService(extra: Record<string, string> = {}): Promise
   return Object.assign(service, { root });
 }
 
+describe("listing sessions", () => {
+  it("ends a page early, with a token, before the session that would pass SERVICE_LIST_MAX_BYTES, and the tokens walk every session once", async () => {
+    const small = await startTestService({ SERVICE_LIST_MAX_BYTES: "8192", SERVICE_SESSION_MAX_BYTES: "8192" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      // About 3.5 KB stored each: two fit the budget, a third does not.
+      const spec = {
+        environments: [{ name: "laptop", kind: { case: "host" as const, value: {} } }],
+        tools: [{ name: "t", description: "d".repeat(3000), environment: "laptop" }],
+      };
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await client.createSession(spec)).session!.id);
+      const pages: string[][] = [];
+      let pageToken = "";
+      do {
+        const page = await client.listSessions({ pageSize: 1000, pageToken });
+        pages.push(page.sessions.map((session) => session.id));
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+      expect(pages.map((page) => page.length)).toEqual([2, 2, 1]);
+      expect(pages.flat()).toEqual(ids.reverse());
+    } finally {
+      await small.close();
+    }
+  });
+});
+
 describe("sessions with the service environment", () => {
   let service: TestService & { root: string };
   let a: Client<typeof SessionService>;

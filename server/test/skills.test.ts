@@ -315,6 +315,28 @@ describe("list pagination", () => {
     }
   });
 
+  it("ends a page early, with a token, before the skill that would pass SERVICE_LIST_MAX_BYTES; one larger than that comes alone", async () => {
+    const small = await startTestService({ SERVICE_LIST_MAX_BYTES: "4096", SERVICE_SESSION_MAX_BYTES: "4096" });
+    try {
+      // About 1.7 KB stored each: two fit the budget, a third does not.
+      const long = bundleOf({ "SKILL.md": skillMd({ description: `Long ${"x".repeat(1500)}` }) });
+      for (const name of ["a1", "a2", "a3", "a4", "a5"]) await publish(small, name, long);
+      // 4096 UTF-8 bytes of description alone: more than the budget, so a page of its own.
+      await publish(small, "wide", bundleOf({ "SKILL.md": skillMd({ description: "é".repeat(2048) }) }));
+      const pages: string[][] = [];
+      let pageToken = "";
+      do {
+        const page = await listSkills(small, { pageSize: 1000, pageToken });
+        expect(page.status).toBe(200);
+        pages.push(page.body.skills.map((s: SkillJson) => s.name));
+        pageToken = page.body.nextPageToken ?? "";
+      } while (pageToken !== "");
+      expect(pages).toEqual([["a1", "a2"], ["a3", "a4"], ["a5"], ["wide"]]);
+    } finally {
+      await small.close();
+    }
+  });
+
   it.each([
     ["a page size above 1000", { pageSize: 1001 }],
     ["a negative page size", { pageSize: -1 }],

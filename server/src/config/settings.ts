@@ -75,6 +75,8 @@ export interface Limits {
   maxRequestBytes: number;
   /** Largest body of a method that needs no key (the health service): anyone may send it. */
   maxPublicRequestBytes: number;
+  /** A List method's page ends early, with a token, before the item that would pass this many bytes. */
+  listMaxBytes: number;
   uploadUrlTtlSecs: number;
   skillMaxEntries: number;
   skillMaxEntryBytes: number;
@@ -182,6 +184,7 @@ export function loadSettings(env: Env = process.env): Settings {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
       maxRequestBytes: read("SERVICE_MAX_REQUEST_BYTES", parsePositiveInt, 32 * MiB),
       maxPublicRequestBytes: read("SERVICE_MAX_PUBLIC_REQUEST_BYTES", parsePositiveInt, 4096),
+      listMaxBytes: read("SERVICE_LIST_MAX_BYTES", parsePositiveInt, 4 * MiB),
       uploadUrlTtlSecs: read("SERVICE_UPLOAD_URL_TTL_SECS", parsePositiveInt, 900),
       skillMaxEntries: read("SERVICE_SKILL_MAX_ENTRIES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntries),
       skillMaxEntryBytes: read("SERVICE_SKILL_MAX_ENTRY_BYTES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntryBytes),

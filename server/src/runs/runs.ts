@@ -26,6 +26,8 @@ export interface RunSettings {
   retentionDays: number;
   /** SERVICE_JOURNAL_MAX_PROGRESS_EVENTS and _BYTES: a custom loop's `turn.progress` per run. */
   progress: ProgressLimits;
+  /** SERVICE_LIST_MAX_BYTES: a page's byte budget. */
+  listMaxBytes: number;
 }
 
 export interface RunsOptions {
@@ -87,7 +89,7 @@ export class Runs {
   /** A page of the session's runs, newest first, a running one as this process holds it. */
   async list(workspace: string, sessionId: string, request: PageRequest): Promise<Page<RunRecord>> {
     await this.#options.sessions.get(workspace, sessionId);
-    const page = await this.#options.records.page(workspace, sessionId, request, Infinity);
+    const page = await this.#options.records.page(workspace, sessionId, request, this.#options.settings.listMaxBytes);
     return { ...page, items: page.items.map((record) => this.#active.get(record.id)?.record ?? record) };
   }
 

@@ -17,6 +17,8 @@ export interface SessionsFeatureOptions {
   kinds: EnvironmentKinds;
   settings: SessionSettings;
   maxTurnSecs: number;
+  /** SERVICE_LIST_MAX_BYTES. */
+  listMaxBytes: number;
 }
 
 /** Opens the sessions and their journal, and recovers what a previous process left in flight. */
@@ -28,6 +30,7 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     maxTurnSecs: options.maxTurnSecs,
     maxPayloadBytes: options.settings.maxPayloadBytes,
     progress: options.settings.progress,
+    listMaxBytes: options.listMaxBytes,
   });
   await sessions.recover();
   return sessions;

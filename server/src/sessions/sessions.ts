@@ -20,6 +20,8 @@ export interface SessionsOptions {
   maxPayloadBytes: number;
   /** SERVICE_JOURNAL_MAX_PROGRESS_EVENTS and _BYTES: progress journaled per operation. */
   progress: ProgressLimits;
+  /** SERVICE_LIST_MAX_BYTES: a page's byte budget. */
+  listMaxBytes: number;
 }
 
 export interface CallToolOptions {
@@ -119,7 +121,7 @@ export class Sessions {
 
   /** A page of the workspace's sessions, newest first, each as this process holds it. */
   async list(workspace: string, request: PageRequest): Promise<Page<SessionRecord>> {
-    const page = await this.#options.records.page(workspace, request, Infinity);
+    const page = await this.#options.records.page(workspace, request, this.#options.listMaxBytes);
     return { ...page, items: page.items.map((record) => this.#live.get(record.id)?.record ?? record) };
   }
 

@@ -26,11 +26,14 @@ export class SkillRegistry {
   readonly #assets: Assets;
   readonly #bundles: StoredBundles;
   readonly #lock = new KeyedLock();
+  /** SERVICE_LIST_MAX_BYTES: a page's byte budget. */
+  readonly #listMaxBytes: number;
 
-  constructor(records: SkillRecords, assets: Assets, bundles: StoredBundles) {
+  constructor(records: SkillRecords, assets: Assets, bundles: StoredBundles, listMaxBytes: number) {
     this.#records = records;
     this.#assets = assets;
     this.#bundles = bundles;
+    this.#listMaxBytes = listMaxBytes;
   }
 
   async put(workspace: string, name: string, contentHash: string): Promise<PutResult> {
@@ -61,7 +64,7 @@ export class SkillRegistry {
 
   /** A page of skills in name order. */
   list(workspace: string, request: PageRequest): Promise<Page<SkillRecord>> {
-    return this.#records.page(workspace, request, Infinity);
+    return this.#records.page(workspace, request, this.#listMaxBytes);
   }
 
   /** The skill's metadata with every file's path and size (never the bytes). */
