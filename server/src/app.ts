@@ -84,6 +84,7 @@ export async function startService(settings: Settings, options: StartOptions = {
         maxRounds: settings.sessions.runMaxRounds,
         maxTurnSecs: settings.env.maxTurnSecs,
         maxMessageBytes: settings.sessions.maxPayloadBytes,
+        maxFieldBytes: settings.sessions.maxFieldBytes,
         retentionDays: settings.sessions.runRetentionDays,
         progress: settings.sessions.progress,
         listMaxBytes,

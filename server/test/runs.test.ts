@@ -156,8 +156,11 @@ describe("runs", () => {
     ["an unknown provider", { model: { provider: "acme", name: "m", maxTokens: 0 } as never }, "invalid_argument"],
     ["a reserved model parameter", { model: { provider: "anthropic", name: "m", maxTokens: 0, parameters: { stream: false } } as never }, "invalid_argument"],
     ["an empty message", { message: "" }, "invalid_argument"],
-    ["a message over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { message: "m".repeat(1024 * 1024 + 1) }, "invalid_argument"],
-    ["an agentsMd over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { agentsMd: "a".repeat(1024 * 1024 + 1) }, "invalid_argument"],
+    ["a message over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { message: "m".repeat(1024 * 1024 + 1) }, "field_too_large"],
+    ["an agentsMd over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { agentsMd: "a".repeat(1024 * 1024 + 1) }, "field_too_large"],
+    ["a model name over SERVICE_MAX_FIELD_BYTES", { model: { provider: "anthropic", name: "m".repeat(64 * 1024 + 1), maxTokens: 0 } as never }, "field_too_large"],
+    ["model parameters over SERVICE_MAX_FIELD_BYTES", { model: { provider: "anthropic", name: "m", maxTokens: 0, parameters: { metadata: { user_id: "u".repeat(64 * 1024) } } } as never }, "field_too_large"],
+    ["an agent loop configuration over SERVICE_MAX_FIELD_BYTES", { agentloop: { environment: "box", implementation: { kind: { case: "agentloop", value: "0".repeat(64) } }, configuration: { kind: { case: "stringValue", value: "c".repeat(64 * 1024) } } } } as never, "field_too_large"],
     ["a file path escaping the workspace", { files: [{ path: "../etc/passwd", assetSha256: "0".repeat(64) }] as never }, "invalid_argument"],
     ["a file that is not an asset", { files: [{ path: "data.csv", assetSha256: "0".repeat(64) }] as never }, "asset_not_found"],
   ])("refuses %s and creates nothing", async (_, fields, code) => {

@@ -49,6 +49,10 @@ export interface SessionSettings {
   maxPayloadBytes: number;
   /** Progress one operation, or one run's custom agent loop, may journal; more is dropped. */
   progress: ProgressLimits;
+  /** Largest free-form value a caller stores in a session or run (a tool's inputSchema, a run's model parameters, ...), as JSON text. */
+  maxFieldBytes: number;
+  /** Largest session: its environments and tools together, as stored (JSON text). */
+  sessionMaxBytes: number;
   /** Model calls per run, at most (the default of a run's max_rounds). */
   runMaxRounds: number;
   /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
@@ -232,6 +236,8 @@ export function loadSettings(env: Env = process.env): Settings {
         maxEvents: read("SERVICE_JOURNAL_MAX_PROGRESS_EVENTS", parseZeroOrPositiveInt, 100),
         maxBytes: read("SERVICE_JOURNAL_MAX_PROGRESS_BYTES", parsePositiveInt, 16 * 1024),
       },
+      maxFieldBytes: read("SERVICE_MAX_FIELD_BYTES", parsePositiveInt, 64 * 1024),
+      sessionMaxBytes: read("SERVICE_SESSION_MAX_BYTES", parsePositiveInt, 2 * MiB),
       runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
       runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
       hostMaxInFlight: read("SERVICE_HOST_MAX_IN_FLIGHT", parsePositiveInt, 64),
@@ -246,6 +252,7 @@ export function loadSettings(env: Env = process.env): Settings {
     },
   };
   checkBodyBudgets(settings, problems);
+  checkListBudget(settings, problems);
   checkWorkspaceRoot(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
@@ -263,6 +270,11 @@ function checkWorkspaceRoot({ dataDir, env }: Settings, problems: string[]): voi
   if (within(env.workspaceRoot, dataDir) || (within(dataDir, env.workspaceRoot) && !within(path.join(dataDir, "workspaces"), env.workspaceRoot))) {
     problems.push("SERVICE_ENV_WORKSPACE_ROOT: must not contain the data directory nor lie inside it, except under its workspaces/ directory");
   }
+}
+
+/** Every session fits a page of ListSessions (a page holds at least one item anyway, but then it passes the budget). */
+function checkListBudget({ limits, sessions }: Settings, problems: string[]): void {
+  if (sessions.sessionMaxBytes > limits.listMaxBytes) problems.push("SERVICE_SESSION_MAX_BYTES, SERVICE_LIST_MAX_BYTES: the first must be at most the second");
 }
 
 /** Budgets smaller than the largest request would refuse that request forever. */

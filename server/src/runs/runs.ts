@@ -22,6 +22,8 @@ export interface RunSettings {
   maxTurnSecs: number;
   /** Largest message (it is journaled). */
   maxMessageBytes: number;
+  /** SERVICE_MAX_FIELD_BYTES: largest model name, model parameters, agent loop configuration. */
+  maxFieldBytes: number;
   /** SERVICE_RUN_RETENTION_DAYS: finished runs older than this are removed. */
   retentionDays: number;
   /** SERVICE_JOURNAL_MAX_PROGRESS_EVENTS and _BYTES: a custom loop's `turn.progress` per run. */
@@ -289,7 +291,7 @@ export class Runs {
   }
 
   #rules() {
-    const { maxRounds, maxMessageBytes } = this.#options.settings;
-    return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes };
+    const { maxRounds, maxMessageBytes, maxFieldBytes } = this.#options.settings;
+    return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes, maxFieldBytes };
   }
 }

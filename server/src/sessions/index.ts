@@ -10,6 +10,7 @@ export { type AgentLoopPlacement, type Sessions, type CallToolOptions, type Clos
 export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
 export { ProgressBudget } from "./progress-budget.ts";
+export { checkJsonSize, checkTextSize } from "./field-limits.ts";
 export { createSessionService, type FirstRun } from "./session-service.ts";
 
 export interface SessionsFeatureOptions {
@@ -31,6 +32,7 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     maxPayloadBytes: options.settings.maxPayloadBytes,
     progress: options.settings.progress,
     listMaxBytes: options.listMaxBytes,
+    sizeLimits: { maxFieldBytes: options.settings.maxFieldBytes, sessionMaxBytes: options.settings.sessionMaxBytes },
   });
   await sessions.recover();
   return sessions;

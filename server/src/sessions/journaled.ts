@@ -10,6 +10,8 @@ export interface JournaledOptions {
   maxOutputBytes: number;
   /** Progress receipts journaled per operation; the rest are dropped (the terminal receipt never is). */
   progress: ProgressLimits;
+  /** SERVICE_MAX_FIELD_BYTES: a failure's code, message and details, and an unknown's message, each at most this. */
+  maxFieldBytes: number;
 }
 
 /**
@@ -40,9 +42,35 @@ export async function runJournaled(
   } catch (error) {
     receipt = unknown(`the environment failed unexpectedly while handling the operation: ${error instanceof Error ? error.message : String(error)}`);
   }
-  receipt = boundOutput(receipt, options.maxOutputBytes);
+  receipt = boundFailure(boundOutput(receipt, options.maxOutputBytes), options.maxFieldBytes);
   await journal.settle(sessionId, operation, receipt);
   return receipt;
+}
+
+/**
+ * A failure's text is the environment's own (a guest's `err`, a host's or an extension's
+ * receipt), kept in the journal and, for a custom agent loop, in the run's record: each of its
+ * code, message and details is kept up to `maxBytes` (a longer message is cut and says so,
+ * details that do not fit are replaced by their size), as is an unknown's message.
+ */
+function boundFailure(receipt: TerminalReceipt, maxBytes: number): TerminalReceipt {
+  if (receipt.outcome === "returned") return receipt;
+  const message = cutText(receipt.message, maxBytes);
+  if (receipt.outcome === "unknown") return message === receipt.message ? receipt : unknown(message);
+  const code = cutText(receipt.code, maxBytes, "");
+  const detailsBytes = receipt.details ? Buffer.byteLength(JSON.stringify(receipt.details)) : 0;
+  const details = detailsBytes > maxBytes ? { droppedDetailsBytes: String(detailsBytes) } : receipt.details;
+  if (message === receipt.message && code === receipt.code && details === receipt.details) return receipt;
+  return failure(code, message, receipt.retryable, details);
+}
+
+/** `text` within `maxBytes` of UTF-8, cut at a character and ended with `marker` when it was longer. */
+function cutText(text: string, maxBytes: number, marker = ` [cut: ${Buffer.byteLength(text)} bytes in all]`): string {
+  if (text.length <= maxBytes && Buffer.byteLength(text) <= maxBytes) return text;
+  const room = Math.max(0, maxBytes - Buffer.byteLength(marker));
+  // Decoding a cut UTF-8 prefix ends in U+FFFD where a character was split: drop that one.
+  const head = Buffer.from(text.slice(0, room), "utf8").subarray(0, room).toString("utf8").replace(/\uFFFD$/, "");
+  return `${head}${marker}`;
 }
 
 /** An output too large to journal is not kept: the receipt says how large it was and its digest. */

@@ -8,7 +8,7 @@ import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal
 import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
 import type { EnvironmentRecord, SessionRecord, SessionRecords } from "./records.ts";
-import { checkSessionSpec } from "./session-spec.ts";
+import { checkSessionSpec, type SessionSizeLimits } from "./session-spec.ts";
 
 export interface SessionsOptions {
   records: SessionRecords;
@@ -22,6 +22,8 @@ export interface SessionsOptions {
   progress: ProgressLimits;
   /** SERVICE_LIST_MAX_BYTES: a page's byte budget. */
   listMaxBytes: number;
+  /** SERVICE_MAX_FIELD_BYTES and SERVICE_SESSION_MAX_BYTES: what a session may store. */
+  sizeLimits: SessionSizeLimits;
 }
 
 export interface CallToolOptions {
@@ -104,7 +106,7 @@ export class Sessions {
 
   async create(workspace: string, request: CreateSessionRequest): Promise<SessionRecord> {
     const id = newId("ses");
-    const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds);
+    const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds, this.#options.sizeLimits);
     const record: SessionRecord = { id, workspace, createdAt: new Date().toISOString(), lifecycle: "active", ...spec };
     await this.#options.records.create(record);
     const environments = spec.environments.map(({ name, kind, setup, options }) => ({ name, kind, setup, options: this.#options.kinds[kind].describe(options) }));
@@ -401,7 +403,8 @@ export class Sessions {
   }
 
   #journaled() {
-    return { journal: this.#options.journal, maxOutputBytes: this.#options.maxPayloadBytes, progress: this.#options.progress };
+    const { journal, maxPayloadBytes, progress, sizeLimits } = this.#options;
+    return { journal, maxOutputBytes: maxPayloadBytes, progress, maxFieldBytes: sizeLimits.maxFieldBytes };
   }
 
   #binding(live: LiveSession, name: string): EnvironmentBinding {
