@@ -337,6 +337,23 @@ describe("list pagination", () => {
     }
   });
 
+  it("does not count a skill's file listing, which a list does not answer, against the page's bytes", async () => {
+    const small = await startTestService({ SERVICE_LIST_MAX_BYTES: "8192", SERVICE_SESSION_MAX_BYTES: "8192" });
+    try {
+      // 300 files: a listing of about 20 KB, more than the whole budget, behind a small record.
+      const files = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`reference/chapter-${String(i).padStart(3, "0")}.md`, `${i}`]));
+      const many = bundleOf({ "SKILL.md": skillMd({ description: "Many files." }), ...files });
+      for (const name of ["m1", "m2", "m3"]) await publish(small, name, many);
+      const page = await listSkills(small, { pageSize: 1000 });
+      expect(page.body.skills.map((s: SkillJson) => s.name)).toEqual(["m1", "m2", "m3"]);
+      expect(page.body.nextPageToken ?? "").toBe("");
+      const got = await getSkill(small, "m2");
+      expect(got.body.files).toHaveLength(301);
+    } finally {
+      await small.close();
+    }
+  });
+
   it.each([
     ["a page size above 1000", { pageSize: 1001 }],
     ["a negative page size", { pageSize: -1 }],

@@ -42,8 +42,8 @@ export class SkillRegistry {
     return this.#lock.run(`${workspace}/${name}`, async () => {
       const existing = await this.#records.get(workspace, name);
       if (existing?.contentHash === contentHash) return { record: existing, changed: false };
-      const record = await this.#validatedRecord(workspace, name, contentHash, existing);
-      await this.#records.put(workspace, record);
+      const { record, files } = await this.#validatedRecord(workspace, name, contentHash, existing);
+      await this.#records.put(workspace, record, files);
       return { record, changed: true };
     });
   }
@@ -70,7 +70,8 @@ export class SkillRegistry {
   /** The skill's metadata with every file's path and size (never the bytes). */
   async listing(workspace: string, name: string): Promise<SkillRecord & { files: BundleFile[] }> {
     const record = await this.get(workspace, name);
-    if (record.files) return { ...record, files: record.files };
+    const files = record.files ?? (await this.#records.files(workspace, name));
+    if (files) return { ...record, files };
     return { ...record, files: (await this.#bundles.inspect(await this.#bundleOf(workspace, record))).listing };
   }
 
@@ -88,24 +89,24 @@ export class SkillRegistry {
     return asset;
   }
 
-  async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<SkillRecord> {
+  async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<{ record: SkillRecord; files: BundleFile[] }> {
     const asset = await this.#assets.finalized(workspace, contentHash);
     if (!asset) {
       throw serviceError("asset_not_found", `no finalized asset ${contentHash} in this workspace; upload the bundle first`);
     }
     const bundle = await this.#bundles.inspect(asset);
     const now = new Date().toISOString();
-    return {
+    const record = {
       name,
       description: bundle.description,
       contentHash,
       bundleBytes: asset.sizeBytes,
       fileCount: bundle.fileCount,
-      files: bundle.listing,
       totalFileBytes: bundle.totalBytes,
       createdAt: existing?.createdAt ?? now,
       updatedAt: now,
     };
+    return { record, files: bundle.listing };
   }
 }
 
