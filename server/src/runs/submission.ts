@@ -5,7 +5,7 @@ import { ImplementationSchema } from "../../../gen/skillenv/sessions/v1/common_p
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { serviceError } from "../errors/index.ts";
-import { checkJsonSize, checkTextSize } from "../sessions/index.ts";
+import { checkJsonSize, checkTextSize, FIELD_SETTING } from "../sessions/index.ts";
 import { SKILLS_DIRECTORY } from "./skills-tool.ts";
 
 /** Limits of a submission that are facts of the format, not deployment settings. */
@@ -15,7 +15,6 @@ export const MAX_IDEMPOTENCY_KEY_CHARS = 128;
 export const DEFAULT_MAX_TOKENS = 4096;
 /** Request fields the service sets itself; a run's `parameters` may not override them. */
 const PAYLOAD_SETTING = "SERVICE_JOURNAL_MAX_PAYLOAD_BYTES";
-const FIELD_SETTING = "SERVICE_MAX_FIELD_BYTES";
 const RESERVED_PARAMETERS = new Set(["model", "messages", "system", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"]);
 
 export interface SubmissionRules {

@@ -8,11 +8,18 @@ import { serviceError } from "../errors/index.ts";
  * and the limit, before anything is created.
  */
 
+/** The setting that bounds every caller-given value of a session or run. */
+export const FIELD_SETTING = "SERVICE_MAX_FIELD_BYTES";
+
+/** Whether `text` is at most `maxBytes` as UTF-8. */
+export function fitsBytes(text: string, maxBytes: number): boolean {
+  // More UTF-16 units than maxBytes is more UTF-8 bytes too: a huge text is not counted.
+  return text.length <= maxBytes && Buffer.byteLength(text) <= maxBytes;
+}
+
 /** Refuses text above `maxBytes` as UTF-8. */
 export function checkTextSize(field: string, text: string, maxBytes: number, setting: string): void {
-  // More UTF-16 units than maxBytes is more UTF-8 bytes too: a huge text is not counted.
-  if (text.length <= maxBytes && Buffer.byteLength(text) <= maxBytes) return;
-  throw fieldTooLarge(field, Buffer.byteLength(text), maxBytes, setting);
+  if (!fitsBytes(text, maxBytes)) throw fieldTooLarge(field, Buffer.byteLength(text), maxBytes, setting);
 }
 
 /** Refuses a JSON value whose JSON text is above `maxBytes`; returns that text. */

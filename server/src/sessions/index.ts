@@ -10,7 +10,7 @@ export { type AgentLoopPlacement, type Sessions, type CallToolOptions, type Clos
 export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
 export { ProgressBudget } from "./progress-budget.ts";
-export { checkJsonSize, checkTextSize } from "./field-limits.ts";
+export { checkJsonSize, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
 export { createSessionService, type FirstRun } from "./session-service.ts";
 
 export interface SessionsFeatureOptions {

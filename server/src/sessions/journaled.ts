@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { failure, unknown, type InterimReceipt, type TerminalReceipt } from "../environments/index.ts";
 import type { ProgressLimits } from "../config/index.ts";
 import type { Journal, SentOperation } from "../journal/index.ts";
+import { fitsBytes } from "./field-limits.ts";
 import { ProgressBudget } from "./progress-budget.ts";
 
 export interface JournaledOptions {
@@ -66,7 +67,7 @@ function boundFailure(receipt: TerminalReceipt, maxBytes: number): TerminalRecei
 
 /** `text` within `maxBytes` of UTF-8, cut at a character and ended with `marker` when it was longer. */
 function cutText(text: string, maxBytes: number, marker = ` [cut: ${Buffer.byteLength(text)} bytes in all]`): string {
-  if (text.length <= maxBytes && Buffer.byteLength(text) <= maxBytes) return text;
+  if (fitsBytes(text, maxBytes)) return text;
   const room = Math.max(0, maxBytes - Buffer.byteLength(marker));
   // Decoding a cut UTF-8 prefix ends in U+FFFD where a character was split: drop that one.
   const head = Buffer.from(text.slice(0, room), "utf8").subarray(0, room).toString("utf8").replace(/\uFFFD$/, "");

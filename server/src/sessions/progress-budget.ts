@@ -1,4 +1,5 @@
 import type { ProgressLimits } from "../config/index.ts";
+import { fitsBytes } from "./field-limits.ts";
 
 /**
  * What progress one operation (`operation.progress`) or one turn (`turn.progress`) may journal
@@ -19,8 +20,7 @@ export class ProgressBudget {
   /** Whether to journal this progress text; one that is not is counted as dropped. */
   admit(text: string): boolean {
     const { maxEvents, maxBytes } = this.#limits;
-    // A string of more UTF-16 units than maxBytes has more UTF-8 bytes too: no need to count them.
-    if (this.#kept >= maxEvents || text.length > maxBytes || Buffer.byteLength(text) > maxBytes) {
+    if (this.#kept >= maxEvents || !fitsBytes(text, maxBytes)) {
       this.#dropped++;
       return false;
     }

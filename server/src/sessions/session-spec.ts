@@ -11,7 +11,7 @@ import {
 } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { BindingContext, EnvironmentKindName, EnvironmentKinds } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
-import { checkJsonSize, checkTextChars, checkTextSize } from "./field-limits.ts";
+import { checkJsonSize, checkTextChars, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
 import type { EnvironmentRecord, ToolRecord } from "./records.ts";
 
 /** Environment names: one path segment, safe in directory names and URLs. */
@@ -23,7 +23,6 @@ export const SKILLS_TOOL_NAME = "skills";
 export const MAX_ENVIRONMENTS = 32;
 export const MAX_TOOLS = 256;
 export const MAX_TOOL_DESCRIPTION_CHARS = 4096;
-const FIELD_SETTING = "SERVICE_MAX_FIELD_BYTES";
 
 /** The message of each kind's options: their proto JSON is what the kind authorizes and describes. */
 export const KIND_SCHEMAS: Record<EnvironmentKindName, DescMessage> = {
