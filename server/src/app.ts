@@ -71,7 +71,8 @@ export async function startService(settings: Settings, options: StartOptions = {
       host: new HostEnvironmentKind(hosts),
       extension: new ExtensionEnvironmentKind({ sealer: await Sealer.open(settings.dataDir), networkAllow }),
     };
-    const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs });
+    const { listMaxBytes } = settings.limits;
+    const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs, listMaxBytes });
     const runs = await createRuns({
       store,
       dataDir: settings.dataDir,
@@ -83,7 +84,10 @@ export async function startService(settings: Settings, options: StartOptions = {
         maxRounds: settings.sessions.runMaxRounds,
         maxTurnSecs: settings.env.maxTurnSecs,
         maxMessageBytes: settings.sessions.maxPayloadBytes,
+        maxFieldBytes: settings.sessions.maxFieldBytes,
         retentionDays: settings.sessions.runRetentionDays,
+        progress: settings.sessions.progress,
+        listMaxBytes,
       },
     });
 

@@ -173,8 +173,11 @@ describe("runs", () => {
     ["an unknown provider", { model: { provider: "acme", name: "m", maxTokens: 0 } as never }, "invalid_argument"],
     ["a reserved model parameter", { model: { provider: "anthropic", name: "m", maxTokens: 0, parameters: { stream: false } } as never }, "invalid_argument"],
     ["an empty message", { message: "" }, "invalid_argument"],
-    ["a message over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { message: "m".repeat(1024 * 1024 + 1) }, "invalid_argument"],
-    ["an agentsMd over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { agentsMd: "a".repeat(1024 * 1024 + 1) }, "invalid_argument"],
+    ["a message over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { message: "m".repeat(1024 * 1024 + 1) }, "field_too_large"],
+    ["an agentsMd over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { agentsMd: "a".repeat(1024 * 1024 + 1) }, "field_too_large"],
+    ["a model name over SERVICE_MAX_FIELD_BYTES", { model: { provider: "anthropic", name: "m".repeat(64 * 1024 + 1), maxTokens: 0 } as never }, "field_too_large"],
+    ["model parameters over SERVICE_MAX_FIELD_BYTES", { model: { provider: "anthropic", name: "m", maxTokens: 0, parameters: { metadata: { user_id: "u".repeat(64 * 1024) } } } as never }, "field_too_large"],
+    ["an agent loop configuration over SERVICE_MAX_FIELD_BYTES", { agentloop: { environment: "box", implementation: { kind: { case: "agentloop", value: "0".repeat(64) } }, configuration: { kind: { case: "stringValue", value: "c".repeat(64 * 1024) } } } } as never, "field_too_large"],
     ["a file path escaping the workspace", { files: [{ path: "../etc/passwd", assetSha256: "0".repeat(64) }] as never }, "invalid_argument"],
     ["a file that is not an asset", { files: [{ path: "data.csv", assetSha256: "0".repeat(64) }] as never }, "asset_not_found"],
   ])("refuses %s and creates nothing", async (_, fields, code) => {
@@ -437,6 +440,51 @@ describe("runs", () => {
     // Nothing is lost: the arrays that events cannot nest arrive as their JSON text.
     expect(depthOf((progress.data!.event as { deep: unknown }).deep)).toBe(60);
     expect(depthOf((call.data!.input as { deep: unknown }).deep)).toBe(60);
+  });
+
+  it("journals at most SERVICE_JOURNAL_MAX_PROGRESS_EVENTS of a custom loop's emits, none above _BYTES, and counts the rest", async () => {
+    const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
+    const program = await admitProgram(service.url, KEY_A, `
+      function turn(input, configuration, host) {
+        for (let i = 0; i < 3; i++) host.emit({ big: "x".repeat(20 * 1024) });
+        for (let i = 0; i < 150; i++) host.emit({ i });
+        return { v: 1, message: "emitted" };
+      }`);
+    const sessionId = await workspaceSession();
+    const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } } };
+    const { run } = await runs.createRun({ sessionId, run: runInput("unused", { agentloop } as never) });
+    const { run: done, events } = await finish(sessionId, run!.id);
+    expect(done.outputText).toBe("emitted");
+    const progress = events.filter((event) => event.type === "turn.progress");
+    // The defaults: 100 events of at most 16 KiB; what passes them is dropped, and the run's end says how much.
+    expect(progress).toHaveLength(100);
+    expect(progress.map((event) => event.data?.event)).toEqual(Array.from({ length: 100 }, (_, i) => ({ i })));
+    expect(events.at(-1)).toMatchObject({ type: "turn.completed", data: { progressDropped: 53 } });
+  }, 120_000);
+
+  it("ends a page of runs early, with a token, before the run that would pass SERVICE_LIST_MAX_BYTES", async () => {
+    const small = await startTestService({ SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl, SERVICE_LIST_MAX_BYTES: "8192", SERVICE_SESSION_MAX_BYTES: "8192" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      const runsOfSmall = runClient(small.url, KEY_A);
+      const { session } = await client.createSession({ environments: [], tools: [] });
+      const sessionId = session!.id;
+      // About 3.5 KB stored each (the output text): two fit the budget, a third does not.
+      provider.script("long-answer-model", [{ text: "a".repeat(3000) }], { loop: true });
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const { run } = await runsOfSmall.createRun({ sessionId, run: runInput("long-answer-model") });
+        await eventsUntil(client, sessionId, runEnded(run!.id));
+        ids.push(run!.id);
+      }
+      const first = await runsOfSmall.listRuns({ sessionId, pageSize: 1000 });
+      expect(first.runs.map((run) => run.id)).toEqual([ids[2], ids[1]]);
+      const second = await runsOfSmall.listRuns({ sessionId, pageSize: 1000, pageToken: first.nextPageToken });
+      expect(second.runs.map((run) => run.id)).toEqual([ids[0]]);
+      expect(second.nextPageToken).toBe("");
+    } finally {
+      await small.close();
+    }
   });
 
   it("never writes a provider key to the data directory, the events or the log", async () => {

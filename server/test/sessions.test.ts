@@ -3,12 +3,13 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import type { Client } from "@connectrpc/connect";
+import { ConnectError, type Client } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { buildTestComponents, killWorker } from "./helpers/pool.ts";
 import { KEY_A, KEY_B, bearer, postJson, startTestService, type TestService } from "./helpers/service.ts";
-import { admitProgram, admitTool, filesContaining, refusedWith, sessionClient } from "./helpers/sessions.ts";
+import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, sessionClient } from "./helpers/sessions.ts";
 
 const SECRET_VALUE = "s3cr3t-value-that-must-not-leak-7f1c";
 
@@ -34,6 +35,76 @@ async function startAllowingService(extra: Record<string, string> = {}): Promise
   });
   return Object.assign(service, { root });
 }
+
+describe("bounds on what a session stores", () => {
+  let service: TestService;
+  let client: Client<typeof SessionService>;
+  beforeAll(async () => {
+    service = await startTestService();
+    client = sessionClient(service.url, KEY_A);
+  });
+  afterAll(() => service?.close());
+
+  const laptop = { name: "laptop", kind: { case: "host" as const, value: {} } };
+  const big = (bytes: number) => ({ kind: { case: "stringValue" as const, value: "v".repeat(bytes) } });
+  const struct = (bytes: number) => ({ description: "v".repeat(bytes) });
+  const FIELD = 64 * 1024;
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ["a tool's inputSchema", { environments: [laptop], tools: [{ name: "t", environment: "laptop", inputSchema: struct(FIELD) }] }, "tools[0].inputSchema"],
+    ["a tool's configuration", { environments: [laptop], tools: [{ name: "t", environment: "laptop", configuration: big(FIELD) }] }, "tools[0].configuration"],
+    ["a tool's opaque implementation", { environments: [laptop], tools: [{ name: "t", environment: "laptop", implementation: { kind: { case: "opaque", value: big(FIELD) } } }] }, "tools[0].implementation"],
+    ["a tool's description", { environments: [laptop], tools: [{ name: "t", environment: "laptop", description: "d".repeat(4097) }] }, "tools[0].description"],
+    ["an extension's configuration", { environments: [{ name: "x", kind: { case: "extension", value: { url: "https://x.example.com", configuration: big(FIELD) } } }], tools: [] }, "environments[0].extension.configuration"],
+    ["a service environment's grants", { environments: [{ name: "s", kind: { case: "service", value: { grants: { secrets: Array.from({ length: 10_000 }, () => "HOME") } } } }], tools: [] }, "environments[0].service.grants"],
+    // 40 schemas of 60 KB are each within SERVICE_MAX_FIELD_BYTES, together above SERVICE_SESSION_MAX_BYTES (2 MiB).
+    ["the whole session", { environments: [laptop], tools: Array.from({ length: 40 }, (_, i) => ({ name: `t${i}`, environment: "laptop", inputSchema: struct(60_000) })) }, "session"],
+  ])("refuses %s above its limit with field_too_large naming it, and creates nothing", async (_, request, field) => {
+    const before = (await client.listSessions({})).sessions.length;
+    const refusal = await client.createSession(request as never).then(
+      () => undefined,
+      (error: unknown) => ConnectError.from(error).findDetails(ErrorInfoSchema)[0],
+    );
+    expect(refusal?.reason).toBe("field_too_large");
+    expect(refusal?.metadata.field).toBe(field);
+    expect((await client.listSessions({})).sessions.length).toBe(before);
+  });
+
+  it("keeps an inputSchema of exactly SERVICE_MAX_FIELD_BYTES and refuses one of a byte more", async () => {
+    // The JSON text of {"description":"v...v"} is 18 bytes more than its string.
+    const placed = (bytes: number) => ({ environments: [laptop], tools: [{ name: "t", environment: "laptop", description: "d".repeat(4096), inputSchema: struct(bytes - 18) }] }) as never;
+    const { session } = await client.createSession(placed(FIELD));
+    expect(session?.tools[0]?.inputSchema).toEqual(struct(FIELD - 18));
+    expect(await refusedWith(client.createSession(placed(FIELD + 1)))).toBe("field_too_large");
+  });
+});
+
+describe("listing sessions", () => {
+  it("ends a page early, with a token, before the session that would pass SERVICE_LIST_MAX_BYTES, and the tokens walk every session once", async () => {
+    const small = await startTestService({ SERVICE_LIST_MAX_BYTES: "8192", SERVICE_SESSION_MAX_BYTES: "8192" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      // About 3.5 KB stored each: two fit the budget, a third does not.
+      const spec = {
+        environments: [{ name: "laptop", kind: { case: "host" as const, value: {} } }],
+        tools: [{ name: "t", description: "d".repeat(3000), environment: "laptop" }],
+      };
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await client.createSession(spec)).session!.id);
+      const pages: string[][] = [];
+      let pageToken = "";
+      do {
+        const page = await client.listSessions({ pageSize: 1000, pageToken });
+        pages.push(page.sessions.map((session) => session.id));
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+      expect(pages.map((page) => page.length)).toEqual([2, 2, 1]);
+      expect(pages.flat()).toEqual(ids.reverse());
+    } finally {
+      await small.close();
+    }
+  });
+});
 
 describe("sessions with the service environment", () => {
   let service: TestService & { root: string };
@@ -178,9 +249,12 @@ describe("sessions with the service environment", () => {
     }
   });
 
-  it("keeps the workspace across calls of one session and removes it on delete", async () => {
+  it("keeps the workspace across calls of one session and removes it, and the session's directory, on delete", async () => {
     const { session } = await a.createSession({
-      environments: [{ name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
+      environments: [
+        { name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } },
+        { name: "other", kind: { case: "service", value: { grants: { filesystem: { workspace: "read" } } } } },
+      ],
       tools: [{ name: "fs", environment: "files", implementation: { kind: { case: "tool", value: workspaceTool } } }],
     });
     const id = session!.id;
@@ -190,8 +264,13 @@ describe("sessions with the service environment", () => {
     const dir = path.join(service.root, "workspaces", "a", id, "files");
     expect(await fs.readFile(path.join(dir, "notes.txt"), "utf8")).toBe("kept");
 
+    expect((await fs.readdir(path.dirname(dir))).sort()).toEqual(["files", "other"]);
+
     await a.deleteSession({ sessionId: id });
     await expect(fs.stat(dir)).rejects.toThrow(/ENOENT/);
+    // Nothing of the session is left: not its directory either, only the workspace's own.
+    await expect(fs.stat(path.dirname(dir))).rejects.toThrow(/ENOENT/);
+    expect((await fs.stat(path.join(service.root, "workspaces", "a"))).isDirectory()).toBe(true);
     expect(await refusedWith(a.getSession({ sessionId: id }))).toBe("session_not_found");
   });
 
@@ -377,6 +456,22 @@ describe("sessions with the service environment", () => {
     expect(events.at(-1)?.type).toBe("session.ended");
     const sse = await fetch(`${service.url}/v1/sessions/${sessionId}/events`, { headers: bearer(KEY_A) });
     expect((await sse.text()).trim().split("\n\n").map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event.type)).toEqual(events.map((event) => event.type));
+  });
+
+  it("keeps a tool's failure code and message within SERVICE_MAX_FIELD_BYTES each, saying what was cut", async () => {
+    const runtime = await admitTool(service.url, KEY_A, "js-program-tool");
+    const program = await admitProgram(service.url, KEY_A, "function run() { throw { code: 'c'.repeat(70000), message: 'm'.repeat(100000) }; }");
+    const { session } = await a.createSession({
+      environments: [{ name: "s", kind: { case: "service", value: {} } }],
+      tools: [{ name: "fails", environment: "s", implementation: { kind: { case: "program", value: { id: program, runtime } } } }],
+    });
+    const { receipt } = (await postJson(service.url, `/v1/sessions/${session!.id}/tools/fails:call`, { input: {} }, KEY_A)).body;
+    expect(receipt.failure.code).toBe("c".repeat(64 * 1024));
+    expect(Buffer.byteLength(receipt.failure.message)).toBe(64 * 1024);
+    expect(receipt.failure.message).toMatch(/^m+ \[cut: 100000 bytes in all\]$/);
+    // The journal keeps what the call answered, not the guest's 170 KB.
+    const events = await eventsUntil(a, session!.id, (event) => event.type === "operation.receipt" && event.data?.kind === "execute");
+    expect(events.at(-1)?.data?.receipt).toMatchObject({ failure: { code: receipt.failure.code, message: receipt.failure.message } });
   });
 
   it("bounds every call by SERVICE_MAX_TURN_SECS, whatever timeout the caller asks", async () => {

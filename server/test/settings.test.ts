@@ -84,6 +84,11 @@ describe("settings", () => {
     expect(() => loadSettings({ SERVICE_LISTEN: "x", SERVICE_ENV_WORKERS: "0" })).toThrow(/SERVICE_LISTEN[\s\S]*SERVICE_ENV_WORKERS/);
   });
 
+  it("requires every session to fit a page of a listing", () => {
+    expect(() => loadSettings({ SERVICE_SESSION_MAX_BYTES: "8192", SERVICE_LIST_MAX_BYTES: "4096" })).toThrow(/SERVICE_SESSION_MAX_BYTES, SERVICE_LIST_MAX_BYTES/);
+    expect(loadSettings({ SERVICE_SESSION_MAX_BYTES: "4096", SERVICE_LIST_MAX_BYTES: "4096" }).limits.listMaxBytes).toBe(4096);
+  });
+
   it("requires TLS certificate and key together", () => {
     expect(() => loadSettings({ SERVICE_TLS_CERT: "/tmp/cert.pem" })).toThrow(/SERVICE_TLS_CERT, SERVICE_TLS_KEY/);
   });

@@ -315,6 +315,45 @@ describe("list pagination", () => {
     }
   });
 
+  it("ends a page early, with a token, before the skill that would pass SERVICE_LIST_MAX_BYTES; one larger than that comes alone", async () => {
+    const small = await startTestService({ SERVICE_LIST_MAX_BYTES: "4096", SERVICE_SESSION_MAX_BYTES: "4096" });
+    try {
+      // About 1.7 KB stored each: two fit the budget, a third does not.
+      const long = bundleOf({ "SKILL.md": skillMd({ description: `Long ${"x".repeat(1500)}` }) });
+      for (const name of ["a1", "a2", "a3", "a4", "a5"]) await publish(small, name, long);
+      // 4096 UTF-8 bytes of description alone: more than the budget, so a page of its own.
+      await publish(small, "wide", bundleOf({ "SKILL.md": skillMd({ description: "é".repeat(2048) }) }));
+      const pages: string[][] = [];
+      let pageToken = "";
+      do {
+        const page = await listSkills(small, { pageSize: 1000, pageToken });
+        expect(page.status).toBe(200);
+        pages.push(page.body.skills.map((s: SkillJson) => s.name));
+        pageToken = page.body.nextPageToken ?? "";
+      } while (pageToken !== "");
+      expect(pages).toEqual([["a1", "a2"], ["a3", "a4"], ["a5"], ["wide"]]);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it("does not count a skill's file listing, which a list does not answer, against the page's bytes", async () => {
+    const small = await startTestService({ SERVICE_LIST_MAX_BYTES: "8192", SERVICE_SESSION_MAX_BYTES: "8192" });
+    try {
+      // 300 files: a listing of about 20 KB, more than the whole budget, behind a small record.
+      const files = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`reference/chapter-${String(i).padStart(3, "0")}.md`, `${i}`]));
+      const many = bundleOf({ "SKILL.md": skillMd({ description: "Many files." }), ...files });
+      for (const name of ["m1", "m2", "m3"]) await publish(small, name, many);
+      const page = await listSkills(small, { pageSize: 1000 });
+      expect(page.body.skills.map((s: SkillJson) => s.name)).toEqual(["m1", "m2", "m3"]);
+      expect(page.body.nextPageToken ?? "").toBe("");
+      const got = await getSkill(small, "m2");
+      expect(got.body.files).toHaveLength(301);
+    } finally {
+      await small.close();
+    }
+  });
+
   it.each([
     ["a page size above 1000", { pageSize: 1001 }],
     ["a negative page size", { pageSize: -1 }],

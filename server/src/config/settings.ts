@@ -53,6 +53,12 @@ export interface SessionSettings {
   maxPayloadBytes: number;
   /** Deepest nesting of a tool input or output, or a model's tool call input, the service keeps (server/src/json). */
   maxJsonDepth: number;
+  /** Progress one operation, or one run's custom agent loop, may journal; more is dropped. */
+  progress: ProgressLimits;
+  /** Largest free-form value a caller stores in a session or run (a tool's inputSchema, a run's model parameters, ...), as JSON text. */
+  maxFieldBytes: number;
+  /** Largest session: its environments and tools together, as stored (JSON text). */
+  sessionMaxBytes: number;
   /** Model calls per run, at most (the default of a run's max_rounds). */
   runMaxRounds: number;
   /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
@@ -63,6 +69,15 @@ export interface SessionSettings {
   hostMaxQueued: number;
 }
 
+/**
+ * The progress one operation (`operation.progress`) or one turn (`turn.progress`) may journal:
+ * the first `maxEvents` events of at most `maxBytes` each; the rest are dropped and counted.
+ */
+export interface ProgressLimits {
+  maxEvents: number;
+  maxBytes: number;
+}
+
 export interface Limits {
   /** Largest body accepted by the signed upload URL. */
   maxUploadBytes: number;
@@ -70,6 +85,8 @@ export interface Limits {
   maxRequestBytes: number;
   /** Largest body of a method that needs no key (the health service): anyone may send it. */
   maxPublicRequestBytes: number;
+  /** A List method's page ends early, with a token, before the item that would pass this many bytes. */
+  listMaxBytes: number;
   uploadUrlTtlSecs: number;
   skillMaxEntries: number;
   skillMaxEntryBytes: number;
@@ -184,6 +201,7 @@ export function loadSettings(env: Env = process.env): Settings {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
       maxRequestBytes: read("SERVICE_MAX_REQUEST_BYTES", parsePositiveInt, 32 * MiB),
       maxPublicRequestBytes: read("SERVICE_MAX_PUBLIC_REQUEST_BYTES", parsePositiveInt, 4096),
+      listMaxBytes: read("SERVICE_LIST_MAX_BYTES", parsePositiveInt, 4 * MiB),
       uploadUrlTtlSecs: read("SERVICE_UPLOAD_URL_TTL_SECS", parsePositiveInt, 900),
       skillMaxEntries: read("SERVICE_SKILL_MAX_ENTRIES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntries),
       skillMaxEntryBytes: read("SERVICE_SKILL_MAX_ENTRY_BYTES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxEntryBytes),
@@ -233,6 +251,12 @@ export function loadSettings(env: Env = process.env): Settings {
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),
       maxJsonDepth: read("SERVICE_JOURNAL_MAX_JSON_DEPTH", parseJsonDepth, 32),
+      progress: {
+        maxEvents: read("SERVICE_JOURNAL_MAX_PROGRESS_EVENTS", parseZeroOrPositiveInt, 100),
+        maxBytes: read("SERVICE_JOURNAL_MAX_PROGRESS_BYTES", parsePositiveInt, 16 * 1024),
+      },
+      maxFieldBytes: read("SERVICE_MAX_FIELD_BYTES", parsePositiveInt, 64 * 1024),
+      sessionMaxBytes: read("SERVICE_SESSION_MAX_BYTES", parsePositiveInt, 2 * MiB),
       runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
       runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
       hostMaxInFlight: read("SERVICE_HOST_MAX_IN_FLIGHT", parsePositiveInt, 64),
@@ -251,6 +275,7 @@ export function loadSettings(env: Env = process.env): Settings {
   pool.workspaceToolSlots ||= Math.ceil((pool.workers * pool.toolSlotsPerWorker) / 2);
   pool.workspaceAgentLoopSlots ||= Math.ceil((pool.workers * pool.agentLoopSlotsPerWorker) / 2);
   checkBodyBudgets(settings, problems);
+  checkListBudget(settings, problems);
   checkWorkspaceRoot(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
@@ -287,6 +312,11 @@ function checkWorkspaceRoot({ dataDir, env }: Settings, problems: string[]): voi
   if (within(env.workspaceRoot, dataDir) || (within(dataDir, env.workspaceRoot) && !within(path.join(dataDir, "workspaces"), env.workspaceRoot))) {
     problems.push("SERVICE_ENV_WORKSPACE_ROOT: must not contain the data directory nor lie inside it, except under its workspaces/ directory");
   }
+}
+
+/** Every session fits a page of ListSessions (a page holds at least one item anyway, but then it passes the budget). */
+function checkListBudget({ limits, sessions }: Settings, problems: string[]): void {
+  if (sessions.sessionMaxBytes > limits.listMaxBytes) problems.push("SERVICE_SESSION_MAX_BYTES, SERVICE_LIST_MAX_BYTES: the first must be at most the second");
 }
 
 /** Budgets smaller than the largest request would refuse that request forever. */

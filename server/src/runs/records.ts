@@ -1,5 +1,6 @@
 import type { ConversationMessage } from "../models/index.ts";
-import { prefixEnd, type Store, type Table, type WriteOp } from "../storage/index.ts";
+import { isId } from "../ids/index.ts";
+import { prefixEnd, readPage, type Page, type PageRequest, type Store, type Table, type WriteOp } from "../storage/index.ts";
 import { ConversationCache } from "./conversation-cache.ts";
 
 export type RunStatus = "running" | "completed" | "failed" | "cancelled";
@@ -111,10 +112,9 @@ export class RunRecords {
     return this.#store.write(ops);
   }
 
-  /** Up to `limit` runs of the session, newest first, older than `beforeId` when given. */
-  page(workspace: string, sessionId: string, beforeId: string | undefined, limit: number): Promise<RunRecord[]> {
-    const prefix = `${workspace}/${sessionId}/`;
-    return this.#runs.values({ gt: prefix, lt: beforeId === undefined ? prefixEnd(prefix) : `${prefix}${beforeId}`, reverse: true, limit });
+  /** A page of the session's runs, newest first; a page token carries the last id. */
+  page(workspace: string, sessionId: string, request: PageRequest, maxBytes: number): Promise<Page<RunRecord>> {
+    return readPage(this.#runs, request, { prefix: `${workspace}/${sessionId}/`, reverse: true, isCursor: (id) => isId("run", id), maxBytes });
   }
 
   /** Every run of the session, oldest first (for deleting a session's runs). */

@@ -15,8 +15,8 @@ export function createRunService(runs: Runs): ServiceImpl<typeof RunService> {
       return { run: runMessage(await runs.get(requireWorkspace(context), request.sessionId, request.runId)) };
     },
     async listRuns(request, context) {
-      const page = await runs.list(requireWorkspace(context), request.sessionId, request.pageSize, request.pageToken);
-      return { runs: page.records.map(runMessage), nextPageToken: page.nextPageToken };
+      const page = await runs.list(requireWorkspace(context), request.sessionId, request);
+      return { runs: page.items.map(runMessage), nextPageToken: page.nextPageToken };
     },
     async cancelRun(request, context) {
       return { run: runMessage(await runs.cancel(requireWorkspace(context), request.sessionId, request.runId)) };

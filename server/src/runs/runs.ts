@@ -1,11 +1,12 @@
 import type { Assets } from "../assets/index.ts";
+import type { ProgressLimits } from "../config/index.ts";
 import type { StagedFile } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import type { ModelProvider, ToolDefinition } from "../models/index.ts";
 import type { SessionRecord, Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
-import { KeyedLock } from "../storage/index.ts";
+import { KeyedLock, type Page, type PageRequest } from "../storage/index.ts";
 import type { RunRecord, RunRecords } from "./records.ts";
 import type { RunAssets } from "./run-assets.ts";
 import { RunEvents } from "./run-events.ts";
@@ -21,8 +22,14 @@ export interface RunSettings {
   maxTurnSecs: number;
   /** Largest message (it is journaled). */
   maxMessageBytes: number;
+  /** SERVICE_MAX_FIELD_BYTES: largest model name, model parameters, agent loop configuration. */
+  maxFieldBytes: number;
   /** SERVICE_RUN_RETENTION_DAYS: finished runs older than this are removed. */
   retentionDays: number;
+  /** SERVICE_JOURNAL_MAX_PROGRESS_EVENTS and _BYTES: a custom loop's `turn.progress` per run. */
+  progress: ProgressLimits;
+  /** SERVICE_LIST_MAX_BYTES: a page's byte budget. */
+  listMaxBytes: number;
 }
 
 export interface RunsOptions {
@@ -42,8 +49,6 @@ interface ActiveRun {
   done: Promise<void>;
 }
 
-const PAGE_SIZE_DEFAULT = 50;
-const PAGE_SIZE_MAX = 1000;
 const RETENTION_SWEEP_MS = 60 * 60 * 1000;
 const RETENTION_BATCH = 100;
 
@@ -83,14 +88,11 @@ export class Runs {
     return record;
   }
 
-  async list(workspace: string, sessionId: string, pageSize: number, pageToken: string): Promise<{ records: RunRecord[]; nextPageToken: string }> {
+  /** A page of the session's runs, newest first, a running one as this process holds it. */
+  async list(workspace: string, sessionId: string, request: PageRequest): Promise<Page<RunRecord>> {
     await this.#options.sessions.get(workspace, sessionId);
-    if (pageSize < 0 || pageSize > PAGE_SIZE_MAX) throw serviceError("invalid_argument", `pageSize must be between 0 and ${PAGE_SIZE_MAX}`);
-    const limit = pageSize || PAGE_SIZE_DEFAULT;
-    const before = pageToken === "" ? undefined : decodePageToken(pageToken);
-    const records = await this.#options.records.page(workspace, sessionId, before, limit + 1);
-    const page = records.slice(0, limit).map((record) => this.#active.get(record.id)?.record ?? record);
-    return { records: page, nextPageToken: records.length > limit ? encodePageToken(page.at(-1)!.id) : "" };
+    const page = await this.#options.records.page(workspace, sessionId, request, this.#options.settings.listMaxBytes);
+    return { ...page, items: page.items.map((record) => this.#active.get(record.id)?.record ?? record) };
   }
 
   /** Stops a running run and waits until it has ended; a finished run is returned as it is. */
@@ -113,7 +115,8 @@ export class Runs {
   /** Runs that were running when the process stopped end as failed; nothing is resumed. */
   async recover(): Promise<void> {
     for (const record of await this.#options.records.interrupted()) {
-      await this.#finish(record, { status: "failed", added: [], outputText: "", error: { code: "interrupted", message: "the server stopped during the run; it was not resumed" } });
+      const error = { code: "interrupted", message: "the server stopped during the run; it was not resumed" };
+      await this.#finish(record, { status: "failed", added: [], outputText: "", error, progressDropped: 0 });
     }
   }
 
@@ -194,7 +197,7 @@ export class Runs {
     const timer = setTimeout(() => controller.abort(new TurnStopped("timeout", `the turn passed SERVICE_MAX_TURN_SECS (${this.#options.settings.maxTurnSecs} s)`)), deadlineMs - Date.now());
     const provider = this.#options.providers.get(submission.model.provider)!;
     const done = (async () => {
-      const end = await new Turn(setup, { sessions: this.#options.sessions, events, recorded, provider, deadlineMs }, controller.signal).run();
+      const end = await new Turn(setup, { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress }, controller.signal).run();
       clearTimeout(timer);
       // A run whose record could not be written was never created: nothing more is written for it.
       if (!(await recorded.then(() => true, () => false))) return;
@@ -221,7 +224,7 @@ export class Runs {
       ...(end.stopReason ? { stopReason: end.stopReason } : {}),
       ...(end.error ? { error: end.error } : {}),
     };
-    const counts = { rounds: record.rounds, toolCalls: record.toolCalls, usage: record.usage };
+    const counts = { rounds: record.rounds, toolCalls: record.toolCalls, usage: record.usage, progressDropped: end.progressDropped };
     const [type, data] =
       end.status === "completed"
         ? (["turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts }] as const)
@@ -288,17 +291,7 @@ export class Runs {
   }
 
   #rules() {
-    const { maxRounds, maxMessageBytes } = this.#options.settings;
-    return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes };
+    const { maxRounds, maxMessageBytes, maxFieldBytes } = this.#options.settings;
+    return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes, maxFieldBytes };
   }
-}
-
-function encodePageToken(id: string): string {
-  return Buffer.from(id, "utf8").toString("base64url");
-}
-
-function decodePageToken(token: string): string {
-  const id = Buffer.from(token, "base64url").toString("utf8");
-  if (!/^run_[0-9a-z]{26}$/.test(id)) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
-  return id;
 }

@@ -5,6 +5,7 @@ import { ImplementationSchema } from "../../../gen/skillenv/sessions/v1/common_p
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { serviceError } from "../errors/index.ts";
+import { checkJsonSize, checkTextSize, FIELD_SETTING } from "../sessions/index.ts";
 import { SKILLS_DIRECTORY } from "./skills-tool.ts";
 
 /** Limits of a submission that are facts of the format, not deployment settings. */
@@ -13,6 +14,7 @@ export const MAX_RUN_FILES = 256;
 export const MAX_IDEMPOTENCY_KEY_CHARS = 128;
 export const DEFAULT_MAX_TOKENS = 4096;
 /** Request fields the service sets itself; a run's `parameters` may not override them. */
+const PAYLOAD_SETTING = "SERVICE_JOURNAL_MAX_PAYLOAD_BYTES";
 const RESERVED_PARAMETERS = new Set(["model", "messages", "system", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"]);
 
 export interface SubmissionRules {
@@ -25,6 +27,11 @@ export interface SubmissionRules {
    * journaled, and agentsMd is held for the run and sent with every model request.
    */
   maxMessageBytes: number;
+  /**
+   * SERVICE_MAX_FIELD_BYTES: largest model name, model parameters and agent loop configuration
+   * and implementation, as JSON text (the run's record keeps the model; every request sends it).
+   */
+  maxFieldBytes: number;
 }
 
 /** A checked submission; the provider keys stay apart and are never stored. */
@@ -42,8 +49,8 @@ export interface Submission {
 }
 
 /**
- * Validates a run's input (invalid_argument naming the field, provider_key_missing) and
- * computes its idempotency hash. Nothing here reads storage: skills and files are resolved by
+ * Validates a run's input (invalid_argument naming the field, field_too_large for one above its
+ * limit, provider_key_missing) and computes its idempotency hash. Nothing here reads storage: skills and files are resolved by
  * the caller.
  */
 export function checkSubmission(input: RunInput | undefined, rules: SubmissionRules): Submission {
@@ -52,11 +59,11 @@ export function checkSubmission(input: RunInput | undefined, rules: SubmissionRu
   const apiKey = input.providerKeys[model.provider];
   if (!apiKey) throw serviceError("provider_key_missing", `provider_keys has no key for the model's provider ${JSON.stringify(model.provider)}`);
   if (input.message === "") invalid("message must not be empty");
-  if (Buffer.byteLength(input.message) > rules.maxMessageBytes) invalid(`message exceeds ${rules.maxMessageBytes} bytes`);
-  if (Buffer.byteLength(input.agentsMd) > rules.maxMessageBytes) invalid(`agentsMd exceeds ${rules.maxMessageBytes} bytes`);
+  checkTextSize("message", input.message, rules.maxMessageBytes, PAYLOAD_SETTING);
+  checkTextSize("agentsMd", input.agentsMd, rules.maxMessageBytes, PAYLOAD_SETTING);
   const submission = {
     model,
-    agentloop: checkAgentLoop(input),
+    agentloop: checkAgentLoop(input, rules),
     skills: checkSkills(input),
     message: input.message,
     agentsMd: input.agentsMd,
@@ -92,21 +99,23 @@ function checkModel(input: RunInput, rules: SubmissionRules): Submission["model"
   if (!model || model.name === "") invalid("model needs a provider and a name");
   if (!rules.providers.has(model.provider)) invalid(`model.provider must be one of ${[...rules.providers].join(", ")}`);
   if (model.maxTokens < 0) invalid("model.max_tokens must be positive");
+  checkTextSize("model.name", model.name, rules.maxFieldBytes, FIELD_SETTING);
   const parameters = (model.parameters ?? {}) as JsonObject;
+  checkJsonSize("model.parameters", parameters, rules.maxFieldBytes, FIELD_SETTING);
   const reserved = Object.keys(parameters).find((key) => RESERVED_PARAMETERS.has(key));
   if (reserved !== undefined) invalid(`model.parameters may not set ${reserved}; the service sets it`);
   return { provider: model.provider, name: model.name, maxTokens: model.maxTokens || DEFAULT_MAX_TOKENS, parameters };
 }
 
-function checkAgentLoop(input: RunInput): Submission["agentloop"] {
+function checkAgentLoop(input: RunInput, rules: SubmissionRules): Submission["agentloop"] {
   const loop = input.agentloop;
   if (!loop) return undefined;
   if (!loop.implementation) invalid("agentloop needs an implementation");
-  return {
-    environment: loop.environment,
-    implementation: toJson(ImplementationSchema, loop.implementation),
-    configuration: loop.configuration ? JSON.stringify(toJson(ValueSchema, loop.configuration)) : "{}",
-  };
+  const implementation = toJson(ImplementationSchema, loop.implementation);
+  checkJsonSize("agentloop.implementation", implementation, rules.maxFieldBytes, FIELD_SETTING);
+  const configuration = loop.configuration ? JSON.stringify(toJson(ValueSchema, loop.configuration)) : "{}";
+  checkTextSize("agentloop.configuration", configuration, rules.maxFieldBytes, FIELD_SETTING);
+  return { environment: loop.environment, implementation, configuration };
 }
 
 function checkSkills(input: RunInput): string[] {

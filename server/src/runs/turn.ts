@@ -2,7 +2,8 @@ import { ConnectError } from "@connectrpc/connect";
 import type { StagedFile } from "../environments/index.ts";
 import { describeError } from "../errors/index.ts";
 import { ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition } from "../models/index.ts";
-import { SKILLS_TOOL_NAME, type AgentLoopPlacement, type Sessions, type ToolCallResult } from "../sessions/index.ts";
+import type { ProgressLimits } from "../config/index.ts";
+import { ProgressBudget, SKILLS_TOOL_NAME, type AgentLoopPlacement, type Sessions, type ToolCallResult } from "../sessions/index.ts";
 import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type LoopOutcome, type ToolCall, type ToolResult } from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
@@ -33,6 +34,8 @@ export interface TurnDeps {
   provider: ModelProvider;
   /** When the whole turn must be over (SERVICE_MAX_TURN_SECS after submit). */
   deadlineMs: number;
+  /** What a custom loop's `emit` may journal as `turn.progress` (the operations' limits, per turn). */
+  progress: ProgressLimits;
 }
 
 /** How a turn ended, for the run record. */
@@ -42,6 +45,8 @@ export interface TurnEnd {
   stopReason?: string;
   outputText: string;
   error?: { code: string; message: string };
+  /** `emit`s of a custom loop that were not journaled (beyond the progress limits). */
+  progressDropped: number;
 }
 
 /** Why a turn was stopped from outside: the signal's reason. */
@@ -76,6 +81,9 @@ export class Turn implements LoopHost {
   #skillsStaged = false;
   /** The run's record until it is durable (or could not be written): model calls send nothing before. */
   #unrecorded: Promise<void> | undefined;
+  readonly #progress: ProgressBudget;
+  /** Set once the turn has ended: a loop's guest may still run (until its deadline), but its emits are not the run's any more. */
+  #ended = false;
 
   constructor(setup: TurnSetup, deps: TurnDeps, signal: AbortSignal) {
     this.#setup = setup;
@@ -84,19 +92,23 @@ export class Turn implements LoopHost {
     this.#events = deps.events;
     this.#unrecorded = deps.recorded;
     deps.recorded.then(() => (this.#unrecorded = undefined), () => undefined);
+    this.#progress = new ProgressBudget(deps.progress);
   }
 
   async run(): Promise<TurnEnd> {
+    let end: Omit<TurnEnd, "progressDropped">;
     try {
       this.#events.record("turn.started", {});
       await this.#stage();
       const { submission, history, agentLoop } = this.#setup;
       const input = { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added };
       const outcome = agentLoop ? await this.#customLoop(agentLoop) : await defaultAgentLoop(this, input);
-      return { status: "completed", added: this.#added, stopReason: outcome.stopReason, outputText: outcome.outputText };
+      end = { status: "completed", added: this.#added, stopReason: outcome.stopReason, outputText: outcome.outputText };
     } catch (error) {
-      return this.#failed(error);
+      end = this.#failed(error);
     }
+    this.#ended = true;
+    return { ...end, progressDropped: this.#progress.dropped };
   }
 
   async callModel(messages: ConversationMessage[], round: number): Promise<ModelResponse> {
@@ -156,7 +168,10 @@ export class Turn implements LoopHost {
         this.#added.push({ role: "user", content: results });
         return JSON.stringify(resultsToWit(results));
       },
-      emit: (event: string) => this.#events.record("turn.progress", { event: parseJson(event) }),
+      // Bounded before it is parsed: a loop may emit far more, and far larger, than is kept.
+      emit: (event: string) => {
+        if (!this.#ended && this.#progress.admit(event)) this.#events.record("turn.progress", { event: parseJson(event) });
+      },
     };
     const input = JSON.stringify({ v: 1, message: submission.message });
     await this.#deps.recorded;
@@ -226,7 +241,7 @@ export class Turn implements LoopHost {
     return parts.filter((part) => part !== "").join("\n\n");
   }
 
-  #failed(error: unknown): TurnEnd {
+  #failed(error: unknown): Omit<TurnEnd, "progressDropped"> {
     const added = consistentPrefix(this.#added);
     const outputText = "";
     const stop = this.#signal.aborted ? (this.#signal.reason as TurnStopped) : undefined;

@@ -9,6 +9,8 @@ export { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js
 export { type AgentLoopPlacement, type Sessions, type CallToolOptions, type ClosingListener, type ToolCallResult } from "./sessions.ts";
 export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
+export { ProgressBudget } from "./progress-budget.ts";
+export { checkJsonSize, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
 export { createSessionService, type FirstRun } from "./session-service.ts";
 
 export interface SessionsFeatureOptions {
@@ -16,6 +18,8 @@ export interface SessionsFeatureOptions {
   kinds: EnvironmentKinds;
   settings: SessionSettings;
   maxTurnSecs: number;
+  /** SERVICE_LIST_MAX_BYTES. */
+  listMaxBytes: number;
 }
 
 /** Opens the sessions and their journal, and recovers what a previous process left in flight. */
@@ -27,6 +31,9 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     maxTurnSecs: options.maxTurnSecs,
     maxPayloadBytes: options.settings.maxPayloadBytes,
     maxJsonDepth: options.settings.maxJsonDepth,
+    progress: options.settings.progress,
+    listMaxBytes: options.listMaxBytes,
+    sizeLimits: { maxFieldBytes: options.settings.maxFieldBytes, sessionMaxBytes: options.settings.sessionMaxBytes },
   });
   await sessions.recover();
   return sessions;

@@ -1,12 +1,10 @@
 import { createHash } from "node:crypto";
 import { failure, unknown, type InterimReceipt, type TerminalReceipt } from "../environments/index.ts";
+import type { ProgressLimits } from "../config/index.ts";
 import type { Journal, SentOperation } from "../journal/index.ts";
 import { isJsonText, jsonTextDepth } from "../json/index.ts";
-
-/** Progress receipts journaled per operation; later ones are dropped (the terminal receipt never is). */
-export const MAX_PROGRESS_EVENTS = 100;
-/** Largest progress payload kept; larger ones are dropped. */
-export const MAX_PROGRESS_BYTES = 16 * 1024;
+import { fitsBytes } from "./field-limits.ts";
+import { ProgressBudget } from "./progress-budget.ts";
 
 export interface JournaledOptions {
   journal: Journal;
@@ -14,6 +12,10 @@ export interface JournaledOptions {
   maxOutputBytes: number;
   /** Outputs nested deeper than this end the operation as output_too_deep. */
   maxOutputDepth: number;
+  /** Progress receipts journaled per operation; the rest are dropped (the terminal receipt never is). */
+  progress: ProgressLimits;
+  /** SERVICE_MAX_FIELD_BYTES: a failure's code, message and details, and an unknown's message, each at most this. */
+  maxFieldBytes: number;
 }
 
 /**
@@ -30,12 +32,12 @@ export async function runJournaled(
 ): Promise<TerminalReceipt> {
   const { journal } = options;
   const { seq } = await journal.send(sessionId, operation);
-  let progressEvents = 0;
+  const progress = new ProgressBudget(options.progress);
   // Interim receipts are not awaited: the journal keeps call order, so the terminal receipt commits
   // after them, and an `accepted` does not cost the operation a sequential fsync. A lost interim
   // write loses only progress the terminal receipt supersedes.
   const report = (receipt: InterimReceipt) => {
-    if (receipt.outcome === "progress" && (++progressEvents > MAX_PROGRESS_EVENTS || Buffer.byteLength(receipt.data) > MAX_PROGRESS_BYTES)) return;
+    if (receipt.outcome === "progress" && !progress.admit(receipt.data)) return;
     journal.interim(sessionId, operation, receipt).catch(() => undefined);
   };
   let receipt: TerminalReceipt;
@@ -44,9 +46,35 @@ export async function runJournaled(
   } catch (error) {
     receipt = unknown(`the environment failed unexpectedly while handling the operation: ${error instanceof Error ? error.message : String(error)}`);
   }
-  receipt = boundOutput(receipt, options);
+  receipt = boundFailure(boundOutput(receipt, options), options.maxFieldBytes);
   await journal.settle(sessionId, operation, receipt);
   return receipt;
+}
+
+/**
+ * A failure's text is the environment's own (a guest's `err`, a host's or an extension's
+ * receipt), kept in the journal and, for a custom agent loop, in the run's record: each of its
+ * code, message and details is kept up to `maxBytes` (a longer message is cut and says so,
+ * details that do not fit are replaced by their size), as is an unknown's message.
+ */
+function boundFailure(receipt: TerminalReceipt, maxBytes: number): TerminalReceipt {
+  if (receipt.outcome === "returned") return receipt;
+  const message = cutText(receipt.message, maxBytes);
+  if (receipt.outcome === "unknown") return message === receipt.message ? receipt : unknown(message);
+  const code = cutText(receipt.code, maxBytes, "");
+  const detailsBytes = receipt.details ? Buffer.byteLength(JSON.stringify(receipt.details)) : 0;
+  const details = detailsBytes > maxBytes ? { droppedDetailsBytes: String(detailsBytes) } : receipt.details;
+  if (message === receipt.message && code === receipt.code && details === receipt.details) return receipt;
+  return failure(code, message, receipt.retryable, details);
+}
+
+/** `text` within `maxBytes` of UTF-8, cut at a character and ended with `marker` when it was longer. */
+function cutText(text: string, maxBytes: number, marker = ` [cut: ${Buffer.byteLength(text)} bytes in all]`): string {
+  if (fitsBytes(text, maxBytes)) return text;
+  const room = Math.max(0, maxBytes - Buffer.byteLength(marker));
+  // Decoding a cut UTF-8 prefix ends in U+FFFD where a character was split: drop that one.
+  const head = Buffer.from(text.slice(0, room), "utf8").subarray(0, room).toString("utf8").replace(/\uFFFD$/, "");
+  return `${head}${marker}`;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { EnvironmentKindName } from "../environments/index.ts";
-import { prefixEnd, type Store, type Table } from "../storage/index.ts";
+import { isId } from "../ids/index.ts";
+import { readPage, type Page, type PageRequest, type Store, type Table } from "../storage/index.ts";
 
 /** A session as stored: what it binds and places, and where its environments stand. */
 export interface SessionRecord {
@@ -94,10 +95,9 @@ export class SessionRecords {
     ]);
   }
 
-  /** Up to `limit` sessions, newest first, older than `beforeId` when given. */
-  page(workspace: string, beforeId: string | undefined, limit: number): Promise<SessionRecord[]> {
-    const prefix = `${workspace}/`;
-    return this.#sessions.values({ gt: prefix, lt: beforeId === undefined ? prefixEnd(prefix) : key(workspace, beforeId), reverse: true, limit });
+  /** A page of the workspace's sessions, newest first; a page token carries the last id. */
+  page(workspace: string, request: PageRequest, maxBytes: number): Promise<Page<SessionRecord>> {
+    return readPage(this.#sessions, request, { prefix: `${workspace}/`, reverse: true, isCursor: (id) => isId("ses", id), maxBytes });
   }
 
   /** Sessions whose ending or deletion had started when the process stopped. */

@@ -30,8 +30,8 @@ export function createSessionService(sessions: Sessions, kinds: EnvironmentKinds
       return { session: session(await sessions.get(requireWorkspace(context), request.sessionId)) };
     },
     async listSessions(request, context) {
-      const page = await sessions.list(requireWorkspace(context), request.pageSize, request.pageToken);
-      return { sessions: page.records.map(session), nextPageToken: page.nextPageToken };
+      const page = await sessions.list(requireWorkspace(context), request);
+      return { sessions: page.items.map(session), nextPageToken: page.nextPageToken };
     },
     async setupEnvironment(request, context) {
       const workspace = requireWorkspace(context);

@@ -11,6 +11,7 @@ import {
 } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { BindingContext, EnvironmentKindName, EnvironmentKinds } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
+import { checkJsonSize, checkTextChars, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
 import type { EnvironmentRecord, ToolRecord } from "./records.ts";
 
 /** Environment names: one path segment, safe in directory names and URLs. */
@@ -35,28 +36,51 @@ export interface SessionSpec {
   tools: ToolRecord[];
 }
 
+/** How large what a session stores may be (docs/operations.md). */
+export interface SessionSizeLimits {
+  /** SERVICE_MAX_FIELD_BYTES: each caller-given value (a tool's inputSchema, configuration, implementation; an environment's options). */
+  maxFieldBytes: number;
+  /** SERVICE_SESSION_MAX_BYTES: the environments and tools together, as stored. */
+  sessionMaxBytes: number;
+}
+
 /**
  * Validates a CreateSessionRequest and asks each environment kind to authorize its options and
  * check the implementations placed in it. Every problem is a service error naming the
- * environment or tool; nothing is created by this function.
+ * environment or tool (field_too_large naming the field for a value above its limit); nothing
+ * is created by this function.
  */
-export async function checkSessionSpec(request: CreateSessionRequest, context: Omit<BindingContext, "environment">, kinds: EnvironmentKinds): Promise<SessionSpec> {
+export async function checkSessionSpec(
+  request: CreateSessionRequest,
+  context: Omit<BindingContext, "environment">,
+  kinds: EnvironmentKinds,
+  limits: SessionSizeLimits,
+): Promise<SessionSpec> {
   if (request.environments.length > MAX_ENVIRONMENTS) invalid(`a session binds at most ${MAX_ENVIRONMENTS} environments`);
   if (request.tools.length > MAX_TOOLS) invalid(`a session places at most ${MAX_TOOLS} tools`);
   const environments: EnvironmentRecord[] = [];
-  for (const environment of request.environments) {
+  for (const [index, environment] of request.environments.entries()) {
     if (environments.some((known) => known.name === environment.name)) invalid(`environment ${environment.name} is named twice`);
-    environments.push(await checkEnvironment(environment, context, kinds));
+    environments.push(await checkEnvironment(environment, `environments[${index}]`, context, kinds, limits));
   }
   const tools: ToolRecord[] = [];
-  for (const placement of request.tools) {
+  for (const [index, placement] of request.tools.entries()) {
     if (tools.some((known) => known.name === placement.name)) invalid(`tool ${placement.name} is placed twice`);
-    tools.push(await checkPlacement(placement, environments, context, kinds));
+    tools.push(await checkPlacement(placement, `tools[${index}]`, environments, context, kinds, limits));
   }
-  return { environments, tools };
+  const spec = { environments, tools };
+  // Each field is bounded, but 256 tools of bounded fields are not: the whole is, as it is stored.
+  checkJsonSize("session", spec, limits.sessionMaxBytes, "SERVICE_SESSION_MAX_BYTES");
+  return spec;
 }
 
-async function checkEnvironment(environment: Environment, context: Omit<BindingContext, "environment">, kinds: EnvironmentKinds): Promise<EnvironmentRecord> {
+async function checkEnvironment(
+  environment: Environment,
+  field: string,
+  context: Omit<BindingContext, "environment">,
+  kinds: EnvironmentKinds,
+  limits: SessionSizeLimits,
+): Promise<EnvironmentRecord> {
   const { name } = environment;
   if (!ENVIRONMENT_NAME.test(name)) invalid(`environment name ${JSON.stringify(name)} must match ${ENVIRONMENT_NAME.source}`);
   const setup = environment.setup || "automatic";
@@ -64,26 +88,41 @@ async function checkEnvironment(environment: Environment, context: Omit<BindingC
   const { case: kindName, value } = environment.kind;
   if (kindName === undefined) invalid(`environment ${name} needs a kind: service, host or extension`);
   const kind = kinds[kindName];
-  const options = await kind.authorize({ ...context, environment: name }, toJson(KIND_SCHEMAS[kindName], value));
+  const requested = toJson(KIND_SCHEMAS[kindName], value) as Record<string, JsonValue>;
+  // Before the kind reads them: a service environment's grants, an extension's url, credential and configuration.
+  for (const [option, optionValue] of Object.entries(requested)) checkJsonSize(`${field}.${kindName}.${option}`, optionValue, limits.maxFieldBytes, FIELD_SETTING);
+  const options = await kind.authorize({ ...context, environment: name }, requested);
   return { name, setup, state: "pending", kind: kindName, options };
 }
 
-async function checkPlacement(placement: ToolPlacement, environments: EnvironmentRecord[], context: Omit<BindingContext, "environment">, kinds: EnvironmentKinds): Promise<ToolRecord> {
+async function checkPlacement(
+  placement: ToolPlacement,
+  field: string,
+  environments: EnvironmentRecord[],
+  context: Omit<BindingContext, "environment">,
+  kinds: EnvironmentKinds,
+  limits: SessionSizeLimits,
+): Promise<ToolRecord> {
   const { name } = placement;
   if (!TOOL_NAME.test(name) || name.includes("__")) invalid(`tool name ${JSON.stringify(name)} must match ${TOOL_NAME.source} without "__"`);
   if (name === SKILLS_TOOL_NAME) invalid(`tool name "${SKILLS_TOOL_NAME}" is reserved for the skills meta-tool`);
-  if (placement.description.length > MAX_TOOL_DESCRIPTION_CHARS) invalid(`tool ${name}: the description exceeds ${MAX_TOOL_DESCRIPTION_CHARS} characters`);
+  checkTextChars(`${field}.description`, placement.description, MAX_TOOL_DESCRIPTION_CHARS);
   const environment = environments.find((known) => known.name === placement.environment);
   if (!environment) invalid(`tool ${name} is placed in environment ${JSON.stringify(placement.environment)}, which the session does not bind`);
   const kind = kinds[environment.kind];
+  const inputSchema = JSON.stringify(placement.inputSchema ?? { type: "object" });
+  checkTextSize(`${field}.inputSchema`, inputSchema, limits.maxFieldBytes, FIELD_SETTING);
+  const configuration = placement.configuration ? toJsonString(ValueSchema, placement.configuration) : "{}";
+  checkTextSize(`${field}.configuration`, configuration, limits.maxFieldBytes, FIELD_SETTING);
   const implementation = placement.implementation ? (toJson(ImplementationSchema, placement.implementation) as JsonValue) : undefined;
+  if (implementation !== undefined) checkJsonSize(`${field}.implementation`, implementation, limits.maxFieldBytes, FIELD_SETTING);
   return {
     name,
     description: placement.description,
-    inputSchema: JSON.stringify(placement.inputSchema ?? { type: "object" }),
+    inputSchema,
     environment: environment.name,
     implementation: await kind.checkImplementation({ ...context, environment: environment.name }, implementation),
-    configuration: placement.configuration ? toJsonString(ValueSchema, placement.configuration) : "{}",
+    configuration,
   };
 }
 

@@ -1,14 +1,15 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { createHash } from "node:crypto";
+import type { ProgressLimits } from "../config/index.ts";
 import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, EnvironmentKinds, OperationKind, Staging, TerminalReceipt } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import { jsonTextDepth } from "../json/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
-import { KeyedLock, type WriteOp } from "../storage/index.ts";
+import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
 import type { EnvironmentRecord, SessionRecord, SessionRecords } from "./records.ts";
-import { checkSessionSpec } from "./session-spec.ts";
+import { checkSessionSpec, type SessionSizeLimits } from "./session-spec.ts";
 
 export interface SessionsOptions {
   records: SessionRecords;
@@ -20,6 +21,12 @@ export interface SessionsOptions {
   maxPayloadBytes: number;
   /** SERVICE_JOURNAL_MAX_JSON_DEPTH: deepest input or output kept in the journal. */
   maxJsonDepth: number;
+  /** SERVICE_JOURNAL_MAX_PROGRESS_EVENTS and _BYTES: progress journaled per operation. */
+  progress: ProgressLimits;
+  /** SERVICE_LIST_MAX_BYTES: a page's byte budget. */
+  listMaxBytes: number;
+  /** SERVICE_MAX_FIELD_BYTES and SERVICE_SESSION_MAX_BYTES: what a session may store. */
+  sizeLimits: SessionSizeLimits;
 }
 
 export interface CallToolOptions {
@@ -67,9 +74,6 @@ interface LiveSession {
   drained: Array<() => void>;
 }
 
-const PAGE_SIZE_DEFAULT = 50;
-const PAGE_SIZE_MAX = 1000;
-
 /**
  * Sessions: the unit of execution (SPEC 3, 4.5, 4.6). A session binds named environments and
  * places tools in them; every operation on an environment goes through the session's journal
@@ -105,7 +109,7 @@ export class Sessions {
 
   async create(workspace: string, request: CreateSessionRequest): Promise<SessionRecord> {
     const id = newId("ses");
-    const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds);
+    const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds, this.#options.sizeLimits);
     const record: SessionRecord = { id, workspace, createdAt: new Date().toISOString(), lifecycle: "active", ...spec };
     await this.#options.records.create(record);
     const environments = spec.environments.map(({ name, kind, setup, options }) => ({ name, kind, setup, options: this.#options.kinds[kind].describe(options) }));
@@ -120,13 +124,10 @@ export class Sessions {
     return (await this.#load(workspace, id)).record;
   }
 
-  async list(workspace: string, pageSize: number, pageToken: string): Promise<{ records: SessionRecord[]; nextPageToken: string }> {
-    if (pageSize < 0 || pageSize > PAGE_SIZE_MAX) throw serviceError("invalid_argument", `pageSize must be between 0 and ${PAGE_SIZE_MAX}`);
-    const limit = pageSize || PAGE_SIZE_DEFAULT;
-    const before = pageToken === "" ? undefined : decodePageToken(pageToken);
-    const records = await this.#options.records.page(workspace, before, limit + 1);
-    const page = records.slice(0, limit).map((record) => this.#live.get(record.id)?.record ?? record);
-    return { records: page, nextPageToken: records.length > limit ? encodePageToken(page.at(-1)!.id) : "" };
+  /** A page of the workspace's sessions, newest first, each as this process holds it. */
+  async list(workspace: string, request: PageRequest): Promise<Page<SessionRecord>> {
+    const page = await this.#options.records.page(workspace, request, this.#options.listMaxBytes);
+    return { ...page, items: page.items.map((record) => this.#live.get(record.id)?.record ?? record) };
   }
 
   /** Sets up a manual environment, or one whose setup failed. A ready one is left as it is. */
@@ -411,7 +412,8 @@ export class Sessions {
   }
 
   #journaled() {
-    return { journal: this.#options.journal, maxOutputBytes: this.#options.maxPayloadBytes, maxOutputDepth: this.#options.maxJsonDepth };
+    const { journal, maxPayloadBytes, maxJsonDepth, progress, sizeLimits } = this.#options;
+    return { journal, maxOutputBytes: maxPayloadBytes, maxOutputDepth: maxJsonDepth, progress, maxFieldBytes: sizeLimits.maxFieldBytes };
   }
 
   #binding(live: LiveSession, name: string): EnvironmentBinding {
@@ -443,14 +445,4 @@ function environmentOf(record: SessionRecord, name: string): EnvironmentRecord {
   const environment = record.environments.find((known) => known.name === name);
   if (!environment) throw serviceError("environment_not_found", `session ${record.id} has no environment named ${JSON.stringify(name)}`);
   return environment;
-}
-
-function encodePageToken(id: string): string {
-  return Buffer.from(id, "utf8").toString("base64url");
-}
-
-function decodePageToken(token: string): string {
-  const id = Buffer.from(token, "base64url").toString("utf8");
-  if (!/^ses_[0-9a-z]{26}$/.test(id)) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
-  return id;
 }

@@ -23,6 +23,6 @@ export interface Skills {
 
 export function createSkills(store: Store, assets: Assets, blobs: RangedBlobs, limits: Limits): Skills {
   const bundles = new StoredBundles(blobs, bundleLimitsFrom(limits), limits.skillMaxConcurrentValidations);
-  const registry = new SkillRegistry(new SkillRecords(store), assets, bundles);
+  const registry = new SkillRegistry(new SkillRecords(store), assets, bundles, limits.listMaxBytes);
   return { service: createSkillService(registry), registry, close: () => bundles.close() };
 }

@@ -2,7 +2,7 @@ import { validateSkillName } from "@skillenv/client/bundle";
 import type { AssetRecord, Assets } from "../assets/index.ts";
 import { checkSha256 } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
-import { KeyedLock } from "../storage/index.ts";
+import { KeyedLock, type Page, type PageRequest } from "../storage/index.ts";
 import type { BundleFile } from "./bundle/index.ts";
 import type { SkillRecord, SkillRecords } from "./skill-records.ts";
 import type { StoredBundles } from "./stored-bundles.ts";
@@ -17,9 +17,6 @@ export interface SkillFiles {
   files: Map<string, Uint8Array>;
 }
 
-const MAX_PAGE_SIZE = 1000;
-const DEFAULT_PAGE_SIZE = 50;
-
 /**
  * The workspace skill registry: binds names to validated bundles. Validation happens before
  * any write, so a refused bundle changes nothing; upserts of one name are serialised.
@@ -29,11 +26,14 @@ export class SkillRegistry {
   readonly #assets: Assets;
   readonly #bundles: StoredBundles;
   readonly #lock = new KeyedLock();
+  /** SERVICE_LIST_MAX_BYTES: a page's byte budget. */
+  readonly #listMaxBytes: number;
 
-  constructor(records: SkillRecords, assets: Assets, bundles: StoredBundles) {
+  constructor(records: SkillRecords, assets: Assets, bundles: StoredBundles, listMaxBytes: number) {
     this.#records = records;
     this.#assets = assets;
     this.#bundles = bundles;
+    this.#listMaxBytes = listMaxBytes;
   }
 
   async put(workspace: string, name: string, contentHash: string): Promise<PutResult> {
@@ -42,8 +42,8 @@ export class SkillRegistry {
     return this.#lock.run(`${workspace}/${name}`, async () => {
       const existing = await this.#records.get(workspace, name);
       if (existing?.contentHash === contentHash) return { record: existing, changed: false };
-      const record = await this.#validatedRecord(workspace, name, contentHash, existing);
-      await this.#records.put(workspace, record);
+      const { record, files } = await this.#validatedRecord(workspace, name, contentHash, existing);
+      await this.#records.put(workspace, record, files);
       return { record, changed: true };
     });
   }
@@ -62,23 +62,16 @@ export class SkillRegistry {
     });
   }
 
-  /** A page of skills in name order; the page token is the last name of the previous page. */
-  async list(workspace: string, pageSize: number, pageToken: string): Promise<{ records: SkillRecord[]; nextPageToken: string }> {
-    if (pageSize < 0 || pageSize > MAX_PAGE_SIZE) {
-      throw serviceError("invalid_argument", `pageSize must be between 0 and ${MAX_PAGE_SIZE}`);
-    }
-    const afterName = pageToken === "" ? undefined : decodePageToken(pageToken);
-    const limit = pageSize || DEFAULT_PAGE_SIZE;
-    const records = await this.#records.page(workspace, afterName, limit + 1);
-    const hasMore = records.length > limit;
-    const page = records.slice(0, limit);
-    return { records: page, nextPageToken: hasMore ? encodePageToken(page.at(-1)!.name) : "" };
+  /** A page of skills in name order. */
+  list(workspace: string, request: PageRequest): Promise<Page<SkillRecord>> {
+    return this.#records.page(workspace, request, this.#listMaxBytes);
   }
 
   /** The skill's metadata with every file's path and size (never the bytes). */
   async listing(workspace: string, name: string): Promise<SkillRecord & { files: BundleFile[] }> {
     const record = await this.get(workspace, name);
-    if (record.files) return { ...record, files: record.files };
+    const files = record.files ?? (await this.#records.files(workspace, name));
+    if (files) return { ...record, files };
     return { ...record, files: (await this.#bundles.inspect(await this.#bundleOf(workspace, record))).listing };
   }
 
@@ -96,38 +89,28 @@ export class SkillRegistry {
     return asset;
   }
 
-  async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<SkillRecord> {
+  async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<{ record: SkillRecord; files: BundleFile[] }> {
     const asset = await this.#assets.finalized(workspace, contentHash);
     if (!asset) {
       throw serviceError("asset_not_found", `no finalized asset ${contentHash} in this workspace; upload the bundle first`);
     }
     const bundle = await this.#bundles.inspect(asset);
     const now = new Date().toISOString();
-    return {
+    const record = {
       name,
       description: bundle.description,
       contentHash,
       bundleBytes: asset.sizeBytes,
       fileCount: bundle.fileCount,
-      files: bundle.listing,
       totalFileBytes: bundle.totalBytes,
       createdAt: existing?.createdAt ?? now,
       updatedAt: now,
     };
+    return { record, files: bundle.listing };
   }
 }
 
 function checkName(name: string): void {
   const problem = validateSkillName(name);
   if (problem) throw serviceError("invalid_skill_name", problem);
-}
-
-function encodePageToken(name: string): string {
-  return Buffer.from(name, "utf8").toString("base64url");
-}
-
-function decodePageToken(token: string): string {
-  const name = Buffer.from(token, "base64url").toString("utf8");
-  if (validateSkillName(name) !== undefined) throw serviceError("invalid_argument", "pageToken is not a token this server issued");
-  return name;
 }

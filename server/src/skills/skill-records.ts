@@ -1,4 +1,5 @@
-import { workspaceKey, workspaceRange, type Store, type Table } from "../storage/index.ts";
+import { validateSkillName } from "@skillenv/client/bundle";
+import { readPage, workspaceKey, workspaceRange, type Page, type PageRequest, type Store, type Table } from "../storage/index.ts";
 import type { BundleFile } from "./bundle/index.ts";
 
 /** What the registry stores per (workspace, name): metadata only; bytes stay in the blob store. */
@@ -9,36 +10,54 @@ export interface SkillRecord {
   bundleBytes: number;
   fileCount: number;
   totalFileBytes: number;
-  /** Every file's path and size (records written before it was kept have none: read from the bundle). */
+  /**
+   * Every file's path and size, in records written before the listing was kept beside them
+   * (SkillRecords.files); older ones still have neither: read from the bundle.
+   */
   files?: BundleFile[];
   createdAt: string;
   updatedAt: string;
 }
 
-/** The skills table, keyed `<workspace>/<name>` so a workspace's range scan never reaches another's. */
+/**
+ * The skills table, keyed `<workspace>/<name>` so a workspace's range scan never reaches another's,
+ * and beside it each skill's file listing: up to SERVICE_SKILL_MAX_ENTRIES paths of up to 64 KiB,
+ * which only GetSkill answers, so that the records a listing reads stay a few KB each.
+ */
 export class SkillRecords {
+  readonly #store: Store;
   readonly #skills: Table<SkillRecord>;
+  readonly #files: Table<BundleFile[]>;
 
   constructor(store: Store) {
+    this.#store = store;
     this.#skills = store.table<SkillRecord>("skills");
+    this.#files = store.table<BundleFile[]>("skill-files");
   }
 
   get(workspace: string, name: string): Promise<SkillRecord | undefined> {
     return this.#skills.get(workspaceKey(workspace, name));
   }
 
-  put(workspace: string, record: SkillRecord): Promise<void> {
-    return this.#skills.put(workspaceKey(workspace, record.name), record);
+  /** The record and its file listing, in one atomic batch. */
+  put(workspace: string, record: SkillRecord, files: BundleFile[]): Promise<void> {
+    const key = workspaceKey(workspace, record.name);
+    return this.#store.write([this.#skills.putOp(key, record), this.#files.putOp(key, files)]);
+  }
+
+  /** The skill's file listing, unless its record predates it being kept. */
+  files(workspace: string, name: string): Promise<BundleFile[] | undefined> {
+    return this.#files.get(workspaceKey(workspace, name));
   }
 
   delete(workspace: string, name: string): Promise<void> {
-    return this.#skills.delete(workspaceKey(workspace, name));
+    const key = workspaceKey(workspace, name);
+    return this.#store.write([this.#skills.deleteOp(key), this.#files.deleteOp(key)]);
   }
 
-  /** Up to `limit` records in name order, starting after `afterName`. */
-  async page(workspace: string, afterName: string | undefined, limit: number): Promise<SkillRecord[]> {
-    const range = workspaceRange(workspace);
-    const gt = afterName === undefined ? range.gt : workspaceKey(workspace, afterName);
-    return this.#skills.values({ gt, lt: range.lt, limit });
+  /** A page of the workspace's skills in name order; a page token carries the last name. */
+  page(workspace: string, request: PageRequest, maxBytes: number): Promise<Page<SkillRecord>> {
+    const isCursor = (name: string) => validateSkillName(name) === undefined;
+    return readPage(this.#skills, request, { prefix: workspaceRange(workspace).gt, isCursor, maxBytes });
   }
 }

@@ -18,8 +18,8 @@ export function createSkillService(registry: SkillRegistry): ServiceImpl<typeof 
       return { skill: skillMessage(record), files: record.files.map(({ path, sizeBytes }) => ({ path, sizeBytes: BigInt(sizeBytes) })) };
     },
     async listSkills(request, context: HandlerContext) {
-      const page = await registry.list(requireWorkspace(context), request.pageSize, request.pageToken);
-      return { skills: page.records.map(skillMessage), nextPageToken: page.nextPageToken };
+      const page = await registry.list(requireWorkspace(context), request);
+      return { skills: page.items.map(skillMessage), nextPageToken: page.nextPageToken };
     },
     async deleteSkill(request, context: HandlerContext) {
       await registry.delete(requireWorkspace(context), request.name);

@@ -1,6 +1,6 @@
 import type { AbstractSublevel } from "abstract-level";
 import type { Level } from "level";
-import { StorageError, type KeyRange, type Store, type Table, type WriteOp } from "./store.ts";
+import { StorageError, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
 type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8Array, string, string>;
 
@@ -123,6 +123,29 @@ class LevelTable<V> implements Table<V> {
 
   async values(range: KeyRange): Promise<V[]> {
     return (await this.entries(range)).map(([, value]) => value);
+  }
+
+  /** Entry by entry, so that no more than one value past the budget is ever read and parsed. */
+  async page(range: KeyRange & { limit: number }, maxBytes: number): Promise<TablePage<V>> {
+    const entries: Array<[string, V]> = [];
+    // One beyond the limit tells whether there is more.
+    const iterator = this.#sublevel.iterator({ ...range, limit: range.limit + 1 });
+    try {
+      let bytes = 0;
+      for (;;) {
+        const next = await iterator.next();
+        if (next === undefined) return { entries, more: false };
+        const [key, text] = next;
+        const size = Buffer.byteLength(text);
+        if (entries.length === range.limit || (entries.length > 0 && bytes + size > maxBytes)) return { entries, more: true };
+        bytes += size;
+        entries.push([key, JSON.parse(text) as V]);
+      }
+    } catch (error) {
+      throw storageError("read", error);
+    } finally {
+      await iterator.close().catch(() => undefined);
+    }
   }
 
   /** Values are encoded here, so a value that is not JSON fails its caller, not a whole group. */

@@ -10,6 +10,8 @@
  * - **Ordered**: writes become visible in the order `write` was called; a read that starts
  *   after a write resolved sees it.
  * - **Ordered ranges**: keys compare by their UTF-8 bytes, the order range reads return.
+ * - **Bounded pages**: `page` holds at most one value beyond its byte budget in memory, however
+ *   large the values of the range are.
  */
 export interface Store {
   /** A named table of JSON values of type V; keys are strings. */
@@ -44,8 +46,21 @@ export interface Table<V> {
   /** Entries in key order (or reverse). */
   entries(range: KeyRange): Promise<Array<[key: string, value: V]>>;
   values(range: KeyRange): Promise<V[]>;
+  /**
+   * Entries in key order (or reverse), at most `range.limit`, ending early before the first entry
+   * whose value would bring the values returned past `maxBytes` (their JSON text, as UTF-8);
+   * the first entry always comes, whatever its size. `more` says whether the range holds
+   * entries beyond the last one returned.
+   */
+  page(range: KeyRange & { limit: number }, maxBytes: number): Promise<TablePage<V>>;
   putOp(key: string, value: V): WriteOp;
   deleteOp(key: string): WriteOp;
+}
+
+/** What `Table.page` read. */
+export interface TablePage<V> {
+  entries: Array<[key: string, value: V]>;
+  more: boolean;
 }
 
 /**

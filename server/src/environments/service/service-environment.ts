@@ -210,7 +210,11 @@ class ServiceBinding implements EnvironmentBinding {
     return returned("{}");
   }
 
-  /** Removes the retained workspace. */
+  /**
+   * Removes the retained workspace, and the session's directory above it once no environment of
+   * the session has anything left there (the session's teardowns run one after another, so the
+   * last one removes it). The workspace's own directory stays: other sessions share it.
+   */
   async teardown(): Promise<TerminalReceipt> {
     this.#options.pool.workspaceChanged(this.#workspaceDir);
     try {
@@ -220,6 +224,8 @@ class ServiceBinding implements EnvironmentBinding {
       const leftover = `${path.basename(this.#workspaceDir)}${REMOVING}`;
       const entries = await fs.readdir(parent).catch(() => []);
       for (const entry of entries.filter((name) => name.startsWith(leftover))) await fs.rm(path.join(parent, entry), { recursive: true, force: true, maxRetries: 3 });
+      // rmdir removes only an empty directory: another environment's workspace keeps it (ENOTEMPTY).
+      await fs.rmdir(parent).catch(() => undefined);
       return returned("{}");
     } catch (error) {
       return failure("internal", `cannot remove the environment's workspace: ${(error as NodeJS.ErrnoException).code ?? "error"}`);

@@ -30,7 +30,10 @@ export async function startServiceEnvironment(settings: Settings, artifacts: Art
   const startup = settings.env.preparationFile ? await readPreparationFile(settings.env.preparationFile) : [];
   let pool: Pool;
   try {
-    pool = await Pool.start({ ...settings.env, dataDir: settings.dataDir });
+    // A custom loop's emits are journaled within the same limits as progress: past them the worker
+    // drops them before they reach the server at all.
+    const { maxEvents: maxEmits, maxBytes: maxEmitBytes } = settings.sessions.progress;
+    pool = await Pool.start({ ...settings.env, dataDir: settings.dataDir, maxEmits, maxEmitBytes });
   } catch (error) {
     if (!(error instanceof WorkersDidNotStart) || !settings.env.sandbox) throw error;
     const reason = `${error.message}. The service environment runs each worker in a bubblewrap sandbox (Debian: apt-get install bubblewrap; it needs user namespaces, or root). Where none can run, SERVICE_ENV_SANDBOX=off starts it without OS isolation (docs/operations.md#the-sandbox)`;
