@@ -138,6 +138,8 @@ export interface EnvironmentSettings {
   /** Tool and agent-loop slots one workspace may hold at once over the pool (default half the pool's, rounded up). */
   workspaceToolSlots: number;
   workspaceAgentLoopSlots: number;
+  /** Workers one workspace's invocations may occupy at once (default half of them, rounded up). */
+  workspaceWorkers: number;
   /** Invocations of one kind one workspace may have waiting for a slot. */
   queueLength: number;
   /** Fresh instances kept ready per recently used component per worker; 0 disables them. */
@@ -236,6 +238,7 @@ export function loadSettings(env: Env = process.env): Settings {
       // Filled in below from the pool's size when not set.
       workspaceToolSlots: read("SERVICE_ENV_WORKSPACE_TOOL_SLOTS", parsePositiveInt, 0),
       workspaceAgentLoopSlots: read("SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS", parsePositiveInt, 0),
+      workspaceWorkers: read("SERVICE_ENV_WORKSPACE_WORKERS", parsePositiveInt, 0),
       // 0: nothing waits, a call without a free slot is refused at once.
       queueLength: read("SERVICE_ENV_QUEUE_LENGTH", parseZeroOrPositiveInt, 64),
       // 0 turns spare instances off.
@@ -274,6 +277,7 @@ export function loadSettings(env: Env = process.env): Settings {
   const pool = settings.env;
   pool.workspaceToolSlots ||= Math.ceil((pool.workers * pool.toolSlotsPerWorker) / 2);
   pool.workspaceAgentLoopSlots ||= Math.ceil((pool.workers * pool.agentLoopSlotsPerWorker) / 2);
+  pool.workspaceWorkers ||= Math.ceil(pool.workers / 2);
   checkBodyBudgets(settings, problems);
   checkListBudget(settings, problems);
   checkWorkspaceRoot(settings, problems);

@@ -69,12 +69,13 @@ export class FairQueue<T> {
 
   /**
    * The next waiting item to give a freed slot to: the first of the first tenant in turn that is
-   * under its limit, which then goes to the back of the turns. Undefined when none may start.
+   * under its limit and for which `canRun` finds room, which then goes to the back of the turns.
+   * Undefined when none may start.
    */
-  next(): { tenant: string; item: T } | undefined {
+  next(canRun: (tenant: string) => boolean = () => true): { tenant: string; item: T } | undefined {
     for (let i = 0; i < this.#turns.length; i++) {
       const tenant = this.#turns[i]!;
-      if (this.running(tenant) >= this.#limit) continue;
+      if (this.running(tenant) >= this.#limit || !canRun(tenant)) continue;
       const items = this.#waiting.get(tenant)!;
       const item = items.shift()!;
       this.#turns.splice(i, 1);

@@ -92,6 +92,8 @@ class WorkerHandle {
   busy = false;
   /** Its process has exited (and everything it wrote has been read). */
   gone = false;
+  /** Invocations in flight on it, by workspace. */
+  readonly tenants = new Map<string, number>();
   /** What its invocations in flight are told when it is lost. */
   lostReason = "";
 
@@ -445,7 +447,7 @@ export class Pool {
     const kind: Kind = invocation.entrypoint === "turn" ? "loop" : "tool";
     const tenant = invocation.tenant ?? "";
     if (this.#queues[kind].mayStart(tenant)) {
-      const handle = this.#pick(kind);
+      const handle = this.#pick(kind, tenant);
       if (handle) {
         let resolve!: (receipt: Receipt) => void;
         const promise = new Promise<Receipt>((res) => (resolve = res));
@@ -508,10 +510,9 @@ export class Pool {
     if (this.#closing) return;
     const queue = this.#queues[kind];
     while (queue.waiting > 0) {
-      const handle = this.#pick(kind);
-      if (!handle) return;
-      const next = queue.next();
+      const next = queue.next((tenant) => this.#pick(kind, tenant) !== undefined);
       if (!next) return;
+      const handle = this.#pick(kind, next.tenant)!;
       const waiting = next.item;
       waiting.stopWaiting();
       if (!(waiting.deadline > Date.now())) {
@@ -526,6 +527,7 @@ export class Pool {
   #start(handle: WorkerHandle, { invocation, started, deadline, secrets, kind, tenant, resolve }: Omit<Waiting, "timer" | "stopWaiting" | "compiled">): void {
     if (kind === "tool") handle.tools++;
     else handle.loops++;
+    handle.tenants.set(tenant, (handle.tenants.get(tenant) ?? 0) + 1);
     this.#queues[kind].started(tenant);
     const n = this.#next++;
     const workspace = invocation.grants.filesystem.workspace ? invocation.workspaceDir : undefined;
@@ -606,29 +608,33 @@ export class Pool {
   }
 
   /**
-   * The least loaded live worker with a free slot of this kind, preferring one whose thread no
-   * guest is holding (a call sent to a busy worker waits behind that guest's computation).
+   * The worker an invocation of `tenant` goes to: a live one with a free slot of its kind, among
+   * the workers the tenant already uses when it uses its share of them (workspaceWorkers: a
+   * workspace whose guests compute without end can hold only that many workers' threads, never
+   * all of them). Preferred, in order: a worker whose thread no guest holds (a call sent to a busy
+   * worker waits behind that guest's computation), the fewest invocations of other workspaces
+   * (workspaces keep to workers of their own where they can), the fewest of its kind, the fewest
+   * in all. Ties rotate, so consecutive calls alternate between idle workers: each then has time
+   * to instantiate its next spare while the other one serves.
    */
-  #pick(kind: Kind): WorkerHandle | undefined {
-    return this.#pickAmong(kind, false) ?? this.#pickAmong(kind, true);
-  }
-
-  #pickAmong(kind: Kind, busyToo: boolean): WorkerHandle | undefined {
+  #pick(kind: Kind, tenant: string): WorkerHandle | undefined {
     const cap = kind === "tool" ? this.#options.toolSlotsPerWorker : this.#options.agentLoopSlotsPerWorker;
+    const live = this.#workers.filter((handle) => handle.state !== "dead");
+    const own = live.filter((handle) => handle.tenants.has(tenant));
+    const allowed = own.length >= this.#options.workspaceWorkers ? own : live;
+    const count = allowed.length;
+    const first = count === 0 ? 0 : this.#rotation++ % count;
     let best: WorkerHandle | undefined;
-    let bestUsed = Infinity;
-    // Ties rotate, so consecutive calls alternate between idle workers: each then has time to
-    // instantiate its next spare while the other one serves.
-    const count = this.#workers.length;
-    const first = this.#rotation++ % count;
+    let bestScore: number[] = [];
     for (let i = 0; i < count; i++) {
-      const handle = this.#workers[(first + i) % count]!;
-      if (handle.state === "dead" || (handle.busy && !busyToo)) continue;
+      const handle = allowed[(first + i) % count]!;
       const used = kind === "tool" ? handle.tools : handle.loops;
       if (used >= cap) continue;
-      if (used < bestUsed || (used === bestUsed && best && handle.tools + handle.loops < best.tools + best.loops)) {
+      const others = handle.tools + handle.loops - (handle.tenants.get(tenant) ?? 0);
+      const score = [handle.busy ? 1 : 0, others, used, handle.tools + handle.loops];
+      if (!best || lexicallyLess(score, bestScore)) {
         best = handle;
-        bestUsed = used;
+        bestScore = score;
       }
     }
     return best;
@@ -668,6 +674,9 @@ export class Pool {
     if (flight.kind === "tool") flight.handle.tools--;
     else flight.handle.loops--;
     this.#queues[flight.kind].ended(flight.tenant);
+    const left = (flight.handle.tenants.get(flight.tenant) ?? 1) - 1;
+    if (left > 0) flight.handle.tenants.set(flight.tenant, left);
+    else flight.handle.tenants.delete(flight.tenant);
     if (flight.inLedger && flight.workspace !== undefined) this.#quotas.end(flight.workspace, flight.leased, flight.posted ? growth : 0);
     if (flight.network.length > 0) flight.handle.process.revokeEgress();
     flight.resolve(done(flight.started, outcome));
@@ -966,6 +975,7 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
     toolSlotsPerWorker: positive("toolSlotsPerWorker", options.toolSlotsPerWorker),
     workspaceToolSlots: positive("workspaceToolSlots", options.workspaceToolSlots ?? options.workers * options.toolSlotsPerWorker),
     workspaceAgentLoopSlots: positive("workspaceAgentLoopSlots", options.workspaceAgentLoopSlots ?? options.workers * options.agentLoopSlotsPerWorker),
+    workspaceWorkers: Math.min(options.workers, positive("workspaceWorkers", options.workspaceWorkers ?? options.workers)),
     queueLength: Math.max(0, Math.floor(options.queueLength ?? 64)),
     spareInstances: Math.max(0, Math.floor(options.spareInstances ?? 2)),
     spareMemoryMib: Math.max(0, options.spareMemoryMib ?? 256),
@@ -999,6 +1009,11 @@ function processAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+function lexicallyLess(a: readonly number[], b: readonly number[]): boolean {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i]! < b[i]!;
+  return false;
 }
 
 /** Why an invocation cannot be sent at all, if it cannot; nothing runs then. */

@@ -54,6 +54,12 @@ export interface PoolOptions {
   /** Agent-loop slots one workspace may hold at once (SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS). Default: all of them. */
   workspaceAgentLoopSlots?: number;
   /**
+   * Workers one workspace's invocations may occupy at once (SERVICE_ENV_WORKSPACE_WORKERS, whose
+   * default is half of them): a workspace whose guests compute without end holds at most these
+   * workers' threads, and the others serve the other workspaces. Default: all of them.
+   */
+  workspaceWorkers?: number;
+  /**
    * Invocations of one kind one workspace may have waiting for a slot (SERVICE_ENV_QUEUE_LENGTH);
    * past it, `pool_saturated` at once. 0: none wait. Default 64.
    */
