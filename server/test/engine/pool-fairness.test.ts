@@ -82,6 +82,23 @@ describe("a workspace's share of the pool", () => {
   }, 120_000);
 });
 
+describe("a workspace's share of the workers", () => {
+  it("keeps a workspace whose guests compute without end to its share of the workers; the others serve everyone else", async () => {
+    pool = await startPool({ workers: 2, toolSlotsPerWorker: 4, workspaceWorkers: 1 });
+    await Promise.all([loop, echo].map((ref) => pool!.prepare(ref)));
+    const loops = [1, 2].map(() => run(pool!, loop, {}, { tenant: "a", deadlineMs: Date.now() + 60_000 }));
+    await waitFor(() => pool!.stats().inFlight.tools === 2 && pool!.stats().workers.some((worker) => worker.busy), 30_000, "a's loops sent, one computing");
+    // Both on one worker: the other is free of a.
+    expect(pool.stats().workers.map((worker) => worker.tools).sort()).toEqual([0, 2]);
+    // Each of these would wait behind a computing loop on a's worker: b's calls never go there.
+    for (let i = 0; i < 6; i++) expect(output(await run(pool, echo, { v: i }, { tenant: "b" }))).toEqual({ v: i });
+    killWorker(pool, pool.stats().workers.findIndex((worker) => worker.tools === 2));
+    // The loop that computed may have run; the one queued behind it on the same worker did not.
+    const outcomes = (await Promise.all(loops)).map((receipt) => (receipt.outcome === "failure" ? receipt.code : receipt.outcome)).sort();
+    expect(outcomes).toEqual(["unavailable", "unknown"]);
+  }, 120_000);
+});
+
 describe("work that never started", () => {
   it("sent to a worker that was lost before starting it, ends unavailable (it did not run); what ran ends unknown", async () => {
     pool = await startPool({ workers: 1, toolSlotsPerWorker: 4, workspaceToolSlots: 4 });
