@@ -7,6 +7,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import * as fs from "node:fs";
 import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
 import { createNodeTransport, createServiceClient } from "@skillenv/client/node";
@@ -14,6 +16,7 @@ import { BENCH_API_KEY, spawnServer, type ServerChild } from "./lib/child.ts";
 import { MiB, summarize } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { msSince, now } from "./lib/timing.ts";
+import { noisyNeighbour } from "./noisy-neighbour.ts";
 
 const SILENT_CONNECTIONS = 200;
 const ONE_BYTE_CONNECTIONS = 200;
@@ -180,6 +183,18 @@ async function startHostileClients(url: string): Promise<{ stop(): Promise<Hosti
 }
 
 async function run(): Promise<SuiteReport> {
+  const connections = await connectionAttacks();
+  const dataDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), "skillenv-bench-noisy-"));
+  try {
+    const neighbour = await noisyNeighbour(dataDir);
+    return { rows: [...connections.rows, ...neighbour.rows], notes: [...connections.notes, "", ...neighbour.notes] };
+  } finally {
+    await fs.promises.rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** The first part: a client's Presign beside hostile connections and bodies. */
+async function connectionAttacks(): Promise<SuiteReport> {
   const server = await spawnServer(new URL("./servers/service.ts", import.meta.url).pathname, {
     env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1" },
   });
@@ -225,6 +240,6 @@ async function run(): Promise<SuiteReport> {
 
 export const hostileSuite: Suite = {
   name: "hostile",
-  title: `Unary Presign (dedup hit) beside hostile clients: ${MEASURED_CALLS} round trips per phase, ${PACE_MS} ms apart`,
+  title: `Unary Presign (dedup hit) beside hostile clients: ${MEASURED_CALLS} round trips per phase, ${PACE_MS} ms apart; then one workspace's CallTool while another floods the service`,
   run,
 };

@@ -44,6 +44,8 @@ export interface AgentLoopHost {
   callModel(request: string): Promise<string>;
   dispatchTools(calls: string): Promise<string>;
   emit(event: string): void;
+  /** How many of the loop's emits the environment dropped before they reached `emit` (past its own limits), told at its end. */
+  dropped?(count: number): void;
 }
 
 export interface ExecuteOperation {

@@ -168,6 +168,8 @@ export class Turn implements LoopHost {
         this.#added.push({ role: "user", content: results });
         return JSON.stringify(resultsToWit(results));
       },
+      // What the environment dropped already, past its own limits, counts as dropped here too.
+      dropped: (count: number) => this.#progress.droppedElsewhere(count),
       // Bounded before it is parsed: a loop may emit far more, and far larger, than is kept.
       emit: (event: string) => {
         if (!this.#ended && this.#progress.admit(event)) this.#events.record("turn.progress", { event: parseJson(event) });

@@ -28,6 +28,11 @@ export class ProgressBudget {
     return true;
   }
 
+  /** Events dropped before they reached the budget (an environment's own limits): they count as dropped. */
+  droppedElsewhere(count: number): void {
+    this.#dropped += count;
+  }
+
   /** Progress events not journaled so far. */
   get dropped(): number {
     return this.#dropped;

@@ -270,7 +270,8 @@ describe("programs", () => {
       return { emitted: 300 };
     }`;
     const events: string[] = [];
-    const host: HostServices = { callModel: async () => "{}", dispatchTools: async () => "{}", emit: (event) => events.push(event) };
+    let dropped = 0;
+    const host: HostServices = { callModel: async () => "{}", dispatchTools: async () => "{}", emit: (event) => events.push(event), dropped: (count) => (dropped += count) };
     // Building 20 KB strings in an interpreted JS engine costs fuel: more than the default.
     const receipt = await pool.invoke({ component: programLoop, entrypoint: "turn", input: "{}", configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host, program: { source }, fuel: 200_000_000_000 });
     expect(output(receipt)).toEqual({ emitted: 300 });
@@ -278,6 +279,8 @@ describe("programs", () => {
     expect(events.every((event) => Buffer.byteLength(event) <= 16 * 1024)).toBe(true);
     // The small ones, in order: every third was too large.
     expect(events.slice(0, 3).map((event) => (JSON.parse(event) as { i: number }).i)).toEqual([1, 2, 4]);
+    // The host is told how many it did not get, once.
+    expect(dropped).toBe(200);
   }, 60_000);
 
   it("a host failure reaches the agent loop as its failure record", async () => {

@@ -126,8 +126,9 @@ interface Flight {
   running: boolean;
   /** The worker's watchdog named it: its guest computed past the deadline. */
   overran: boolean;
-  /** Progress events passed on to its host. */
+  /** Progress events passed on to its host, and dropped past the limits (here, or in its worker). */
   emits: number;
+  emitsDropped: number;
   settled: boolean;
   resolve(receipt: Receipt): void;
 }
@@ -548,6 +549,7 @@ export class Pool {
       running: false,
       overran: false,
       emits: 0,
+      emitsDropped: 0,
       settled: false,
       resolve,
     };
@@ -679,6 +681,13 @@ export class Pool {
     else flight.handle.tenants.delete(flight.tenant);
     if (flight.inLedger && flight.workspace !== undefined) this.#quotas.end(flight.workspace, flight.leased, flight.posted ? growth : 0);
     if (flight.network.length > 0) flight.handle.process.revokeEgress();
+    if (flight.emitsDropped > 0) {
+      try {
+        flight.host?.dropped?.(flight.emitsDropped);
+      } catch {
+        // best effort, as emit
+      }
+    }
     flight.resolve(done(flight.started, outcome));
     this.#unpin(flight.id);
     // Its slot is free: the next invocation waiting for one, whichever workspace's turn it is.
@@ -893,7 +902,10 @@ export class Pool {
           this.#unacknowledged.delete(message.invocation);
         }
         const flight = this.#flights.get(message.invocation);
-        if (flight && flight.handle === handle) this.#settle(flight, fromWorker(message.receipt), message.workspaceGrowth);
+        if (flight && flight.handle === handle) {
+          flight.emitsDropped += Math.max(0, Math.floor(Number(message.emitsDropped) || 0));
+          this.#settle(flight, fromWorker(message.receipt), message.workspaceGrowth);
+        }
         break;
       }
       case "host-call":
@@ -907,7 +919,9 @@ export class Pool {
       case "emit": {
         const flight = this.#flights.get(message.invocation);
         // The worker drops what is past the limits already; a worker that did not is not believed.
-        if (flight?.host && !flight.settled && flight.handle === handle && flight.emits < this.#options.maxEmits && Buffer.byteLength(message.payload) <= this.#options.maxEmitBytes) {
+        if (!flight?.host || flight.settled || flight.handle !== handle) break;
+        if (flight.emits >= this.#options.maxEmits || Buffer.byteLength(message.payload) > this.#options.maxEmitBytes) flight.emitsDropped++;
+        else {
           flight.emits++;
           try {
             flight.host.emit(message.payload);

@@ -95,8 +95,11 @@ export type FromWorker =
   | { type: "loaded"; component: string; error?: string }
   | { type: "host-call"; invocation: number; call: number; op: "callModel" | "dispatchTools"; payload: string }
   | { type: "emit"; invocation: number; payload: string }
-  /** `workspaceGrowth`: bytes the invocation added to its workspace (negative when it freed some). */
-  | { type: "receipt"; invocation: number; receipt: WorkerReceipt; workspaceGrowth: number }
+  /**
+   * `workspaceGrowth`: bytes the invocation added to its workspace (negative when it freed some);
+   * `emitsDropped`: its progress events the worker dropped past the limits.
+   */
+  | { type: "receipt"; invocation: number; receipt: WorkerReceipt; workspaceGrowth: number; emitsDropped: number }
   | { type: "report"; spares: SpareStats; loaded: number; rssBytes: number };
 
 /**

@@ -84,6 +84,8 @@ export interface HostServices {
   callModel(request: string): Promise<string>;
   dispatchTools(calls: string): Promise<string>;
   emit(event: string): void;
+  /** How many of the loop's emits the pool dropped past its limits (maxEmits, maxEmitBytes), told once, at its end. */
+  dropped?(count: number): void;
 }
 
 export interface Invocation {

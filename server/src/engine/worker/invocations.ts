@@ -22,6 +22,7 @@ class Invocation implements Scope {
   readonly #maxEmits: number;
   readonly #maxEmitBytes: number;
   #emits = 0;
+  #emitsDropped = 0;
   readonly #deadlineMs: number;
   readonly #claim: ThreadClaim;
   readonly #workspace: WorkspaceLease | undefined;
@@ -102,9 +103,12 @@ class Invocation implements Scope {
 
   /** Best effort (wit/env.wit): past the limits, events are dropped here and cost nothing further. */
   emit(payload: string): void {
-    if (this.finished || !this.#hostAllowed || this.#emits >= this.#maxEmits) return;
+    if (this.finished || !this.#hostAllowed) return;
     // UTF-16 length bounds the UTF-8 size from below: most oversized payloads are refused before measuring.
-    if (payload.length > this.#maxEmitBytes || Buffer.byteLength(payload) > this.#maxEmitBytes) return;
+    if (this.#emits >= this.#maxEmits || payload.length > this.#maxEmitBytes || Buffer.byteLength(payload) > this.#maxEmitBytes) {
+      this.#emitsDropped++;
+      return;
+    }
     this.#emits++;
     this.#send({ type: "emit", invocation: this.number, payload });
   }
@@ -139,7 +143,7 @@ class Invocation implements Scope {
     clearTimeout(this.#timer);
     this.#onEnd();
     this.filesystem.revoke();
-    this.#send({ type: "receipt", invocation: this.number, receipt, workspaceGrowth: this.#workspace?.growth ?? 0 });
+    this.#send({ type: "receipt", invocation: this.number, receipt, workspaceGrowth: this.#workspace?.growth ?? 0, emitsDropped: this.#emitsDropped });
     this.network = [];
     if (this.instance) this.instance.fuel.value = -1n;
     const pending = [...this.#calls.values()];
@@ -192,7 +196,7 @@ export class Invocations {
       invocation = new Invocation(message, this.#boot, this.#claim, this.#channel, this.#send, () => this.#running.delete(message.invocation));
     } catch (error) {
       const receipt: WorkerReceipt = { outcome: "failure", code: "internal", message: `cannot set up the guest's filesystem: ${error instanceof Error ? error.message : String(error)}` };
-      this.#send({ type: "receipt", invocation: message.invocation, receipt, workspaceGrowth: 0 });
+      this.#send({ type: "receipt", invocation: message.invocation, receipt, workspaceGrowth: 0, emitsDropped: 0 });
       return;
     }
     this.#running.set(message.invocation, invocation);
