@@ -1,9 +1,10 @@
 // A worker process from the outside (docs/environments.md, "The sandbox and the threat model"):
 // what its sandbox lets it see of the host's filesystem, processes and environment, what its
 // egress proxy lets through, and what killing it costs.
-import { readdir, readFile, mkdir, writeFile } from "node:fs/promises";
+import { readdir, readFile, readlink, mkdir, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { join } from "node:path";
+import { Level } from "level";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Pool } from "../../src/engine/pool/index.ts";
 import { buildTestComponents, component, killWorker, NO_GRANTS, output, run, startGuestFacingServer, startPool, tempDir, waitFor, type GuestFacingServer } from "../helpers/pool.ts";
@@ -18,6 +19,11 @@ const SENTINEL = ["SKILLENV_WORKER_SENTINEL", "not-for-workers"] as const;
 let pool: Pool;
 let box: { path: string; remove(): Promise<void> };
 let dataDir: string;
+/** A LevelDB open in this process while the workers start, as the server's metadata store is. */
+let store: Level<string, string>;
+let storeDir: string;
+/** What this process held open before the pool started: no worker may hold any of it. */
+let held: Set<string>;
 /** Answers guests' requests; those to /hold are held until the test releases them. */
 let server: GuestFacingServer;
 let origin: string;
@@ -34,6 +40,11 @@ beforeAll(async () => {
   await writeFile(join(dataDir, "sealing-key"), "sealing key");
   await writeFile(join(dataDir, "metadata", "CURRENT"), "leveldb");
   await writeFile(join(dataDir, "blobs", "object"), "a blob");
+  storeDir = join(box.path, "store");
+  store = new Level(storeDir);
+  await store.put("key", "a record");
+  held = new Set((await descriptors(process.pid)).filter(distinct));
+  expect([...held].filter((target) => target.startsWith(storeDir))).not.toHaveLength(0);
   pool = await startPool({ workers: 2, dataDir });
   await Promise.all([fetchJs, loop, echo].map((ref) => pool.prepare(ref)));
   server = await startGuestFacingServer("/hold");
@@ -43,6 +54,7 @@ beforeAll(async () => {
 afterAll(async () => {
   delete process.env[SENTINEL[0]];
   await pool?.close();
+  await store?.close();
   await server?.close();
   await box?.remove();
 });
@@ -62,7 +74,45 @@ async function sandboxedNode(index: number): Promise<number> {
   throw new Error(`no Node process in worker ${index}'s sandbox`);
 }
 
+/** What each of `pid`'s descriptors refers to (a path, `pipe:[inode]`, `socket:[inode]`, ...). */
+async function descriptors(pid: number): Promise<string[]> {
+  const names = await readdir(`/proc/${pid}/fd`);
+  const targets = await Promise.all(names.map((name) => readlink(`/proc/${pid}/fd/${name}`).catch(() => undefined)));
+  return targets.filter((target) => target !== undefined);
+}
+
+/** A target that names one object: a file outside /dev, a pipe, a socket (not `/dev/null` or `anon_inode:[eventfd]`). */
+function distinct(target: string): boolean {
+  return /^(pipe|socket):\[\d+\]$/.test(target) || (target.startsWith("/") && !target.startsWith("/dev/"));
+}
+
+/** `pid` and every process under it. */
+async function tree(pid: number): Promise<number[]> {
+  const found = [pid];
+  for (let at = 0; at < found.length; at++) {
+    for (const task of await readdir(`/proc/${found[at]}/task`)) {
+      const children = (await readFile(`/proc/${found[at]}/task/${task}/children`, "utf8")).trim();
+      if (children) found.push(...children.split(" ").map(Number));
+    }
+  }
+  return found;
+}
+
 describe("a sandboxed worker process", () => {
+  it("holds none of the server's open files, pipes or sockets: not its LevelDB store's", async () => {
+    for (const index of [0, 1]) {
+      const processes = await tree(pool.stats().workers[index]!.pid!);
+      // bubblewrap, the sandbox's init and the worker's Node process
+      expect(processes.length).toBeGreaterThanOrEqual(3);
+      for (const pid of processes) {
+        const targets = await descriptors(pid);
+        expect(targets.length).toBeGreaterThanOrEqual(3);
+        expect(targets.filter((target) => target.startsWith(storeDir))).toEqual([]);
+        expect(targets.filter((target) => held.has(target))).toEqual([]);
+      }
+    }
+  }, 60_000);
+
   it("sees of the data directory only the prepared components, the workspaces and its own scratch: no key, metadata or blob", async () => {
     const pid = await sandboxedNode(0);
     const view = `/proc/${pid}/root`;

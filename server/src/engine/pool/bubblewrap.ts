@@ -87,9 +87,32 @@ export function bubblewrapArguments(view: SandboxView, command: readonly string[
  * default path instead: the server's own PATH is what the operator set.)
  */
 export function findBubblewrap(path = process.env.PATH ?? ""): string | undefined {
+  return findOnPath("bwrap", path);
+}
+
+/** Bash on the server's PATH (the launcher that closes inherited descriptors needs it). */
+export function findBash(path = process.env.PATH ?? ""): string | undefined {
+  return findOnPath("bash", path);
+}
+
+/** The descriptors a worker process is started with (stdin to the sync channel: WorkerProcess). */
+export const WORKER_DESCRIPTORS = 6;
+
+/**
+ * `command` started by bash with only the worker's descriptors (0-5) open: every other one the
+ * server holds without close-on-exec (LevelDB opens its files so) is closed before the command
+ * (bubblewrap, or the plain worker) runs, so no worker holds the server's metadata store, blobs
+ * or keys open, whatever its sandbox lets it see by path.
+ */
+export function withOwnDescriptorsOnly(bash: string, command: readonly string[]): string[] {
+  const script = `for fd in /proc/self/fd/*; do fd=\${fd##*/}; if (( fd >= ${WORKER_DESCRIPTORS} )); then exec {fd}>&-; fi; done; exec "$@"`;
+  return [bash, "-c", script, "skillenv-worker", ...command];
+}
+
+function findOnPath(name: string, path: string): string | undefined {
   for (const dir of path.split(delimiter)) {
     if (!isAbsolute(dir)) continue;
-    const candidate = join(dir, "bwrap");
+    const candidate = join(dir, name);
     try {
       accessSync(candidate, constants.X_OK);
       return candidate;

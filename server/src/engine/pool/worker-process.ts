@@ -4,7 +4,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { MALLOC_ENVIRONMENT } from "../../config/process-memory.ts";
-import { bubblewrapArguments, findBubblewrap, SANDBOX_EGRESS_SOCKET } from "./bubblewrap.ts";
+import { bubblewrapArguments, findBash, findBubblewrap, SANDBOX_EGRESS_SOCKET, withOwnDescriptorsOnly } from "./bubblewrap.ts";
 import { Egress } from "./egress.ts";
 import type { FromWorker, LeaseRequest, SyncNote, ToWorker, WorkerBoot } from "./protocol.ts";
 
@@ -78,10 +78,25 @@ export class WorkerProcess {
     this.#egress?.revoke();
   }
 
-  /** Stops the process at once (SIGKILL: a computing guest does not get to run another instruction). */
+  /**
+   * Stops the process at once (SIGKILL: a computing guest does not get to run another
+   * instruction), with its whole process group: bubblewrap's child, which becomes the sandbox's
+   * init, waits for bubblewrap to set up its user namespace before it binds its life to
+   * bubblewrap's; killed alone in that window, bubblewrap would leave it waiting for ever with the
+   * worker's pipes open, and the worker's end would never be seen. Once it is the sandbox's init,
+   * it stays in the group, and everything else in the sandbox dies with it.
+   */
   kill(): void {
-    if (this.#child && this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill("SIGKILL");
-    else if (!this.#child) this.#exited("was stopped before it started");
+    if (!this.#child) {
+      this.#exited("was stopped before it started");
+      return;
+    }
+    if (this.#gone || this.#child.pid === undefined) return;
+    try {
+      process.kill(-this.#child.pid, "SIGKILL");
+    } catch {
+      // the group is gone already
+    }
   }
 
   async #start(): Promise<void> {
@@ -101,12 +116,16 @@ export class WorkerProcess {
       bubblewrap = findBubblewrap();
       if (!bubblewrap) throw new Error("bubblewrap (bwrap) is not on the server's PATH");
     }
-    const [command, ...args] = bubblewrap
-      ? [bubblewrap, ...bubblewrapArguments({ prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket }, node)]
-      : node;
+    const bash = findBash();
+    if (!bash) throw new Error("bash is not on the server's PATH (it starts each worker with only its own descriptors)");
+    const [command, ...args] = withOwnDescriptorsOnly(
+      bash,
+      bubblewrap ? [bubblewrap, ...bubblewrapArguments({ prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket }, node)] : node,
+    );
     // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
     // 3: IPC; 4: the watchdog's report; 5: the synchronous channel (start notes, lease requests).
-    const child = spawn(command!, args, { stdio: ["ignore", "ignore", "pipe", "ipc", "pipe", "pipe"], serialization: "advanced", env });
+    // Detached: the worker leads a process group of its own, which kill() stops as a whole (see there).
+    const child = spawn(command!, args, { stdio: ["ignore", "ignore", "pipe", "ipc", "pipe", "pipe"], serialization: "advanced", env, detached: true });
     this.#child = child;
     this.pid = child.pid;
     // A failure to spawn (no bubblewrap, say) is an error without a process; once there is one,
