@@ -346,8 +346,9 @@ describe("runs", () => {
     const { run } = await runs.createRun({ sessionId: session!.id, run: runInput("unknown-model") });
     const pool = service.serviceEnv.pool!;
     await eventsUntil(sessions, session!.id, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
-    while (pool.stats().inFlight.tools === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-    killWorker(pool, pool.stats().workers.find((worker) => worker.tools > 0)!.index);
+    // Killed once its guest runs: before that the call did not start, and ends `unavailable`.
+    while (!pool.stats().workers.some((worker) => worker.running > 0)) await new Promise((resolve) => setTimeout(resolve, 5));
+    killWorker(pool, pool.stats().workers.find((worker) => worker.running > 0)!.index);
     const { run: done, events } = await finish(session!.id, run!.id);
     expect(done.status).toBe("completed");
     expect(events.find((event) => event.type === "tool.result")?.data).toMatchObject({ outcome: "unknown" });

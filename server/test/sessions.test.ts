@@ -493,8 +493,9 @@ describe("sessions with the service environment", () => {
     const sessionId = session!.id;
     const calling = a.callTool({ sessionId, tool: "spin", timeout: { seconds: 30n, nanos: 0 } });
     const pool = service.serviceEnv.pool!;
-    await waitUntil(() => pool.stats().inFlight.tools > 0);
-    const busy = pool.stats().workers.find((worker) => worker.tools > 0)!;
+    // Killed once its guest runs: before that the call did not start, and ends `unavailable`.
+    await waitUntil(() => pool.stats().workers.some((worker) => worker.running > 0));
+    const busy = pool.stats().workers.find((worker) => worker.running > 0)!;
     killWorker(pool, busy.index);
     const called = await calling;
     expect(called.receipt?.outcome.case).toBe("unknown");

@@ -360,8 +360,9 @@ describe("receipts without a result", () => {
 
     const calling = session.callTool("spin", {}, { timeoutMs: 30_000 });
     const pool = service.serviceEnv.pool!;
-    await waitUntil(() => pool.stats().inFlight.tools > 0);
-    killWorker(pool, pool.stats().workers.find((worker) => worker.tools > 0)!.index);
+    // Killed once its guest runs: before that the call did not start, and ends `unavailable`.
+    await waitUntil(() => pool.stats().workers.some((worker) => worker.running > 0));
+    killWorker(pool, pool.stats().workers.find((worker) => worker.running > 0)!.index);
     expect(await calling).toMatchObject({ outcome: "unknown", message: expect.any(String), operationId: expect.stringMatching(/^op_/) });
   }, 60_000);
 });

@@ -307,6 +307,7 @@ export class Pool {
       busy: handle.busy,
       tools: handle.tools,
       agentLoops: handle.loops,
+      running: [...handle.flights].filter((flight) => flight.running).length,
       loaded: handle.loaded.size,
     }));
     const live = this.#workers.filter((handle) => handle.state !== "dead").length;

@@ -135,6 +135,11 @@ export interface WorkerStats {
   busy: boolean;
   tools: number;
   agentLoops: number;
+  /**
+   * Of its tools and agent loops, those its worker said it started (their guests run): killed now,
+   * they end `unknown`; the others, sent but not yet started, end `unavailable`.
+   */
+  running: number;
   /** Components loaded on this worker. */
   loaded: number;
 }
