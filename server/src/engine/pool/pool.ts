@@ -634,7 +634,9 @@ export class Pool {
       const used = kind === "tool" ? handle.tools : handle.loops;
       if (used >= cap) continue;
       const others = handle.tools + handle.loops - (handle.tenants.get(tenant) ?? 0);
-      const score = [handle.busy ? 1 : 0, others, used, handle.tools + handle.loops];
+      // Busy with nothing in flight is a report not yet overtaken by `free` (the watchdog looks every 20 ms).
+      const busy = handle.busy && handle.flights.size > 0;
+      const score = [busy ? 1 : 0, others, used, handle.tools + handle.loops];
       if (!best || lexicallyLess(score, bestScore)) {
         best = handle;
         bestScore = score;
