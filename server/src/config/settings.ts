@@ -1,5 +1,6 @@
 import * as path from "node:path";
 import { DEFAULT_BUNDLE_LIMITS } from "@skillenv/client/bundle";
+import { POOL_DEFAULTS } from "../engine/pool/defaults.ts";
 import {
   parseAbsolutePaths,
   parseApiKeys,
@@ -240,16 +241,16 @@ export function loadSettings(env: Env = process.env): Settings {
       workspaceAgentLoopSlots: read("SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS", parsePositiveInt, 0),
       workspaceWorkers: read("SERVICE_ENV_WORKSPACE_WORKERS", parsePositiveInt, 0),
       // 0: nothing waits, a call without a free slot is refused at once.
-      queueLength: read("SERVICE_ENV_QUEUE_LENGTH", parseZeroOrPositiveInt, 64),
+      queueLength: read("SERVICE_ENV_QUEUE_LENGTH", parseZeroOrPositiveInt, POOL_DEFAULTS.queueLength),
       // 0 turns spare instances off.
-      spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", parseZeroOrPositiveInt, 2),
-      spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, 256),
+      spareInstances: read("SERVICE_ENV_SPARE_INSTANCES", parseZeroOrPositiveInt, POOL_DEFAULTS.spareInstances),
+      spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, POOL_DEFAULTS.spareMemoryMib),
       // 0 (the default) keeps every prepared component compiled (SPEC 3 rule 4).
-      compiledMemoryMib: read("SERVICE_ENV_COMPILED_MEMORY_MIB", parseZeroOrPositiveInt, 0),
-      sandbox: read("SERVICE_ENV_SANDBOX", parseSandboxMode, true),
+      compiledMemoryMib: read("SERVICE_ENV_COMPILED_MEMORY_MIB", parseZeroOrPositiveInt, POOL_DEFAULTS.compiledMemoryMib),
+      sandbox: read("SERVICE_ENV_SANDBOX", parseSandboxMode, POOL_DEFAULTS.sandbox),
       // 0 turns the workspace quota off.
-      workspaceQuotaBytes: read("SERVICE_ENV_WORKSPACE_QUOTA_MIB", parseZeroOrPositiveInt, 1024) * MiB,
-      scratchQuotaBytes: read("SERVICE_ENV_SCRATCH_QUOTA_MIB", parsePositiveInt, 256) * MiB,
+      workspaceQuotaBytes: read("SERVICE_ENV_WORKSPACE_QUOTA_MIB", parseZeroOrPositiveInt, POOL_DEFAULTS.workspaceQuotaBytes / MiB) * MiB,
+      scratchQuotaBytes: read("SERVICE_ENV_SCRATCH_QUOTA_MIB", parsePositiveInt, POOL_DEFAULTS.scratchQuotaBytes / MiB) * MiB,
     },
     sessions: {
       maxPayloadBytes: read("SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", parsePositiveInt, 1 * MiB),

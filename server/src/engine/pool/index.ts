@@ -1,3 +1,4 @@
+export { POOL_DEFAULTS } from "./defaults.ts";
 export { DEADLINE_GRACE_MS, Pool, WorkersDidNotStart } from "./pool.ts";
 export type {
   ComponentRef,

@@ -9,6 +9,7 @@ import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } f
 import type { FailureBody, FromWorker, LeaseRequest, ToWorker, WorkerReceipt, WorkspaceDirectory } from "./protocol.ts";
 import { readSecrets } from "./secrets.ts";
 import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerReport, WorkerStats } from "./types.ts";
+import { POOL_DEFAULTS } from "./defaults.ts";
 import { FairQueue } from "./fair-queue.ts";
 import { WorkerProcess } from "./worker-process.ts";
 import { WorkspaceQuotas } from "./workspace-quotas.ts";
@@ -977,14 +978,14 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
   };
   return {
     workers: positive("workers", options.workers),
-    sandbox: options.sandbox ?? true,
+    sandbox: options.sandbox ?? POOL_DEFAULTS.sandbox,
     dataDir: options.dataDir,
     workspaceRoot: path.resolve(options.workspaceRoot ?? join(options.dataDir, "workspaces")),
-    workspaceQuotaBytes: Math.max(0, options.workspaceQuotaBytes ?? 1024 * MiB),
-    scratchQuotaBytes: Math.max(0, options.scratchQuotaBytes ?? 256 * MiB),
-    maxOpenFiles: positive("maxOpenFiles", options.maxOpenFiles ?? 256),
-    maxEmits: Math.max(0, Math.floor(options.maxEmits ?? 100)),
-    maxEmitBytes: positive("maxEmitBytes", options.maxEmitBytes ?? 16 * 1024),
+    workspaceQuotaBytes: Math.max(0, options.workspaceQuotaBytes ?? POOL_DEFAULTS.workspaceQuotaBytes),
+    scratchQuotaBytes: Math.max(0, options.scratchQuotaBytes ?? POOL_DEFAULTS.scratchQuotaBytes),
+    maxOpenFiles: positive("maxOpenFiles", options.maxOpenFiles ?? POOL_DEFAULTS.maxOpenFiles),
+    maxEmits: Math.max(0, Math.floor(options.maxEmits ?? POOL_DEFAULTS.maxEmits)),
+    maxEmitBytes: positive("maxEmitBytes", options.maxEmitBytes ?? POOL_DEFAULTS.maxEmitBytes),
     fuel: positive("fuel", options.fuel),
     memoryMib: positive("memoryMib", options.memoryMib),
     maxTurnSecs: positive("maxTurnSecs", options.maxTurnSecs),
@@ -993,10 +994,10 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
     workspaceToolSlots: positive("workspaceToolSlots", options.workspaceToolSlots ?? options.workers * options.toolSlotsPerWorker),
     workspaceAgentLoopSlots: positive("workspaceAgentLoopSlots", options.workspaceAgentLoopSlots ?? options.workers * options.agentLoopSlotsPerWorker),
     workspaceWorkers: Math.min(options.workers, positive("workspaceWorkers", options.workspaceWorkers ?? options.workers)),
-    queueLength: Math.max(0, Math.floor(options.queueLength ?? 64)),
-    spareInstances: Math.max(0, Math.floor(options.spareInstances ?? 2)),
-    spareMemoryMib: Math.max(0, options.spareMemoryMib ?? 256),
-    compiledMemoryMib: Math.max(0, options.compiledMemoryMib ?? 0),
+    queueLength: Math.max(0, Math.floor(options.queueLength ?? POOL_DEFAULTS.queueLength)),
+    spareInstances: Math.max(0, Math.floor(options.spareInstances ?? POOL_DEFAULTS.spareInstances)),
+    spareMemoryMib: Math.max(0, options.spareMemoryMib ?? POOL_DEFAULTS.spareMemoryMib),
+    compiledMemoryMib: Math.max(0, options.compiledMemoryMib ?? POOL_DEFAULTS.compiledMemoryMib),
   };
 }
 
