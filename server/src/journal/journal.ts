@@ -93,12 +93,6 @@ export class Journal {
     return event;
   }
 
-  /** Operations of the session sent and not yet settled. */
-  async openOperations(sessionId: string): Promise<SentOperation[]> {
-    const prefix = `${sessionId}/`;
-    return (await this.#open.values({ gte: prefix, lt: prefixEnd(prefix) })).map((open) => open.operation);
-  }
-
   /**
    * The session's events after `after`, then live ones as they are written, until the signal
    * aborts, `until` accepts an event, or the session's journal is removed. A watcher that falls
