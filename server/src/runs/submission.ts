@@ -13,9 +13,9 @@ export const MAX_RUN_SKILLS = 64;
 export const MAX_RUN_FILES = 256;
 export const MAX_IDEMPOTENCY_KEY_CHARS = 128;
 export const DEFAULT_MAX_TOKENS = 4096;
-/** Request fields the service sets itself; a run's `parameters` may not override them. */
 const PAYLOAD_SETTING = "SERVICE_JOURNAL_MAX_PAYLOAD_BYTES";
-const RESERVED_PARAMETERS = new Set(["model", "messages", "system", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"]);
+/** The model parameters the service sets itself; runs.proto (Model.parameters) and docs/runs.md list them too (tested). */
+export const RESERVED_PARAMETERS: ReadonlySet<string> = new Set(["model", "messages", "system", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"]);
 
 export interface SubmissionRules {
   /** Providers this server can call. */

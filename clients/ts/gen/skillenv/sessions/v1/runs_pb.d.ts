@@ -124,8 +124,8 @@ export declare type Model = Message<"skillenv.sessions.v1.Model"> & {
 
   /**
    * Passed to the provider as is (e.g. {"temperature": 0.2}); the fields the
-   * service sets itself (model, messages, system, tools, stream, max_tokens)
-   * are refused.
+   * service sets itself are refused: model, messages, system, tools,
+   * tool_choice, stream, stream_options, max_tokens, max_completion_tokens, n.
    *
    * @generated from field: google.protobuf.Struct parameters = 4;
    */
