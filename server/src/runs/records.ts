@@ -134,6 +134,13 @@ export class RunRecords {
     return messages;
   }
 
+  /** The id of every recorded run (running or finished): what start-up keeps snapshots of. */
+  async ids(): Promise<Set<string>> {
+    const running = await this.#active.entries({});
+    const finished = await this.#finished.entries({});
+    return new Set([...running.map(([id]) => id), ...finished.map(([key]) => key.slice(key.lastIndexOf("/") + 1))]);
+  }
+
   /** Runs that were running when the process stopped. */
   async interrupted(): Promise<RunRecord[]> {
     const active = await this.#active.entries({});

@@ -1,11 +1,17 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
+import { isId } from "../ids/index.ts";
 
 /**
  * Run asset storage (SPEC 3.8): copies of what a run was submitted with, at
  * `<dataDir>/runs/<runId>/assets/<sha256>`, so that re-uploading or deleting a workspace skill
- * after submit changes nothing for the run. Removed with the run (DeleteRun, retention).
+ * after submit changes nothing for the run. Removed with the run (DeleteRun, retention), or,
+ * when the run was never recorded, by `sweep` at start-up.
+ *
+ * Write-only while runs are not resumed: a turn stages the bundles it resolved at submit, the
+ * same bytes (same content hash) the snapshot holds; a run that resumes after a restart will
+ * read them from here (docs/runs.md).
  */
 export class RunAssets {
   readonly #root: string;
@@ -30,18 +36,22 @@ export class RunAssets {
     await fs.rename(temporary, target);
   }
 
-  read(runId: string, sha256: string): Promise<Uint8Array> {
-    return fs.readFile(path.join(this.#root, runId, "assets", sha256));
-  }
-
-  async has(runId: string, sha256: string): Promise<boolean> {
-    return fs.stat(path.join(this.#root, runId, "assets", sha256)).then(
-      () => true,
-      () => false,
-    );
-  }
-
   remove(runId: string): Promise<void> {
     return fs.rm(path.join(this.#root, runId), { recursive: true, force: true });
+  }
+
+  /**
+   * Removes the snapshots of runs that were never recorded (a submission whose record batch
+   * failed, or a crash between the snapshot and the batch): every run directory `isRecorded`
+   * does not know. Call it before runs are taken: a submission in progress is not recorded yet.
+   */
+  async sweep(isRecorded: (runId: string) => boolean): Promise<number> {
+    const names = await fs.readdir(this.#root).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return [];
+      throw error;
+    });
+    const orphans = names.filter((name) => isId("run", name) && !isRecorded(name));
+    for (const runId of orphans) await this.remove(runId);
+    return orphans.length;
   }
 }

@@ -112,12 +112,17 @@ export class Runs {
     await this.#remove(record);
   }
 
-  /** Runs that were running when the process stopped end as failed; nothing is resumed. */
+  /**
+   * Runs that were running when the process stopped end as failed; nothing is resumed. Snapshots
+   * of submissions that were never recorded are removed.
+   */
   async recover(): Promise<void> {
     for (const record of await this.#options.records.interrupted()) {
       const error = { code: "interrupted", message: "the server stopped during the run; it was not resumed" };
       await this.#finish(record, { status: "failed", added: [], outputText: "", error, progressDropped: 0 });
     }
+    const recorded = await this.#options.records.ids();
+    await this.#options.runAssets.sweep((runId) => recorded.has(runId));
   }
 
   /** Removes finished runs older than the retention period now and every hour. */
@@ -199,8 +204,12 @@ export class Runs {
     const done = (async () => {
       const end = await new Turn(setup, { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress }, controller.signal).run();
       clearTimeout(timer);
-      // A run whose record could not be written was never created: nothing more is written for it.
-      if (!(await recorded.then(() => true, () => false))) return;
+      // A run whose record could not be written was never created: nothing more is written for
+      // it, and its snapshot goes.
+      if (!(await recorded.then(() => true, () => false))) {
+        await this.#options.runAssets.remove(record.id);
+        return;
+      }
       if (controller.signal.aborted) await this.#options.sessions.cancelRunOperations(record.workspace, record.sessionId, record.id).catch(() => undefined);
       await this.#finish(record, end, events);
     })()
