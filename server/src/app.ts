@@ -5,6 +5,7 @@ import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
 import { ApiKeys, DEV_WORKSPACE, authenticationGate, loadOrCreateDevKey } from "./auth/index.ts";
 import type { Settings } from "./config/index.ts";
 import { loadConsole } from "./console/index.ts";
+import { ERROR_DETAILS } from "./errors/index.ts";
 import { Health, HealthState } from "./health/index.ts";
 import { createRequestListener, listen, logWriter, recordingGate, type LogSink } from "./http/index.ts";
 import {
@@ -108,7 +109,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     router.service(HostService, createHostService(hosts, checkHost, (entry) => log?.(entry), { refusalsLoggedPerMinute: settings.logHostRefusalsPerMin }));
     // Anyone may call the health and reflection services, so their requests stay tiny.
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
-    serveReflection(router, { readMaxBytes: settings.limits.maxPublicRequestBytes });
+    serveReflection(router, ERROR_DETAILS, { readMaxBytes: settings.limits.maxPublicRequestBytes });
 
     const onRequest = createRequestListener({
       handlers: router.handlers,

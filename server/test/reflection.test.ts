@@ -1,11 +1,12 @@
-import { create, fromBinary, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, createFileRegistry, fromBinary, toJson, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { Code, createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { execFile } from "node:child_process";
 import * as path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createNodeTransport } from "@skillenv/client/node";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import {
@@ -13,6 +14,7 @@ import {
   ServerReflectionRequestSchema,
   type ServerReflectionResponse,
 } from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import { SkillService } from "../../gen/skillenv/skills/v1/skills_pb.js";
 import { API_SERVICES } from "../src/app.ts";
 import { reflectionServices } from "../src/reflection/index.ts";
 import { KEY_A, startTestService, type TestService } from "./helpers/service.ts";
@@ -101,6 +103,29 @@ describe("gRPC server reflection, request by request", () => {
       { case: "fileContainingExtension", value: { containingType: "google.protobuf.MethodOptions", extensionNumber: http.number } },
     ]);
     expect(responses.map((response) => fileNames(response)[0])).toEqual([...symbols.map(() => "skillenv/skills/v1/skills.proto"), "google/api/annotations.proto"]);
+  });
+
+  it("finds the files of a failed call's status and its details: google.rpc.Status, google.rpc.ErrorInfo", async () => {
+    const responses = await reflect([
+      { case: "fileContainingSymbol", value: "google.rpc.ErrorInfo" },
+      { case: "fileContainingSymbol", value: "google.rpc.Status" },
+    ]);
+    expect(responses.map((response) => fileNames(response)[0])).toEqual(["google/rpc/error_details.proto", "google/rpc/status.proto"]);
+  });
+
+  it("lets a client decode an error's details as grpcurl does: the stable code, not bytes", async () => {
+    const skills = createClient(SkillService, createNodeTransport({ baseUrl: service.url, apiKey: KEY_A, protocol: "grpc" }));
+    const failure = await skills.getSkill({ name: "no-such-skill" }).then(() => undefined, (error: unknown) => ConnectError.from(error));
+    const details = (failure?.details ?? []) as Array<{ type: string; value: Uint8Array }>;
+    expect(details.map((detail) => detail.type)).toEqual(["google.rpc.ErrorInfo"]);
+    // Each detail's type by reflection: the file declaring it and its imports, then the message.
+    const [answer] = await reflect([{ case: "fileContainingSymbol", value: details[0]!.type }]);
+    if (answer?.messageResponse.case !== "fileDescriptorResponse") throw new Error(`no files: ${answer?.messageResponse.case}`);
+    const files = answer.messageResponse.value.fileDescriptorProto.map((bytes) => fromBinary(FileDescriptorProtoSchema, bytes));
+    const byName = new Map(files.map((file) => [file.name, file]));
+    const registry = createFileRegistry(files[0]!, (name) => byName.get(name));
+    const info = registry.getMessage(details[0]!.type);
+    expect(info && toJson(info, fromBinary(info, details[0]!.value))).toEqual({ reason: "skill_not_found", domain: "skillenv" });
   });
 
   it("lists the extension numbers of a type: google.api.http on MethodOptions, none on a message without extensions", async () => {

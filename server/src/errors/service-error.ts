@@ -1,7 +1,11 @@
+import type { DescMessage } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { ERROR_DOMAIN, errorCatalogue, isErrorCode, type ErrorCode } from "./catalogue.ts";
+
+/** The messages an error's status details carry: what gRPC reflection describes besides the services. */
+export const ERROR_DETAILS: readonly DescMessage[] = [ErrorInfoSchema];
 
 /**
  * Creates the error a handler throws. The stable code travels as google.rpc.ErrorInfo.reason,

@@ -1,11 +1,12 @@
-import { toBinary, type DescExtension, type DescFile, type DescService } from "@bufbuild/protobuf";
+import { toBinary, type DescExtension, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import { nestedTypes } from "@bufbuild/protobuf/reflect";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 
 /**
- * The files declaring a set of services, with every file they import, indexed the ways gRPC server
- * reflection looks them up: by file name, by the fully-qualified name of anything they declare,
- * and by extension. The descriptors are the generated ones (gen/), which carry no comments.
+ * The files declaring a set of services and of other messages a client meets (error details),
+ * with every file they import, indexed the ways gRPC server reflection looks them up: by file
+ * name, by the fully-qualified name of anything they declare, and by extension. The descriptors
+ * are the generated ones (gen/), which carry no comments.
  */
 export class DescriptorIndex {
   /** The services' fully-qualified names, as list_services reports them. */
@@ -17,9 +18,10 @@ export class DescriptorIndex {
   /** The extensions of each extended message, by its fully-qualified name. */
   readonly #extensions = new Map<string, DescExtension[]>();
 
-  constructor(services: readonly DescService[]) {
+  constructor(services: readonly DescService[], messages: readonly DescMessage[] = []) {
     this.serviceNames = [...new Set(services.map((service) => service.typeName))];
     for (const service of services) this.#addFile(service.file);
+    for (const message of messages) this.#addFile(message.file);
   }
 
   file(name: string): DescFile | undefined {
