@@ -26,11 +26,7 @@ class UsageError extends Error {}
 /** Runs one command; output is JSON on stdout, errors are one line on stderr: `error <code>: <message>`. */
 export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   try {
-    const { positionals, values } = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: { name: { type: "string" }, "page-size": { type: "string" }, "page-token": { type: "string" }, help: { type: "boolean", short: "h" } },
-    });
+    const { positionals, values } = parseOptions(argv);
     if (values.help || positionals.length === 0) {
       process.stdout.write(USAGE);
       return values.help ? 0 : 2;
@@ -42,6 +38,21 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<nu
   } catch (error) {
     process.stderr.write(`${describe(error)}\n`);
     return error instanceof UsageError ? 2 : 1;
+  }
+}
+
+/** The command line's options and arguments; an option parseArgs refuses (unknown, or missing its value) is a usage error. */
+function parseOptions(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { name: { type: "string" }, "page-size": { type: "string" }, "page-token": { type: "string" }, help: { type: "boolean", short: "h" } },
+    });
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_")) throw new UsageError(`${(error as Error).message}\n${USAGE}`);
+    throw error;
   }
 }
 

@@ -74,6 +74,17 @@ describe("skillenv CLI", () => {
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("unknown command");
   });
+
+  it.each([
+    ["an unknown option", ["upload", "dir", "--bogus"], /^Unknown option '--bogus'/],
+    ["an option without its value", ["upload", "dir", "--name", "-x"], /^Option '--name.*' argument is ambiguous/],
+  ])("refuses %s as a usage error (exit 2), with the usage", async (_label, args, problem) => {
+    const result = await cli(args);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(problem);
+    expect(result.stderr).toContain("usage: skillenv <command>");
+    expect(result.stderr).not.toContain("error unknown");
+  });
 });
 
 describe("skillenv CLI errors carry a stable code", () => {
