@@ -215,6 +215,14 @@ describe("component admission over REST", () => {
     expect(await post("/v1/tools", "{not json", "application/json")).toEqual(refused(400, "malformed_request"));
   });
 
+  it.each(["/v1/tools", "/v1/agentloops"])("says that a JSON body on POST %s needs content-type: application/json", async (route) => {
+    for (const contentType of ["application/x-www-form-urlencoded", "text/plain;charset=UTF-8", "application/wasm"]) {
+      const reply = await post(route, ` ${JSON.stringify({ assetSha256: "0".repeat(64) })}`, contentType);
+      expect(reply).toEqual(refused(400, "malformed_request"));
+      expect(reply.body.message).toContain(`content type is ${contentType}: a JSON body needs content-type: application/json`);
+    }
+  });
+
   it("refuses malformed ids and missing keys", async () => {
     expect(await get("/v1/tools/ABC")).toEqual(refused(400, "invalid_sha256"));
     const anonymous = await fetch(`${service.url}/v1/tools`, { method: "POST", headers: { "content-type": "application/wasm" }, body: component("tool", "anon") as BodyInit });

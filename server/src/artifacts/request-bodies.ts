@@ -24,6 +24,7 @@ export function componentSource(
   request: ComponentRequest,
   schema: typeof AdmitToolRequestSchema | typeof AdmitAgentLoopRequestSchema,
 ): ComponentSource {
+  refuseUnlabelledJson(request.component);
   const { component, assetSha256 }: ComponentRequest = jsonBody(request.component) ? parseJsonBody(schema, request.component) : request;
   const bytes = component?.data ?? new Uint8Array(0);
   if (bytes.byteLength > 0 && assetSha256 !== "") throw serviceError("invalid_argument", "send either the component bytes or assetSha256, not both");
@@ -43,9 +44,27 @@ export function programSource(request: AdmitProgramRequest): Uint8Array {
   return source === "" ? bytes : new TextEncoder().encode(source);
 }
 
+/**
+ * A component body that starts with "{" is a JSON request sent with another content type (curl -d
+ * sends application/x-www-form-urlencoded): no component does (they start with \0asm), so the
+ * refusal says what to send rather than what the bytes are not.
+ */
+function refuseUnlabelledJson(body: HttpBody | undefined): void {
+  if (body === undefined || isJsonType(body.contentType)) return;
+  const first = body.data.find((byte) => byte !== 0x20 && byte !== 0x09 && byte !== 0x0a && byte !== 0x0d);
+  if (first !== 0x7b) return;
+  throw serviceError(
+    "malformed_request",
+    `the body is JSON, but its content type is ${body.contentType || "missing"}: a JSON body needs content-type: application/json (a component's bytes go with content-type: application/wasm)`,
+  );
+}
+
 function jsonBody(body: HttpBody | undefined): body is HttpBody {
-  const mediaType = body?.contentType.split(";")[0]?.trim().toLowerCase();
-  return mediaType === "application/json";
+  return body !== undefined && isJsonType(body.contentType);
+}
+
+function isJsonType(contentType: string): boolean {
+  return contentType.split(";")[0]?.trim().toLowerCase() === "application/json";
 }
 
 function parseJsonBody<Desc extends DescMessage>(schema: Desc, body: HttpBody): MessageShape<Desc> {
