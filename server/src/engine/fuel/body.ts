@@ -1,6 +1,6 @@
+import { Writer } from "../wasm/index.ts";
 import { CounterCannotPass, type CallPlan } from "./calls.ts";
 import { encodeBulkCharge, encodeCharge, encodeLoad, encodeSync, F_CHECK, F_LOAD } from "./charge.ts";
-import { Writer } from "./leb.ts";
 import {
   FC_BULK_SHIFT,
   FC_LEBS,

@@ -12,7 +12,7 @@
  * type) and writes the counter back. Everything is appended (types, functions), so existing
  * indices stay valid.
  */
-import { Reader, Writer } from "./leb.ts";
+import { Reader, Writer } from "../wasm/index.ts";
 import type { ModuleInfo } from "./module-info.ts";
 
 const FUNC_FORM = 0x60;

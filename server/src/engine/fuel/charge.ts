@@ -1,4 +1,4 @@
-import type { Writer } from "./leb.ts";
+import type { Writer } from "../wasm/index.ts";
 
 /**
  * The code the instrumenter inserts. `counter` is the function's i64 counter local, `fuelGlobal`

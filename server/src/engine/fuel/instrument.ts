@@ -1,7 +1,7 @@
+import { CORE_MODULE_PREAMBLE, plainBytes, type Reader, Writer } from "../wasm/index.ts";
 import { BodyInstrumenter } from "./body.ts";
 import { CallPlan, CounterCannotPass } from "./calls.ts";
 import { FUEL_IMPORT } from "./import.ts";
-import { plainBytes, type Reader, Writer } from "./leb.ts";
 import { readModuleInfo, type ModuleInfo } from "./module-info.ts";
 import {
   rewriteDataSection,
@@ -15,7 +15,6 @@ import {
 } from "./renumber.ts";
 import {
   comesAfter,
-  HEADER,
   KIND_GLOBAL,
   readSections,
   SEC_CODE,
@@ -61,7 +60,7 @@ export function instrumentFuel(input: Uint8Array): InstrumentResult {
 function rewrite(module: Uint8Array, sections: readonly Section[], info: ModuleInfo, calls: CallPlan | undefined): InstrumentResult {
   const map = shiftDefinedGlobals(info.importedGlobals);
   const out = new Writer(module.length + (module.length >> 1));
-  out.copy(HEADER, 0, HEADER.length);
+  out.copy(CORE_MODULE_PREAMBLE, 0, CORE_MODULE_PREAMBLE.length);
   let importsWritten = false;
   let typesWritten = false;
   for (const s of sections) {

@@ -1,9 +1,8 @@
+import { CORE_MODULE_PREAMBLE, plainBytes, type Reader, Writer } from "../wasm/index.ts";
 import { CAPPED_EXPORT_PREFIX, cappedExportName } from "./capped-export.ts";
 import { PAGE_BYTES, planMaxima, TABLE_ENTRY_BYTES, type Limits } from "./footprint.ts";
-import { plainBytes, type Reader, Writer } from "./leb.ts";
 import {
   comesAfter,
-  HEADER,
   KIND_MEMORY,
   KIND_TABLE,
   readSections,
@@ -63,7 +62,7 @@ export function capMemory(input: Uint8Array, maxPages: number): Uint8Array<Array
   tables.forEach((table, k) => exportIfCapped("table", table, maxima.tables[k]!));
 
   const out = new Writer(module.length + exports.len + 64);
-  out.copy(HEADER, 0, HEADER.length);
+  out.copy(CORE_MODULE_PREAMBLE, 0, CORE_MODULE_PREAMBLE.length);
   let exportsWritten = false;
   for (const s of sections) {
     if (!exportsWritten && (s.id === SEC_EXPORT || comesAfter(s.id, SEC_EXPORT))) {

@@ -1,4 +1,4 @@
-import type { Reader } from "./leb.ts";
+import type { Reader } from "../wasm/index.ts";
 import {
   KIND_FUNC,
   KIND_GLOBAL,

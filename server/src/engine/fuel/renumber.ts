@@ -2,8 +2,8 @@
  * Rewrites the non-code sections that mention global indices. The fuel global is appended to the
  * imports, so imported globals keep their indices and every defined global moves up by one.
  */
+import { Reader, Writer } from "../wasm/index.ts";
 import type { CallPlan } from "./calls.ts";
-import { Reader, Writer } from "./leb.ts";
 import { GLOBAL_GET, KIND_GLOBAL, skipLimits, walkConstExpr } from "./sections.ts";
 
 /** Maps an old global index to its index after the fuel import was added. */

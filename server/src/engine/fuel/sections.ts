@@ -1,4 +1,4 @@
-import { Reader } from "./leb.ts";
+import { CORE_MODULE_PREAMBLE, Reader } from "../wasm/index.ts";
 
 export const SEC_CUSTOM = 0;
 export const SEC_TYPE = 1;
@@ -29,13 +29,11 @@ export interface Section {
   readonly end: number;
 }
 
-export const HEADER = Uint8Array.of(0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00);
-
 export function readSections(module: Uint8Array): Section[] {
-  for (let i = 0; i < HEADER.length; i++) {
-    if (module[i] !== HEADER[i]) throw new Error("not a core wasm module (bad magic or version)");
+  for (let i = 0; i < CORE_MODULE_PREAMBLE.length; i++) {
+    if (module[i] !== CORE_MODULE_PREAMBLE[i]) throw new Error("not a core wasm module (bad magic or version)");
   }
-  const r = new Reader(module, HEADER.length, module.length);
+  const r = new Reader(module, CORE_MODULE_PREAMBLE.length, module.length);
   const sections: Section[] = [];
   while (r.pos < r.end) {
     const id = r.u8();

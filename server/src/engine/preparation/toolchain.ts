@@ -63,7 +63,8 @@ export interface Toolchain {
  * glue generator), the fuel rewriter's source, the contract's source (server/src/engine/component: what a
  * prepared component was checked against, and what its manifest records of it), the preparation
  * steps' source (transpile worker, glue patch), the memory cap and the transpile options. A change to any of them selects a
- * fresh directory, so stale output is never reused.
+ * fresh directory, so stale output is never reused. The rewriter and the component reader decode
+ * (and the rewriter encodes) with server/src/engine/wasm, whose source therefore counts as part of each.
  */
 export async function toolchain(memoryMib: number): Promise<Toolchain> {
   const require = createRequire(import.meta.url);
@@ -71,24 +72,26 @@ export async function toolchain(memoryMib: number): Promise<Toolchain> {
   const jco = await packageVersion(jcoEntry);
   const transpileEntry = createRequire(jcoEntry).resolve("@bytecodealliance/jco-transpile");
   const jcoTranspile = await packageVersion(transpileEntry);
-  const fuelSourceHash = await sourceHash("../fuel/");
+  const fuelSourceHash = await sourceHash("../wasm/", "../fuel/");
   // The steps of preparation itself (instrument + cap order, the glue patch).
   const stepsHash = createHash("sha256");
   for (const name of ["transpile-worker.ts", "glue.ts"]) stepsHash.update(await readFile(fileURLToPath(new URL(`./${name}`, import.meta.url))));
   const pages = memoryPages(memoryMib);
   const id = createHash("sha256")
-    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../component/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
+    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../wasm/", "../component/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
     .digest("hex")
     .slice(0, 16);
   return { id, jco, jcoTranspile, fuelSourceHash, memoryPages: pages };
 }
 
-/** A hash of the TypeScript sources of a directory of server/src, relative to this one. */
-async function sourceHash(relativeDir: string): Promise<string> {
-  const dir = fileURLToPath(new URL(relativeDir, import.meta.url));
+/** A hash of the TypeScript sources of directories of server/src, relative to this one. */
+async function sourceHash(...relativeDirs: string[]): Promise<string> {
   const hash = createHash("sha256");
-  for (const name of (await readdir(dir)).filter((file) => file.endsWith(".ts")).sort()) {
-    hash.update(`${name}\0`).update(await readFile(join(dir, name))).update("\0");
+  for (const relativeDir of relativeDirs) {
+    const dir = fileURLToPath(new URL(relativeDir, import.meta.url));
+    for (const name of (await readdir(dir)).filter((file) => file.endsWith(".ts")).sort()) {
+      hash.update(`${relativeDir}${name}\0`).update(await readFile(join(dir, name))).update("\0");
+    }
   }
   return hash.digest("hex");
 }
