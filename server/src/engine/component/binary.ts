@@ -10,6 +10,7 @@
  * `func(string, u64) -> result<string, record { code: string, message: string }>`. Comparing
  * that text is comparing the types; a type too large to render is shown as TOO_LARGE.
  */
+import { bytesAt, COMPONENT_LAYER, COMPONENT_VERSION, CORE_MODULE_PREAMBLE, LAYER_AT, plainBytes, PREAMBLE_BYTES, Reader, VERSION_AT, WASM_MAGIC, type BinaryFault } from "../wasm/index.ts";
 
 /** The extern sorts of the component model, by their binary discriminant. */
 export type ExternSort = "module" | "func" | "value" | "type" | "component" | "instance";
@@ -40,12 +41,6 @@ export const TOO_LARGE = "<a type too large to show>";
 const MAX_TYPE_TEXT = 512;
 /** Nesting of components and of component and instance types; deeper is refused. */
 const MAX_DEPTH = 32;
-
-const MAGIC = [0x00, 0x61, 0x73, 0x6d];
-/** The pre-standard binary version that current toolchains (wasm-tools, jco, componentize-js) emit. */
-const COMPONENT_VERSION = [0x0d, 0x00];
-const LAYER_COMPONENT = [0x01, 0x00];
-const LAYER_CORE = [0x00, 0x00];
 
 const SECTION = { component: 4, instance: 5, alias: 6, type: 7, canon: 8, import: 10, export: 11 } as const;
 const SORTS: readonly ExternSort[] = ["module", "func", "value", "type", "component", "instance"];
@@ -120,8 +115,9 @@ class Scope {
   }
 }
 
-export function readComponentSections(bytes: Uint8Array): ComponentSections {
-  const reader = new Reader(bytes, 0);
+export function readComponentSections(input: Uint8Array): ComponentSections {
+  const bytes = plainBytes(input);
+  const reader = new Reader(bytes, 0, bytes.byteLength, componentFault);
   const imports: ExternName[] = [];
   const scope = readComponent(reader, bytes.byteLength, undefined, imports);
   return { imports, exports: scope.exports.exports };
@@ -129,26 +125,27 @@ export function readComponentSections(bytes: Uint8Array): ComponentSections {
 
 /** component ::= preamble section*; `imports` collects the top-level imports when given. */
 function readComponent(reader: Reader, end: number, parent: Scope | undefined, imports?: ExternName[]): Scope {
-  checkPreamble(reader.bytes.subarray(reader.position, end));
-  reader.seek(reader.position + 8);
+  checkPreamble(reader.bytes.subarray(reader.pos, end));
+  reader.pos += PREAMBLE_BYTES;
   const scope = new Scope(parent);
-  while (reader.position < end) {
-    const id = reader.byte();
-    const sectionEnd = reader.sectionEnd(end);
+  while (reader.pos < end) {
+    const id = reader.u8();
+    const sectionEnd = readSectionEnd(reader, end);
     readSection(reader, id, sectionEnd, scope, imports ?? []);
-    if (reader.position !== sectionEnd) throw new ComponentFormatError("a section's contents do not match its length");
+    if (reader.pos !== sectionEnd) throw new ComponentFormatError("a section's contents do not match its length");
   }
   return scope;
 }
 
 function checkPreamble(bytes: Uint8Array): void {
-  const at = (offset: number, expected: number[]) => expected.every((byte, i) => bytes[offset + i] === byte);
-  if (bytes.byteLength < 8 || !at(0, MAGIC)) throw new ComponentFormatError("not WebAssembly (no \\0asm preamble)");
-  if (at(4, [0x01, 0x00]) && at(6, LAYER_CORE)) {
+  if (bytes.byteLength < PREAMBLE_BYTES || !bytesAt(bytes, 0, WASM_MAGIC)) throw new ComponentFormatError("not WebAssembly (no \\0asm preamble)");
+  if (bytesAt(bytes, 0, CORE_MODULE_PREAMBLE)) {
     throw new ComponentFormatError("a core WebAssembly module, not a component; wrap it into a component (e.g. jco new or wasm-tools component new)");
   }
-  if (!at(6, LAYER_COMPONENT)) throw new ComponentFormatError("unknown WebAssembly layer; expected a component");
-  if (!at(4, COMPONENT_VERSION)) throw new ComponentFormatError(`unsupported component binary version 0x${bytes[4]!.toString(16)}; rebuild with a current toolchain`);
+  if (!bytesAt(bytes, LAYER_AT, COMPONENT_LAYER)) throw new ComponentFormatError("unknown WebAssembly layer; expected a component");
+  if (!bytesAt(bytes, VERSION_AT, COMPONENT_VERSION)) {
+    throw new ComponentFormatError(`unsupported component binary version 0x${bytes[VERSION_AT]!.toString(16)}; rebuild with a current toolchain`);
+  }
 }
 
 function readSection(reader: Reader, id: number, end: number, scope: Scope, imports: ExternName[]): void {
@@ -173,17 +170,17 @@ function readSection(reader: Reader, id: number, end: number, scope: Scope, impo
       return each(() => addExport(scope.exports, readExport(reader, scope)));
     default:
       // Custom sections, core modules, core instances, core types and the start function.
-      reader.seek(end);
+      reader.pos = end;
   }
 }
 
 /** instance ::= 0x00 componentidx vec(instantiatearg) | 0x01 vec(inlineexport) */
 function readInstance(reader: Reader, scope: Scope): Instance {
-  const form = reader.byte();
+  const form = reader.u8();
   if (form === 0x00) {
     const component = at(scope.components, reader.u32(), "component");
     for (let count = reader.u32(); count > 0; count--) {
-      reader.string();
+      readName(reader);
       readSortIndex(reader);
     }
     return component;
@@ -201,17 +198,17 @@ function readInstance(reader: Reader, scope: Scope): Instance {
 /** alias ::= sort (0x00 instanceidx name | 0x01 core:instanceidx name | 0x02 count idx) */
 function readAlias(reader: Reader, scope: Scope): void {
   const sort = readSort(reader);
-  const target = reader.byte();
+  const target = reader.u8();
   if (target === 0x00) {
     const instance = at(scope.instances, reader.u32(), "instance");
-    const name = reader.string();
+    const name = readName(reader);
     const entry = instance.entries.get(name);
     if (entry?.item.sort !== sort) throw new ComponentFormatError(`an alias names ${sort} ${name}, which its instance does not export`);
     addIndexed(scope, entry);
   } else if (target === 0x01) {
     if (sort !== "core") throw new ComponentFormatError("malformed alias");
     reader.u32();
-    reader.string();
+    readName(reader);
   } else if (target === 0x02) {
     const outer = scope.outer(reader.u32());
     const index = reader.u32();
@@ -255,7 +252,7 @@ function readExport(reader: Reader, scope: Scope): Entry {
   const name = readExternName(reader);
   const { sort, index } = readSortIndex(reader);
   const entry = describeIndexed(scope, name, sort, index);
-  const ascribed = reader.byte();
+  const ascribed = reader.u8();
   if (ascribed === 0x01) readExternDesc(reader, scope, name);
   else if (ascribed !== 0x00) throw new ComponentFormatError("malformed export");
   addIndexed(scope, entry);
@@ -289,7 +286,7 @@ function readExternDesc(reader: Reader, scope: Scope, name: string): Entry {
     }
     case "type": {
       // typebound ::= 0x00 typeidx (eq) | 0x01 (sub resource)
-      const bound = reader.byte();
+      const bound = reader.u8();
       if (bound === 0x01) return { item: { name, sort, bound: "sub-resource" }, type: { kind: "resource", text: name } };
       if (bound !== 0x00) throw new ComponentFormatError("malformed type bound");
       return { item: { name, sort, bound: "eq" }, type: scope.type(reader.u32()) };
@@ -305,17 +302,17 @@ function readDefType(reader: Reader, scope: Scope): Type {
   switch (form) {
     case 0x40:
     case 0x43:
-      reader.byte();
+      reader.u8();
       return { kind: "func", text: readFuncType(reader, scope, form === 0x43) };
     case 0x41:
     case 0x42:
-      reader.byte();
+      reader.u8();
       return { kind: form === 0x41 ? "component" : "instance", instance: readDeclarations(reader, scope, form === 0x41).exports };
     case 0x3f:
       // resourcetype ::= 0x3f 0x7f (0x00 | 0x01 funcidx): an i32 representation, an optional destructor.
-      reader.byte();
-      if (reader.byte() !== 0x7f) throw new ComponentFormatError("malformed resource type");
-      if (reader.byte() === 0x01) reader.u32();
+      reader.u8();
+      if (reader.u8() !== 0x7f) throw new ComponentFormatError("malformed resource type");
+      if (reader.u8() === 0x01) reader.u32();
       return { kind: "resource", text: "resource" };
     default:
       return { kind: "value", text: readDefValType(reader, scope) };
@@ -326,7 +323,7 @@ function readDefType(reader: Reader, scope: Scope): Type {
 function readDeclarations(reader: Reader, parent: Scope, component: boolean): Scope {
   const scope = new Scope(parent);
   for (let count = reader.u32(); count > 0; count--) {
-    const form = reader.byte();
+    const form = reader.u8();
     if (form === 0x01) scope.types.push(readDefType(reader, scope));
     else if (form === 0x02) readAlias(reader, scope);
     else if (form === 0x04) addExport(scope.exports, declare(reader, scope));
@@ -341,14 +338,14 @@ function readDeclarations(reader: Reader, parent: Scope, component: boolean): Sc
 function readFuncType(reader: Reader, scope: Scope, async: boolean): string {
   const params = new TypeText();
   for (let count = reader.u32(); count > 0; count--) {
-    reader.string();
+    readName(reader);
     params.add(readValType(reader, scope));
   }
   const results = new TypeText();
-  if (reader.byte() === 0x00) results.add(readValType(reader, scope));
+  if (reader.u8() === 0x00) results.add(readValType(reader, scope));
   else {
     for (let count = reader.u32(); count > 0; count--) {
-      reader.string();
+      readName(reader);
       results.add(readValType(reader, scope));
     }
   }
@@ -361,7 +358,7 @@ function readFuncType(reader: Reader, scope: Scope, async: boolean): string {
 function readValType(reader: Reader, scope: Scope): string {
   const first = reader.peek();
   if (first >= 0x40 && first < 0x80) {
-    reader.byte();
+    reader.u8();
     const primitive = PRIMITIVES[first];
     if (primitive === undefined) throw new ComponentFormatError(`unknown value type 0x${first.toString(16)}`);
     return primitive;
@@ -372,14 +369,14 @@ function readValType(reader: Reader, scope: Scope): string {
 }
 
 function readOptionalValType(reader: Reader, scope: Scope): string | undefined {
-  const present = reader.byte();
+  const present = reader.u8();
   if (present === 0x00) return undefined;
   if (present !== 0x01) throw new ComponentFormatError("malformed optional type");
   return readValType(reader, scope);
 }
 
 function readDefValType(reader: Reader, scope: Scope): string {
-  const form = reader.byte();
+  const form = reader.u8();
   const primitive = PRIMITIVES[form];
   if (primitive !== undefined) return primitive;
   const list = (item: () => string) => {
@@ -390,7 +387,7 @@ function readDefValType(reader: Reader, scope: Scope): string {
   const valType = () => readValType(reader, scope);
   switch (form) {
     case 0x72:
-      return wrap("record { ", list(() => `${reader.string()}: ${valType()}`), " }");
+      return wrap("record { ", list(() => `${readName(reader)}: ${valType()}`), " }");
     case 0x71:
       return wrap("variant { ", list(() => readCase(reader, scope)), " }");
     case 0x70:
@@ -400,9 +397,9 @@ function readDefValType(reader: Reader, scope: Scope): string {
     case 0x6f:
       return wrap("tuple<", list(valType), ">");
     case 0x6e:
-      return wrap("flags { ", list(() => reader.string()), " }");
+      return wrap("flags { ", list(() => readName(reader)), " }");
     case 0x6d:
-      return wrap("enum { ", list(() => reader.string()), " }");
+      return wrap("enum { ", list(() => readName(reader)), " }");
     case 0x6b:
       return wrap("option<", valType(), ">");
     case 0x6a: {
@@ -427,9 +424,9 @@ function readDefValType(reader: Reader, scope: Scope): string {
 
 /** case ::= label valtype? (0x00 | 0x01 u32): the refinement of early binaries is skipped. */
 function readCase(reader: Reader, scope: Scope): string {
-  const name = reader.string();
+  const name = readName(reader);
   const payload = readOptionalValType(reader, scope);
-  if (reader.byte() === 0x01) reader.u32();
+  if (reader.u8() === 0x01) reader.u32();
   return payload === undefined ? name : `${name}(${payload})`;
 }
 
@@ -444,9 +441,9 @@ function resourceText(type: Type): string {
  * built-ins are refused: jco's glue and the host's entrypoints are synchronous.
  */
 function readCanon(reader: Reader, scope: Scope): void {
-  const op = reader.byte();
+  const op = reader.u8();
   if (op === 0x00 || op === 0x01) {
-    if (reader.byte() !== 0x00) throw new ComponentFormatError("malformed canonical definition");
+    if (reader.u8() !== 0x00) throw new ComponentFormatError("malformed canonical definition");
     reader.u32();
     readCanonOptions(reader);
     if (op === 0x01) return;
@@ -463,7 +460,7 @@ function readCanon(reader: Reader, scope: Scope): void {
 /** canonopt ::= 0x00-0x02 (string encodings) | 0x03-0x05 index (memory, realloc, post-return) | 0x06 (async) | 0x07 index (callback) */
 function readCanonOptions(reader: Reader): void {
   for (let count = reader.u32(); count > 0; count--) {
-    const option = reader.byte();
+    const option = reader.u8();
     if (option === 0x03 || option === 0x04 || option === 0x05 || option === 0x07) reader.u32();
     else if (option > 0x07) throw new ComponentFormatError(`unknown canonical option 0x${option.toString(16)}`);
   }
@@ -471,16 +468,16 @@ function readCanonOptions(reader: Reader): void {
 
 /** 0x00 name; binaries from before component-model#263 used 0x01 for interface names. */
 function readExternName(reader: Reader): string {
-  const tag = reader.byte();
+  const tag = reader.u8();
   if (tag !== 0x00 && tag !== 0x01) throw new ComponentFormatError("malformed import or export name");
-  return reader.string();
+  return readName(reader);
 }
 
 /** sort ::= 0x00 core:sort | 0x01 func | 0x02 value | 0x03 type | 0x04 component | 0x05 instance */
 function readSort(reader: Reader): ExternSort | "core" {
-  const tag = reader.byte();
+  const tag = reader.u8();
   if (tag === 0x00) {
-    if (!CORE_SORTS.has(reader.byte())) throw new ComponentFormatError("malformed core sort");
+    if (!CORE_SORTS.has(reader.u8())) throw new ComponentFormatError("malformed core sort");
     return "core";
   }
   const sort = SORTS[tag];
@@ -522,67 +519,29 @@ class TypeText {
   }
 }
 
-class Reader {
-  readonly bytes: Uint8Array;
-  #position: number;
+/** The shared reader's faults as admission words them (callers report them as invalid_component). */
+function componentFault(fault: BinaryFault): ComponentFormatError {
+  return new ComponentFormatError(fault === "truncated" ? "truncated component" : "malformed LEB128 integer");
+}
 
-  constructor(bytes: Uint8Array, position: number) {
-    this.bytes = bytes;
-    this.#position = position;
-  }
+/** The end offset of a section whose size comes next; it must lie within `limit`. */
+function readSectionEnd(reader: Reader, limit: number): number {
+  const size = reader.u32();
+  const end = reader.pos + size;
+  if (end > limit) throw new ComponentFormatError("truncated component");
+  return end;
+}
 
-  get position(): number {
-    return this.#position;
-  }
+const utf8 = new TextDecoder("utf-8", { fatal: true });
 
-  seek(position: number): void {
-    this.#position = position;
-  }
-
-  peek(): number {
-    const value = this.bytes[this.#position];
-    if (value === undefined) throw new ComponentFormatError("truncated component");
-    return value;
-  }
-
-  byte(): number {
-    const value = this.peek();
-    this.#position += 1;
-    return value;
-  }
-
-  /** Unsigned LEB128 of at most 5 bytes (32 bits). */
-  u32(): number {
-    let value = 0;
-    for (let shift = 0; shift < 35; shift += 7) {
-      const byte = this.byte();
-      value += (byte & 0x7f) * 2 ** shift;
-      if ((byte & 0x80) === 0) {
-        if (value > 0xffffffff) break;
-        return value;
-      }
-    }
-    throw new ComponentFormatError("malformed LEB128 integer");
-  }
-
-  /** The end offset of a section whose size comes next; it must lie within `limit`. */
-  sectionEnd(limit: number): number {
-    const size = this.u32();
-    const end = this.#position + size;
-    if (end > limit) throw new ComponentFormatError("truncated component");
-    return end;
-  }
-
-  string(): string {
-    const length = this.u32();
-    const end = this.#position + length;
-    if (end > this.bytes.byteLength) throw new ComponentFormatError("truncated component");
-    const text = this.bytes.subarray(this.#position, end);
-    this.#position = end;
-    try {
-      return new TextDecoder("utf-8", { fatal: true }).decode(text);
-    } catch {
-      throw new ComponentFormatError("a name is not UTF-8");
-    }
+/** name ::= len:u32 bytes, UTF-8. */
+function readName(reader: Reader): string {
+  const length = reader.u32();
+  const start = reader.pos;
+  reader.skip(length);
+  try {
+    return utf8.decode(reader.bytes.subarray(start, reader.pos));
+  } catch {
+    throw new ComponentFormatError("a name is not UTF-8");
   }
 }

@@ -1,4 +1,4 @@
-import { CORE_MODULE_PREAMBLE, Reader } from "../wasm/index.ts";
+import { bytesAt, CORE_MODULE_PREAMBLE, Reader } from "../wasm/index.ts";
 
 export const SEC_CUSTOM = 0;
 export const SEC_TYPE = 1;
@@ -30,9 +30,7 @@ export interface Section {
 }
 
 export function readSections(module: Uint8Array): Section[] {
-  for (let i = 0; i < CORE_MODULE_PREAMBLE.length; i++) {
-    if (module[i] !== CORE_MODULE_PREAMBLE[i]) throw new Error("not a core wasm module (bad magic or version)");
-  }
+  if (!bytesAt(module, 0, CORE_MODULE_PREAMBLE)) throw new Error("not a core wasm module (bad magic or version)");
   const r = new Reader(module, CORE_MODULE_PREAMBLE.length, module.length);
   const sections: Section[] = [];
   while (r.pos < r.end) {
