@@ -1,4 +1,4 @@
-import { Writer } from "../wasm/index.ts";
+import { lebEnd, Reader, Writer } from "../wasm/index.ts";
 import { CounterCannotPass, type CallPlan } from "./calls.ts";
 import { encodeBulkCharge, encodeCharge, encodeLoad, encodeSync, F_CHECK, F_LOAD } from "./charge.ts";
 import {
@@ -55,9 +55,8 @@ const RETURN_CALL = 0x12;
  * at every exit (the convention of modules whose tail calls cannot pass it on).
  */
 export class BodyInstrumenter {
-  private code: Uint8Array = new Uint8Array(0);
-  private pos = 0;
-  private end = 0;
+  /** Over the body being instrumented; the hot loop keeps its position in a local meanwhile. */
+  private reader = new Reader(new Uint8Array(0), 0, 0);
   private copyFrom = 0;
   private readonly out = new Writer(1 << 16);
 
@@ -105,8 +104,7 @@ export class BodyInstrumenter {
    * call plan `resultBlock` is the block type of its results. `writeTo` emits the result.
    */
   instrument(code: Uint8Array, start: number, end: number, params: number, locals: number, resultBlock?: Uint8Array): void {
-    this.code = code;
-    this.end = end;
+    this.reader = new Reader(code, start, end);
     this.counter = this.calls ? params : locals;
     // Either way the locals now number locals + 1: the counter parameter, or the counter local.
     this.scratch = locals + 1;
@@ -136,7 +134,7 @@ export class BodyInstrumenter {
   }
 
   private pass(start: number): void {
-    this.pos = start;
+    this.reader.pos = start;
     this.copyFrom = start;
     this.out.len = 0;
     this.slots = 0;
@@ -159,11 +157,12 @@ export class BodyInstrumenter {
 
   /**
    * The hot loop: position and segment cost live in locals, and the common immediates are skipped
-   * inline; only opcodes that may rewrite or split go through the methods (which use the fields).
+   * inline; only opcodes that may rewrite or split go through the methods (which read with the reader).
    */
   private decodeLoop(): void {
-    const code = this.code;
-    const end = this.end;
+    const reader = this.reader;
+    const code = reader.bytes;
+    const end = reader.end;
     // Imports copied to locals: module runners (vitest) turn each imported binding into a property read.
     const costs = OP_COST;
     const kinds = OP_KIND;
@@ -174,7 +173,7 @@ export class BodyInstrumenter {
     const memarg = OP_MEMARG;
     const f32 = OP_F32;
     const f64 = OP_F64;
-    let pos = this.pos;
+    let pos = reader.pos;
     let cost = this.cost;
     for (;;) {
       if (pos >= end) throw new Error(`function body ending at offset ${end} has no final end`);
@@ -185,16 +184,16 @@ export class BodyInstrumenter {
       if (kind === plain) continue;
       if (kind === local) {
         if (shiftLocals) {
-          this.pos = pos;
+          reader.pos = pos;
           this.renumberLocal();
-          pos = this.pos;
+          pos = reader.pos;
         } else {
-          pos = skipLeb(code, pos);
+          pos = lebEnd(code, pos);
         }
         continue;
       }
       if (kind === leb) {
-        pos = skipLeb(code, pos);
+        pos = lebEnd(code, pos);
         continue;
       }
       if (kind === memarg) {
@@ -205,10 +204,10 @@ export class BodyInstrumenter {
         pos += kind === f32 ? 4 : 8;
         continue;
       }
-      this.pos = pos;
+      reader.pos = pos;
       this.cost = cost;
       if (this.slowOp(kind, op, at)) return;
-      pos = this.pos;
+      pos = reader.pos;
       cost = this.cost;
     }
   }
@@ -222,14 +221,14 @@ export class BodyInstrumenter {
         this.renumberGlobal();
         return false;
       case OP_SELECT_T:
-        for (let n = this.u32(); n > 0; n--) this.skipValType();
+        for (let n = this.reader.u32(); n > 0; n--) this.reader.skipValType();
         return false;
       case OP_PREFIX_FC:
         this.skipMiscOp(at);
         return false;
       case OP_MEMORY_GROW:
         this.chargeBySize(at, MEMORY_GROW_SHIFT);
-        this.skipLeb(); // memory index
+        this.reader.skipLeb(); // memory index
         return false;
       case OP_PREFIX_FD:
         this.skipSimdOp(at);
@@ -244,7 +243,7 @@ export class BodyInstrumenter {
     switch (op) {
       case 0x02: // block
       case 0x06: // try (legacy)
-        this.skipBlockType();
+        this.reader.skipBlockType();
         this.pushFrame(FRAME_BLOCK, 0);
         return false;
       case 0x03:
@@ -253,7 +252,7 @@ export class BodyInstrumenter {
       case 0x04: // if: the then-arm runs only when taken
         // When false without an else arm, `if` branches straight to its continuation.
         if (this.catchTargets.has(this.ordinals)) this.syncBefore(at);
-        this.skipBlockType();
+        this.reader.skipBlockType();
         this.pushFrame(FRAME_BLOCK, 0);
         this.startSegment(0);
         return false;
@@ -262,7 +261,7 @@ export class BodyInstrumenter {
         this.startSegment(0);
         return false;
       case 0x07: // catch tag (legacy): handler entered by an exception; the thrower wrote the global
-        this.skipLeb();
+        this.reader.skipLeb();
         this.leaveArm(at);
         this.startSegment(F_LOAD);
         return false;
@@ -273,19 +272,19 @@ export class BodyInstrumenter {
       case 0x0b:
         return this.endFrame(at);
       case 0x18: // delegate: closes a legacy try like end
-        this.skipLeb();
+        this.reader.skipLeb();
         return this.endFrame(at);
       case 0x1f:
         this.tryTable();
         return false;
       case 0x0c: // br
-        if (this.labelNeedsSync(this.u32())) this.syncBefore(at);
+        if (this.labelNeedsSync(this.reader.u32())) this.syncBefore(at);
         this.startSegment(0);
         return false;
       case 0x0d: // br_if
       case 0xd5: // br_on_null
       case 0xd6: // br_on_non_null
-        if (this.labelNeedsSync(this.u32())) this.syncBefore(at);
+        if (this.labelNeedsSync(this.reader.u32())) this.syncBefore(at);
         return false;
       case 0x0e:
         this.brTable(at);
@@ -294,12 +293,12 @@ export class BodyInstrumenter {
         this.call(at);
         return false;
       case 0x14: // call_ref
-        this.skipLeb();
+        this.reader.skipLeb();
         this.aroundCall(at);
         return false;
       case 0x11: // call_indirect
-        this.skipLeb();
-        this.skipLeb();
+        this.reader.skipLeb();
+        this.reader.skipLeb();
         this.aroundCall(at);
         return false;
       case 0x12: // return_call
@@ -307,18 +306,18 @@ export class BodyInstrumenter {
         return false;
       case 0x15: // return_call_ref
         this.refuseTailCallWithCounter(at);
-        this.skipLeb();
+        this.reader.skipLeb();
         this.syncAndSplit(at);
         return false;
       case 0x08: // throw
       case 0x09: // rethrow
-        this.skipLeb();
+        this.reader.skipLeb();
         this.syncAndSplit(at);
         return false;
       case 0x13: // return_call_indirect
         this.refuseTailCallWithCounter(at);
-        this.skipLeb();
-        this.skipLeb();
+        this.reader.skipLeb();
+        this.reader.skipLeb();
         this.syncAndSplit(at);
         return false;
       case 0x0f: // return
@@ -341,7 +340,7 @@ export class BodyInstrumenter {
     const isCatchTarget = this.catchTargets.has(ordinal) ? 1 : 0;
     // A catch clause may land on this loop head, which reloads the counter; entering it must sync first.
     if (isCatchTarget) this.syncBefore(at);
-    this.skipBlockType();
+    this.reader.skipBlockType();
     this.pushFrame(FRAME_LOOP, isCatchTarget);
     this.startSegment(F_CHECK | (isCatchTarget ? F_LOAD : 0));
   }
@@ -358,8 +357,8 @@ export class BodyInstrumenter {
       else this.syncBefore(at);
       this.depth = 0;
       this.closeSegment();
-      this.flush(this.pos);
-      if (this.pos !== this.end) throw new Error(`function body has trailing bytes after final end at offset ${this.pos}`);
+      this.flush(this.reader.pos);
+      if (this.reader.pos !== this.reader.end) throw new Error(`function body has trailing bytes after final end at offset ${this.reader.pos}`);
       return true;
     }
     // Continuation of a catch-target block: reached by fallthrough, branches and catches; reload.
@@ -371,12 +370,12 @@ export class BodyInstrumenter {
   }
 
   private tryTable(): void {
-    this.skipBlockType();
-    for (let n = this.u32(); n > 0; n--) {
-      const kind = this.code[this.pos++]!;
-      if (kind > 3) throw new Error(`unknown try_table catch kind ${kind} at offset ${this.pos - 1}`);
-      if (kind < 2) this.skipLeb(); // catch / catch_ref carry a tag index
-      this.markCatchTarget(this.u32());
+    this.reader.skipBlockType();
+    for (let n = this.reader.u32(); n > 0; n--) {
+      const kind = this.reader.u8();
+      if (kind > 3) throw new Error(`unknown try_table catch kind ${kind} at offset ${this.reader.pos - 1}`);
+      if (kind < 2) this.reader.skipLeb(); // catch / catch_ref carry a tag index
+      this.markCatchTarget(this.reader.u32());
     }
     this.pushFrame(FRAME_BLOCK, 0);
   }
@@ -393,14 +392,14 @@ export class BodyInstrumenter {
 
   private brTable(at: number): void {
     let sync = false;
-    for (let n = this.u32() + 1; n > 0; n--) sync = this.labelNeedsSync(this.u32()) || sync;
+    for (let n = this.reader.u32() + 1; n > 0; n--) sync = this.labelNeedsSync(this.reader.u32()) || sync;
     if (sync) this.syncBefore(at);
     this.startSegment(0);
   }
 
   /** A direct call: with a call plan a defined callee takes the counter along (calls.ts). */
   private call(at: number): void {
-    const callee = this.u32();
+    const callee = this.reader.u32();
     const target = this.calls ? this.calls.target(callee) : -1;
     if (target < 0) {
       this.aroundCall(at);
@@ -413,7 +412,7 @@ export class BodyInstrumenter {
 
   /** return_call: with a call plan only a defined callee can return the counter for this function. */
   private returnCall(at: number): void {
-    const callee = this.u32();
+    const callee = this.reader.u32();
     if (!this.calls) {
       this.syncAndSplit(at);
       return;
@@ -430,7 +429,7 @@ export class BodyInstrumenter {
     emitLocal(this.out, LOCAL_GET, this.counter);
     this.out.u8(opcode);
     this.out.u32(target);
-    this.copyFrom = this.pos;
+    this.copyFrom = this.reader.pos;
   }
 
   /** A tail call whose callee returns no counter cannot end a function that must return one. */
@@ -465,7 +464,7 @@ export class BodyInstrumenter {
   private aroundCall(at: number): void {
     this.syncBefore(at);
     // The callee (or host) may have consumed or changed fuel.
-    this.flush(this.pos);
+    this.flush(this.reader.pos);
     encodeLoad(this.out, this.counter, this.fuelGlobal);
     this.synced = true;
   }
@@ -482,7 +481,7 @@ export class BodyInstrumenter {
 
   private frameIndex(label: number): number {
     const index = this.depth - 1 - label;
-    if (index < 0) throw new Error(`branch label ${label} out of range at offset ${this.pos}`);
+    if (index < 0) throw new Error(`branch label ${label} out of range at offset ${this.reader.pos}`);
     return index;
   }
 
@@ -510,7 +509,7 @@ export class BodyInstrumenter {
   private startSegment(flags: number): void {
     this.synced = false;
     if (this.slots > 0) this.closeSegment();
-    this.flush(this.pos);
+    this.flush(this.reader.pos);
     if (this.slots === this.slotPos.length) this.growSlots();
     this.slotPos[this.slots] = this.out.len;
     this.slotFlags[this.slots] = flags;
@@ -525,7 +524,7 @@ export class BodyInstrumenter {
   }
 
   private flush(upTo: number): void {
-    this.out.copy(this.code, this.copyFrom, upTo);
+    this.out.copy(this.reader.bytes, this.copyFrom, upTo);
     this.copyFrom = upTo;
   }
 
@@ -538,31 +537,31 @@ export class BodyInstrumenter {
   }
 
   private renumberLocal(): void {
-    const immediate = this.pos;
-    const index = this.u32();
+    const immediate = this.reader.pos;
+    const index = this.reader.u32();
     if (index < this.shiftLocalsFrom) return;
     this.flush(immediate);
     this.out.u32(index + 1);
-    this.copyFrom = this.pos;
+    this.copyFrom = this.reader.pos;
   }
 
   private renumberGlobal(): void {
-    const immediate = this.pos;
-    const index = this.u32();
+    const immediate = this.reader.pos;
+    const index = this.reader.u32();
     if (index < this.importedGlobals) return;
     // The fuel import sits after the original imported globals, shifting every defined global by one.
     this.flush(immediate);
     this.out.u32(index + 1);
-    this.copyFrom = this.pos;
+    this.copyFrom = this.reader.pos;
   }
 
   private skipMiscOp(at: number): void {
-    const sub = this.u32();
+    const sub = this.reader.u32();
     const lebs = FC_LEBS[sub];
     if (lebs === undefined) throw unknownOpcode(at, 0xfc, sub);
     const shift = FC_BULK_SHIFT[sub];
     if (shift !== undefined) this.chargeBySize(at, shift);
-    for (let i = 0; i < lebs; i++) this.skipLeb();
+    for (let i = 0; i < lebs; i++) this.reader.skipLeb();
   }
 
   /**
@@ -577,56 +576,31 @@ export class BodyInstrumenter {
   }
 
   private skipSimdOp(at: number): void {
-    const sub = this.u32();
+    const sub = this.reader.u32();
     switch (SIMD_KIND[sub]) {
       case SIMD_PLAIN:
         return;
       case SIMD_MEMARG:
-        this.pos = skipMemarg(this.code, this.pos);
+        this.skipMemarg();
         return;
       case SIMD_MEMARG_LANE:
-        this.pos = skipMemarg(this.code, this.pos);
-        this.pos++;
+        this.skipMemarg();
+        this.reader.skip(1);
         return;
       case SIMD_LANE:
-        this.pos++;
+        this.reader.skip(1);
         return;
       case SIMD_BYTES16:
-        this.pos += 16;
+        this.reader.skip(16);
         return;
       default:
         throw unknownOpcode(at, 0xfd, sub);
     }
   }
 
-  /** Block types are 0x40, a value type or an s33 type index; the single-byte ones are one-byte LEBs. */
-  private skipBlockType(): void {
-    const b = this.code[this.pos];
-    if (b === 0x63 || b === 0x64) this.pos++;
-    this.skipLeb();
-  }
-
-  private skipValType(): void {
-    const b = this.code[this.pos++];
-    if (b === 0x63 || b === 0x64) this.skipLeb();
-  }
-
-  private skipLeb(): void {
-    this.pos = skipLeb(this.code, this.pos);
-  }
-
-  private u32(): number {
-    const code = this.code;
-    let result = 0;
-    let shift = 0;
-    let b: number;
-    do {
-      b = code[this.pos++]!;
-      result |= (b & 0x7f) << shift;
-      shift += 7;
-    } while (b & 0x80 && shift < 35);
-    if (b & 0x80) throw new Error(`LEB128 longer than 5 bytes at offset ${this.pos}`);
-    return result >>> 0;
+  /** Unchecked, as in the hot loop: a memarg running past the body ends there (no final end). */
+  private skipMemarg(): void {
+    this.reader.pos = skipMemarg(this.reader.bytes, this.reader.pos);
   }
 }
 
@@ -635,17 +609,12 @@ function emitLocal(w: Writer, op: number, index: number): void {
   w.u32(index);
 }
 
-function skipLeb(code: Uint8Array, pos: number): number {
-  while (code[pos++]! & 0x80);
-  return pos;
-}
-
 /** memarg: alignment (bit 6 of its first byte announces a memory index, multi-memory), then the offset. */
 function skipMemarg(code: Uint8Array, pos: number): number {
   const align = code[pos]!;
-  let p = skipLeb(code, pos);
-  if (align & 0x40) p = skipLeb(code, p);
-  return skipLeb(code, p);
+  let p = lebEnd(code, pos);
+  if (align & 0x40) p = lebEnd(code, p);
+  return lebEnd(code, p);
 }
 
 function grow<T extends Uint8Array | Int32Array>(old: T, next: T): T {

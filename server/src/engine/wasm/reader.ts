@@ -4,6 +4,16 @@ export function plainBytes(bytes: Uint8Array): Uint8Array {
 }
 
 /**
+ * The offset just past the LEB128 (any width, signed or not) at `pos`, unchecked: for loops that
+ * keep their position in a local and compare it with their end themselves. Past the array's end
+ * it stops (an absent byte has no continuation bit).
+ */
+export function lebEnd(bytes: Uint8Array, pos: number): number {
+  while (bytes[pos++]! & 0x80);
+  return pos;
+}
+
+/**
  * What is wrong with the bytes at `offset`: a read past the reader's end, or a u32 LEB128 longer
  * than 5 bytes or wider than 32 bits (both invalid in the binary format).
  */
@@ -44,24 +54,38 @@ export class Reader {
     return this.bytes[this.pos]!;
   }
 
-  /** Unsigned LEB128 up to 32 bits (indices, counts, sizes); longer or wider is refused. */
+  /**
+   * Unsigned LEB128 up to 32 bits (indices, counts, sizes); longer or wider is refused. The
+   * position stays in a local: the instrumenter decodes every branch label and call with this.
+   */
   u32(): number {
+    const bytes = this.bytes;
+    const end = this.end;
     const start = this.pos;
+    let pos = start;
     let result = 0;
     for (let shift = 0; shift < 28; shift += 7) {
-      const b = this.u8();
+      if (pos >= end) throw this.#fault("truncated", pos);
+      const b = bytes[pos++]!;
       result |= (b & 0x7f) << shift;
-      if ((b & 0x80) === 0) return result;
+      if (b < 0x80) {
+        this.pos = pos;
+        return result;
+      }
     }
+    if (pos >= end) throw this.#fault("truncated", pos);
     // The fifth byte holds bits 28-31: any higher bit, or a continuation, is malformed.
-    const last = this.u8();
+    const last = bytes[pos++]!;
     if (last > 0x0f) throw this.#fault("u32 too long", start);
+    this.pos = pos;
     return (result | (last << 28)) >>> 0;
   }
 
   /** Skips any LEB128 (signed or unsigned, any width) without decoding it. */
   skipLeb(): void {
-    while (this.u8() & 0x80);
+    const next = lebEnd(this.bytes, this.pos);
+    if (next > this.end) throw this.#fault("truncated", this.end);
+    this.pos = next;
   }
 
   skip(n: number): void {
@@ -78,5 +102,12 @@ export class Reader {
   skipValType(): void {
     const b = this.u8();
     if (b === 0x63 || b === 0x64) this.skipLeb();
+  }
+
+  /** Skips a block type: 0x40, a value type or an s33 type index (the single-byte ones are one-byte LEBs). */
+  skipBlockType(): void {
+    const b = this.peek();
+    if (b === 0x63 || b === 0x64) this.pos++;
+    this.skipLeb();
   }
 }
