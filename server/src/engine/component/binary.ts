@@ -10,7 +10,7 @@
  * `func(string, u64) -> result<string, record { code: string, message: string }>`. Comparing
  * that text is comparing the types; a type too large to render is shown as TOO_LARGE.
  */
-import { bytesAt, COMPONENT_LAYER, COMPONENT_VERSION, CORE_MODULE_PREAMBLE, LAYER_AT, plainBytes, PREAMBLE_BYTES, Reader, VERSION_AT, WASM_MAGIC, type BinaryFault } from "../wasm/index.ts";
+import { bytesAt, COMPONENT_LAYER, COMPONENT_VERSION, CORE_MODULE_PREAMBLE, I32, LAYER_AT, plainBytes, PREAMBLE_BYTES, Reader, VERSION_AT, WASM_MAGIC, type BinaryFault } from "../wasm/index.ts";
 
 /** The extern sorts of the component model, by their binary discriminant. */
 export type ExternSort = "module" | "func" | "value" | "type" | "component" | "instance";
@@ -311,7 +311,7 @@ function readDefType(reader: Reader, scope: Scope): Type {
     case 0x3f:
       // resourcetype ::= 0x3f 0x7f (0x00 | 0x01 funcidx): an i32 representation, an optional destructor.
       reader.u8();
-      if (reader.u8() !== 0x7f) throw new ComponentFormatError("malformed resource type");
+      if (reader.u8() !== I32) throw new ComponentFormatError("malformed resource type");
       if (reader.u8() === 0x01) reader.u32();
       return { kind: "resource", text: "resource" };
     default:

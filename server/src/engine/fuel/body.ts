@@ -1,4 +1,4 @@
-import { lebEnd, Reader, Writer } from "../wasm/index.ts";
+import { BLOCK, CALL, END, GLOBAL_GET, IF, lebEnd, LOCAL_GET, LOCAL_SET, Reader, RETURN_CALL, UNREACHABLE, Writer } from "../wasm/index.ts";
 import { CounterCannotPass, type CallPlan } from "./calls.ts";
 import { encodeBulkCharge, encodeCharge, encodeLoad, encodeSync, F_CHECK, F_LOAD } from "./charge.ts";
 import {
@@ -30,14 +30,6 @@ import {
 const FRAME_FUNC = 0;
 const FRAME_BLOCK = 1;
 const FRAME_LOOP = 2;
-
-const LOCAL_GET = 0x20;
-const LOCAL_SET = 0x21;
-const GLOBAL_GET = 0x23;
-const BLOCK = 0x02;
-const END = 0x0b;
-const CALL = 0x10;
-const RETURN_CALL = 0x12;
 
 /**
  * Rewrites one function body at a time. Instances are reused across a module's functions so the
@@ -241,7 +233,7 @@ export class BodyInstrumenter {
   /** Handles one control-flow opcode; returns true at the function's final `end`. */
   private control(op: number, at: number): boolean {
     switch (op) {
-      case 0x02: // block
+      case BLOCK:
       case 0x06: // try (legacy)
         this.reader.skipBlockType();
         this.pushFrame(FRAME_BLOCK, 0);
@@ -249,7 +241,7 @@ export class BodyInstrumenter {
       case 0x03:
         this.loop(at);
         return false;
-      case 0x04: // if: the then-arm runs only when taken
+      case IF: // the then-arm runs only when taken
         // When false without an else arm, `if` branches straight to its continuation.
         if (this.catchTargets.has(this.ordinals)) this.syncBefore(at);
         this.reader.skipBlockType();
@@ -269,7 +261,7 @@ export class BodyInstrumenter {
         this.leaveArm(at);
         this.startSegment(F_LOAD);
         return false;
-      case 0x0b:
+      case END:
         return this.endFrame(at);
       case 0x18: // delegate: closes a legacy try like end
         this.reader.skipLeb();
@@ -289,7 +281,7 @@ export class BodyInstrumenter {
       case 0x0e:
         this.brTable(at);
         return false;
-      case 0x10: // call
+      case CALL:
         this.call(at);
         return false;
       case 0x14: // call_ref
@@ -301,7 +293,7 @@ export class BodyInstrumenter {
         this.reader.skipLeb();
         this.aroundCall(at);
         return false;
-      case 0x12: // return_call
+      case RETURN_CALL:
         this.returnCall(at);
         return false;
       case 0x15: // return_call_ref
@@ -327,7 +319,7 @@ export class BodyInstrumenter {
       case 0x0a: // throw_ref
         this.syncAndSplit(at);
         return false;
-      case 0x00: // unreachable: what follows is dead until the next structural boundary
+      case UNREACHABLE: // what follows is dead until the next structural boundary
         this.startSegment(0);
         return false;
       default:

@@ -12,17 +12,8 @@
  * type) and writes the counter back. Everything is appended (types, functions), so existing
  * indices stay valid.
  */
-import { Reader, Writer } from "../wasm/index.ts";
+import { CALL, EMPTY_BLOCK_TYPE, END, FUNC_TYPE_FORM, GLOBAL_GET, GLOBAL_SET, I64, LOCAL_GET, Reader, Writer } from "../wasm/index.ts";
 import type { ModuleInfo } from "./module-info.ts";
-
-const FUNC_FORM = 0x60;
-const I64 = 0x7e;
-const EMPTY_BLOCK_TYPE = 0x40;
-const LOCAL_GET = 0x20;
-const GLOBAL_GET = 0x23;
-const GLOBAL_SET = 0x24;
-const CALL = 0x10;
-const END = 0x0b;
 
 /** Thrown while rewriting a body whose tail call cannot pass the counter on; see instrument.ts. */
 export class CounterCannotPass extends Error {}
@@ -137,7 +128,7 @@ export class CallPlan {
   }
 
   #appendType(writeSignature: () => void): number {
-    this.#newTypes.u8(FUNC_FORM);
+    this.#newTypes.u8(FUNC_TYPE_FORM);
     writeSignature();
     return this.#info.types.length + this.#newTypeCount++;
   }

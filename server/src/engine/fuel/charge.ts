@@ -1,4 +1,21 @@
-import type { Writer } from "../wasm/index.ts";
+import {
+  EMPTY_BLOCK_TYPE,
+  END,
+  GLOBAL_GET,
+  GLOBAL_SET,
+  I64_CONST,
+  I64_EXTEND_I32_U,
+  I64_LT_S,
+  I64_SHL,
+  I64_SHR_U,
+  I64_SUB,
+  IF,
+  LOCAL_GET,
+  LOCAL_SET,
+  LOCAL_TEE,
+  UNREACHABLE,
+  type Writer,
+} from "../wasm/index.ts";
 
 /**
  * The code the instrumenter inserts. `counter` is the function's i64 counter local, `fuelGlobal`
@@ -10,22 +27,6 @@ import type { Writer } from "../wasm/index.ts";
 export const F_LOAD = 1;
 /** Segment flag: trap if the counter went negative (entry and loop heads, so every cycle is checked). */
 export const F_CHECK = 2;
-
-const LOCAL_GET = 0x20;
-const LOCAL_SET = 0x21;
-const LOCAL_TEE = 0x22;
-const GLOBAL_GET = 0x23;
-const GLOBAL_SET = 0x24;
-const I64_CONST = 0x42;
-const I64_SUB = 0x7d;
-const I64_LT_S = 0x53;
-const I64_EXTEND_I32_U = 0xad;
-const I64_SHL = 0x86;
-const I64_SHR_U = 0x88;
-const IF = 0x04;
-const EMPTY_BLOCK_TYPE = 0x40;
-const UNREACHABLE = 0x00;
-const END = 0x0b;
 
 /** counter -> global: before calls, returns, throws and exits. */
 export function encodeSync(w: Writer, counter: number, fuelGlobal: number): void {

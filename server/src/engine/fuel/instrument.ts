@@ -1,4 +1,4 @@
-import { CORE_MODULE_PREAMBLE, plainBytes, type Reader, Writer } from "../wasm/index.ts";
+import { CORE_MODULE_PREAMBLE, I32, I64, plainBytes, type Reader, Writer } from "../wasm/index.ts";
 import { BodyInstrumenter } from "./body.ts";
 import { CallPlan, CounterCannotPass } from "./calls.ts";
 import { FUEL_IMPORT } from "./import.ts";
@@ -35,9 +35,6 @@ export interface InstrumentResult {
   bytes: Uint8Array<ArrayBuffer>;
   functionsInstrumented: number;
 }
-
-const I32 = 0x7f;
-const I64 = 0x7e;
 
 /**
  * Rewrites a core wasm module so every function subtracts its straight-line cost from the imported

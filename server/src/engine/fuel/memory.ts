@@ -6,6 +6,7 @@ import {
   KIND_MEMORY,
   KIND_TABLE,
   readSections,
+  readTableInitPrefix,
   SEC_EXPORT,
   SEC_IMPORT,
   SEC_MEMORY,
@@ -126,10 +127,9 @@ function countImports(r: Reader, counts: { memories: number; tables: number }): 
   }
 }
 
-/** A table entry: an optional 0x40 0x00 prefix announcing an initialiser, the reference type, limits, the initialiser. */
+/** A table entry: an optional prefix announcing an initialiser, the reference type, limits, the initialiser. */
 function readTable(r: Reader): Limits {
-  const withInit = r.bytes[r.pos] === 0x40;
-  if (withInit) r.skip(2);
+  const withInit = readTableInitPrefix(r);
   r.skipValType();
   const limits = readTableLimits(r);
   if (withInit) walkConstExpr(r, () => undefined);
@@ -138,8 +138,7 @@ function readTable(r: Reader): Limits {
 
 function rewriteTable(r: Reader, w: Writer, maximum: number): void {
   const start = r.pos;
-  const withInit = r.bytes[r.pos] === 0x40;
-  if (withInit) r.skip(2);
+  const withInit = readTableInitPrefix(r);
   r.skipValType();
   w.copy(r.bytes, start, r.pos);
   writeLimits(w, readTableLimits(r), maximum);

@@ -1,8 +1,8 @@
-import type { Reader } from "../wasm/index.ts";
+import { FUNC_TYPE_FORM, REF_FUNC, type Reader } from "../wasm/index.ts";
 import {
   KIND_FUNC,
   KIND_GLOBAL,
-  REF_FUNC,
+  readTableInitPrefix,
   SEC_ELEMENT,
   SEC_EXPORT,
   SEC_FUNCTION,
@@ -73,7 +73,7 @@ function readTypes(r: Reader, types: FuncType[]): void {
   for (let n = r.u32(); n > 0; n--) {
     const form = r.u8();
     // GC type forms (rec, sub, struct, array) would change how type indices count; not supported.
-    if (form !== 0x60) throw new Error(`unsupported type form 0x${form.toString(16)} at offset ${r.pos - 1}`);
+    if (form !== FUNC_TYPE_FORM) throw new Error(`unsupported type form 0x${form.toString(16)} at offset ${r.pos - 1}`);
     const params = r.u32();
     const paramStart = r.pos;
     for (let i = 0; i < params; i++) r.skipValType();
@@ -144,8 +144,7 @@ function readGlobalFuncRefs(r: Reader, into: number[]): void {
 
 function readTableFuncRefs(r: Reader, into: number[]): void {
   for (let n = r.u32(); n > 0; n--) {
-    const withInit = r.bytes[r.pos] === 0x40;
-    if (withInit) r.skip(2);
+    const withInit = readTableInitPrefix(r);
     r.skipValType();
     skipLimits(r);
     if (withInit) readConstExprFuncs(r, into);

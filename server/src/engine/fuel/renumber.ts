@@ -2,9 +2,9 @@
  * Rewrites the non-code sections that mention global indices. The fuel global is appended to the
  * imports, so imported globals keep their indices and every defined global moves up by one.
  */
-import { Reader, Writer } from "../wasm/index.ts";
+import { GLOBAL_GET, Reader, Writer } from "../wasm/index.ts";
 import type { CallPlan } from "./calls.ts";
-import { GLOBAL_GET, KIND_GLOBAL, skipLimits, walkConstExpr } from "./sections.ts";
+import { KIND_GLOBAL, readTableInitPrefix, skipLimits, walkConstExpr } from "./sections.ts";
 
 /** Maps an old global index to its index after the fuel import was added. */
 export type GlobalMap = (index: number) => number;
@@ -92,13 +92,12 @@ export function rewriteDataSection(r: Reader, map: GlobalMap): Writer {
   return w;
 }
 
-/** Tables may carry an initialiser expression (function-references: 0x40 0x00 tabletype expr). */
+/** Tables may carry an initialiser expression (sections.ts, readTableInitPrefix). */
 export function rewriteTableSection(r: Reader, map: GlobalMap): Writer {
   const w = new Writer(r.end - r.pos + 16);
   for (let n = w.copyCount(r); n > 0; n--) {
-    const withInit = r.bytes[r.pos] === 0x40;
     const start = r.pos;
-    if (withInit) r.skip(2);
+    const withInit = readTableInitPrefix(r);
     r.skipValType();
     skipLimits(r);
     w.copy(r.bytes, start, r.pos);

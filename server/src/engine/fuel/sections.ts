@@ -1,4 +1,4 @@
-import { bytesAt, CORE_MODULE_PREAMBLE, Reader } from "../wasm/index.ts";
+import { bytesAt, CORE_MODULE_PREAMBLE, END, GLOBAL_GET, I64_CONST, Reader, REF_FUNC } from "../wasm/index.ts";
 
 export const SEC_CUSTOM = 0;
 export const SEC_TYPE = 1;
@@ -53,6 +53,16 @@ export function sectionReader(module: Uint8Array, s: Section): Reader {
   return new Reader(module, s.start, s.end);
 }
 
+/** table ::= tabletype | 0x40 0x00 tabletype expr: the prefix of a table with an initialiser (function references). */
+const TABLE_WITH_INIT = 0x40;
+
+/** Consumes a table's prefix if it has one; true when an initialiser expression follows its limits. */
+export function readTableInitPrefix(r: Reader): boolean {
+  if (r.peek() !== TABLE_WITH_INIT) return false;
+  r.skip(2);
+  return true;
+}
+
 /** Limits flag: the memory or table is indexed by i64 (memory64, table64). */
 export const LIMITS_64 = 4;
 
@@ -69,9 +79,6 @@ export function skipLimits(r: Reader): void {
   if (flags & 1) r.skipLeb();
 }
 
-export const GLOBAL_GET = 0x23;
-export const REF_FUNC = 0xd2;
-
 /**
  * Reads a constant expression through its `end`: numeric/vector constants, ref.null/ref.func,
  * global.get, extended-const arithmetic. Calls `onIndex` for each global.get and ref.func with the
@@ -82,7 +89,7 @@ export function walkConstExpr(r: Reader, onIndex: (op: number, index: number, in
     const at = r.pos;
     const op = r.u8();
     switch (op) {
-      case 0x0b:
+      case END:
         return;
       case GLOBAL_GET:
       case REF_FUNC: {
@@ -91,7 +98,7 @@ export function walkConstExpr(r: Reader, onIndex: (op: number, index: number, in
         break;
       }
       case 0x41: // i32.const
-      case 0x42: // i64.const
+      case I64_CONST:
       case 0xd0: // ref.null heaptype
         r.skipLeb();
         break;

@@ -1,3 +1,5 @@
+import { REF, REF_NULL } from "./type-encodings.ts";
+
 /** A view without subclass (Buffer would make every byte access in the hot loops polymorphic). */
 export function plainBytes(bytes: Uint8Array): Uint8Array {
   return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -101,13 +103,13 @@ export class Reader {
   /** Skips a value type, including the two-part (ref null? heaptype) form. */
   skipValType(): void {
     const b = this.u8();
-    if (b === 0x63 || b === 0x64) this.skipLeb();
+    if (b === REF_NULL || b === REF) this.skipLeb();
   }
 
   /** Skips a block type: 0x40, a value type or an s33 type index (the single-byte ones are one-byte LEBs). */
   skipBlockType(): void {
     const b = this.peek();
-    if (b === 0x63 || b === 0x64) this.pos++;
+    if (b === REF_NULL || b === REF) this.pos++;
     this.skipLeb();
   }
 }
