@@ -15,8 +15,8 @@
  * Within each kind the room above the minimums is split evenly, and what one memory or table
  * cannot take (its own declared maximum is lower) goes to the others.
  */
+import { PAGE_BYTES } from "../wasm/index.ts";
 
-export const PAGE_BYTES = 65536;
 /** The unit fuel is charged in for bulk operators (opcodes.ts): a machine word. */
 export const WORD_BYTES = 8;
 /**

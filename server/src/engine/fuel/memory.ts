@@ -1,6 +1,6 @@
-import { CORE_MODULE_PREAMBLE, plainBytes, type Reader, Writer } from "../wasm/index.ts";
+import { CORE_MODULE_PREAMBLE, LIMITS_HAS_MAX, LIMITS_SHARED, MAX_PAGES_32, PAGE_BYTES, plainBytes, type Reader, Writer } from "../wasm/index.ts";
 import { CAPPED_EXPORT_PREFIX, cappedExportName } from "./capped-export.ts";
-import { PAGE_BYTES, planMaxima, TABLE_ENTRY_BYTES, type Limits } from "./footprint.ts";
+import { planMaxima, TABLE_ENTRY_BYTES, type Limits } from "./footprint.ts";
 import {
   comesAfter,
   KIND_MEMORY,
@@ -17,8 +17,6 @@ import {
   type Section,
 } from "./sections.ts";
 
-/** 4 GiB of 64 KiB pages: the most a 32-bit memory can address. */
-const MAX_PAGES_32 = 65536;
 const decoder = new TextDecoder();
 
 /** A memory or table the module defines: its limits and its index (after the imported ones). */
@@ -147,14 +145,14 @@ function rewriteTable(r: Reader, w: Writer, maximum: number): void {
   w.copy(r.bytes, init, r.pos);
 }
 
-/** Memory limits flags: bit 0 has-max, bit 1 shared (kept); memory64 and custom page sizes are refused. */
+/** A memory may be shared (kept); memory64 and custom page sizes are refused. */
 function readMemoryLimits(r: Reader): Limits & { flags: number } {
-  return readLimits(r, ~3, "memory");
+  return readLimits(r, ~(LIMITS_HAS_MAX | LIMITS_SHARED), "memory");
 }
 
-/** Table limits flags: bit 0 has-max; table64 is refused. */
+/** table64 is refused. */
 function readTableLimits(r: Reader): Limits & { flags: number } {
-  return readLimits(r, ~1, "table");
+  return readLimits(r, ~LIMITS_HAS_MAX, "table");
 }
 
 function readLimits(r: Reader, unsupported: number, what: string): Limits & { flags: number } {
@@ -162,12 +160,12 @@ function readLimits(r: Reader, unsupported: number, what: string): Limits & { fl
   const flags = r.u8();
   if (flags & unsupported) throw new Error(`unsupported ${what} limits flags 0x${flags.toString(16)} at offset ${at}`);
   const min = r.u32();
-  return { flags, min, max: flags & 1 ? r.u32() : undefined };
+  return { flags, min, max: flags & LIMITS_HAS_MAX ? r.u32() : undefined };
 }
 
 /** The limits with a maximum of at most `maximum` (a smaller declared one is kept). */
 function writeLimits(w: Writer, limits: Limits & { flags: number }, maximum: number): void {
-  w.u8(limits.flags | 1);
+  w.u8(limits.flags | LIMITS_HAS_MAX);
   w.u32(limits.min);
   w.u32(Math.min(limits.max ?? Infinity, maximum));
 }

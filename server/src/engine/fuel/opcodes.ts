@@ -1,4 +1,5 @@
-import { PAGE_BYTES, TABLE_ENTRY_BYTES, WORD_BYTES } from "./footprint.ts";
+import { PAGE_BYTES } from "../wasm/index.ts";
+import { TABLE_ENTRY_BYTES, WORD_BYTES } from "./footprint.ts";
 
 /**
  * Opcode tables for the function-body decoder: what immediates follow each opcode, and its fuel cost.

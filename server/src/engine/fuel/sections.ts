@@ -1,4 +1,4 @@
-import { bytesAt, CORE_MODULE_PREAMBLE, END, GLOBAL_GET, I64_CONST, Reader, REF_FUNC } from "../wasm/index.ts";
+import { bytesAt, CORE_MODULE_PREAMBLE, END, GLOBAL_GET, I64_CONST, LIMITS_64, LIMITS_HAS_MAX, Reader, REF_FUNC } from "../wasm/index.ts";
 
 export const SEC_CUSTOM = 0;
 export const SEC_TYPE = 1;
@@ -63,9 +63,6 @@ export function readTableInitPrefix(r: Reader): boolean {
   return true;
 }
 
-/** Limits flag: the memory or table is indexed by i64 (memory64, table64). */
-export const LIMITS_64 = 4;
-
 /**
  * Skips table/memory limits: flags, min, optional max. 64-bit memories and tables are refused:
  * the bulk operators' sizes are charged as i32 (body.ts), and the memory cap refuses them too.
@@ -76,7 +73,7 @@ export function skipLimits(r: Reader): void {
   if (flags > 7) throw new Error(`unsupported limits flags 0x${flags.toString(16)} at offset ${r.pos - 1}`);
   if (flags & LIMITS_64) throw new Error(`64-bit memories and tables are not supported (limits at offset ${r.pos - 1})`);
   r.skipLeb();
-  if (flags & 1) r.skipLeb();
+  if (flags & LIMITS_HAS_MAX) r.skipLeb();
 }
 
 /**

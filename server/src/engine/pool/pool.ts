@@ -6,6 +6,7 @@ import path, { join } from "node:path";
 import { ConnectError } from "@connectrpc/connect";
 import { describeError } from "../../errors/index.ts";
 import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } from "../preparation/index.ts";
+import { PAGE_BYTES } from "../wasm/index.ts";
 import type { FailureBody, FromWorker, LeaseRequest, ToWorker, WorkerReceipt, WorkspaceDirectory } from "./protocol.ts";
 import { readSecrets } from "./secrets.ts";
 import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerReport, WorkerStats } from "./types.ts";
@@ -31,7 +32,6 @@ const UNRESPONSIVE_MS = 5000;
 /** Largest fuel budget: the counter is an i64 and must not wrap. */
 const MAX_FUEL = 2 ** 62;
 const MiB = 1024 * 1024;
-const PAGE = 65536;
 const SPARE_FUEL = 100_000_000;
 
 type Kind = "tool" | "loop";
@@ -434,7 +434,7 @@ export class Pool {
       component: id,
       glue: this.#preparer.glueFile(prepared),
       coreModules: this.#preparer.coreModuleFiles(prepared),
-      facts: { entrypoints, imports, initialMemoryBytes: initialMemoryPages * PAGE },
+      facts: { entrypoints, imports, initialMemoryBytes: initialMemoryPages * PAGE_BYTES },
     });
   }
 

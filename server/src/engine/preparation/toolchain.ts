@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { HOST_INTERFACE, SUSPENDING_HOST_FUNCTIONS, WORLDS } from "../component/index.ts";
+import { PAGE_BYTES } from "../wasm/index.ts";
 
 /**
  * Version of the prepared-directory layout, of the transpile options below and of the glue
@@ -43,10 +44,9 @@ export const TRANSPILE_OPTIONS = {
 } as const;
 
 const MiB = 1024 * 1024;
-const PAGE = 64 * 1024;
 
 export function memoryPages(memoryMib: number): number {
-  return Math.floor((memoryMib * MiB) / PAGE);
+  return Math.floor((memoryMib * MiB) / PAGE_BYTES);
 }
 
 export interface Toolchain {

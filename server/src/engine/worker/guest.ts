@@ -9,6 +9,7 @@ import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from ".
 import { missingImports } from "./imports.ts";
 import type { ComponentFacts, FailureBody, WorkerReceipt } from "../pool/protocol.ts";
 import { GuestExit, wasiImports, type WasiContext } from "../wasi/world.ts";
+import { PAGE_BYTES } from "../wasm/index.ts";
 
 type CoreImports = Record<string, Record<string, unknown>>;
 type InstantiateCore = (module: WebAssembly.Module, imports?: CoreImports) => WebAssembly.Instance;
@@ -259,8 +260,6 @@ function guestFailure(error: unknown): FailureBody | undefined {
   return typeof code === "string" && typeof message === "string" ? { code, message } : undefined;
 }
 
-const PAGE = 65536;
-
 /**
  * How a call that threw ended. Fuel first: a trap with the counter below zero is exhaustion
  * (the counter is stale, i.e. too high, for any other trap). Then a trap with a memory or table
@@ -282,7 +281,7 @@ export function classify(error: unknown, instance: Observed | undefined, budget:
   const message = error instanceof Error ? error.message : String(error);
   const atCap = instance?.capped.some(isAtCap) ?? false;
   if ((error instanceof WebAssembly.RuntimeError && atCap) || (error instanceof RangeError && /out of memory|memory size|allocate/i.test(message))) {
-    const mib = (memoryPages * PAGE) / (1024 * 1024);
+    const mib = (memoryPages * PAGE_BYTES) / (1024 * 1024);
     return { outcome: "failure", code: "memory_exhausted", message: `the guest reached its memory cap (${mib} MiB for its memories and tables): ${message}`, fuelUsed };
   }
   if (error instanceof RangeError && /call stack/i.test(message)) {
@@ -297,6 +296,6 @@ export function classify(error: unknown, instance: Observed | undefined, budget:
  * growth that fails earlier than that is the guest's business.
  */
 function isAtCap({ object, maximum }: Capped): boolean {
-  const size = object instanceof WebAssembly.Memory ? object.buffer.byteLength / PAGE : object.length;
+  const size = object instanceof WebAssembly.Memory ? object.buffer.byteLength / PAGE_BYTES : object.length;
   return 16 * size >= 15 * maximum;
 }
