@@ -121,14 +121,37 @@ describe("gen/openapi.json describes the JSON HTTP API the transcoder serves", (
   it("takes google.api.HttpBody bodies raw and answers server streams as server-sent events", () => {
     expect(document.paths["/v1/tools"]?.post?.requestBody?.content).toEqual({ "*/*": {} });
     const watch = document.paths["/v1/sessions/{session_id}/events"]?.get?.responses["200"];
-    expect(watch).toMatchObject({ content: { "text/event-stream": { "x-event-data": { $ref: "#/components/schemas/skillenv.sessions.v1.WatchSessionResponse" } } } });
+    // The schema is one event's: its data the streamed message, or the Error body that ends the stream.
+    expect(watch).toMatchObject({
+      content: {
+        "text/event-stream": {
+          schema: {
+            type: "object",
+            required: ["data"],
+            properties: { event: { enum: ["error"] }, data: { anyOf: [{ $ref: "#/components/schemas/skillenv.sessions.v1.WatchSessionResponse" }, { $ref: "#/components/schemas/Error" }] } },
+          },
+        },
+      },
+    });
   });
 
   it("answers errors with the catalogue's codes in the {code, message, status} body", () => {
     const error = schema("Error");
     expect(error.required).toEqual(["code", "message", "status"]);
-    expect(error.properties.code.enum).toEqual(Object.keys(errorCatalogue));
-    for (const { operation } of operations()) expect(operation.responses.default).toEqual({ $ref: "#/components/responses/Error" });
+    // Open: today's codes are listed, and a client must take a code it does not know.
+    expect(error.properties.code).not.toHaveProperty("enum");
+    expect(error.properties.code["x-extensible-enum"]).toEqual(Object.keys(errorCatalogue));
+    for (const { operation } of operations()) {
+      expect(operation.responses["4XX"]).toEqual({ $ref: "#/components/responses/Error" });
+      expect(operation.responses["5XX"]).toEqual({ $ref: "#/components/responses/Error" });
+    }
+  });
+
+  it("names its server (relative: the one serving it) and marks every request body required", () => {
+    expect(document.servers).toEqual([{ url: "/", description: expect.any(String) }]);
+    const bodies = operations().flatMap(({ operation }) => (operation.requestBody ? [operation.requestBody] : []));
+    expect(bodies.length).toBeGreaterThan(5);
+    for (const body of bodies) expect(body.required).toBe(true);
   });
 });
 

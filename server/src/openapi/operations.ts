@@ -8,6 +8,8 @@ import type { HttpVerb, Operation, Parameter, RequestBody, Response } from "./sp
 
 /** The error response every operation shares (components.responses). */
 export const ERROR_RESPONSE_REF = "#/components/responses/Error";
+/** The error body (components.schemas). */
+export const ERROR_SCHEMA_REF = "#/components/schemas/Error";
 
 /** One transcoder rule as an OpenAPI operation, at its path and HTTP method. */
 export interface DescribedRule {
@@ -18,9 +20,12 @@ export interface DescribedRule {
 
 const VERBS: ReadonlySet<string> = new Set<HttpVerb>(["get", "put", "post", "delete", "patch"]);
 
+/** The error responses every operation shares: 4XX and 5XX, each code's status in the catalogue. */
+export const ERROR_RESPONSES = { "4XX": { $ref: ERROR_RESPONSE_REF }, "5XX": { $ref: ERROR_RESPONSE_REF } } as const;
+
 const EVENT_STREAM =
-  "Server-sent events: one `data:` event per streamed message, its JSON in the schema of `x-event-data`; " +
-  "an error that ends the stream is an `event: error` whose data is the Error body.";
+  "Server-sent events. The schema is one event's (OpenAPI 3.1 has no keyword for the items of a stream; 3.2's itemSchema is this): " +
+  "one `data:` event per streamed message, its JSON the message; an error that ends the stream is an `event: error` whose data is the Error body.";
 
 /** Describes a rule: path and method from its binding, parameters and body from its field bindings. */
 export function describeRule(rule: Rule, operationId: string, schemas: SchemaSet, comments: Comments): DescribedRule {
@@ -35,7 +40,7 @@ export function describeRule(rule: Rule, operationId: string, schemas: SchemaSet
     tags: [method.parent.typeName],
     parameters: [...pathParameters(rule, schemas, comments), ...queryParameters(rule, schemas, comments)],
     requestBody: requestBody(rule, schemas, comments),
-    responses: { "200": success(rule, schemas, comments), default: { $ref: ERROR_RESPONSE_REF } },
+    responses: { "200": success(rule, schemas, comments), ...ERROR_RESPONSES },
   };
   return { path: openApiPath(rule.template, where), verb, operation };
 }
@@ -102,8 +107,9 @@ function requestBody(rule: Rule, schemas: SchemaSet, comments: Comments): Reques
   const { body } = rule;
   if (body === undefined) return undefined;
   const description = body === "*" ? comments.get(rule.method.input.typeName) : fieldComment(comments, body);
-  if (rule.rawBody) return { description, content: { "*/*": {} } };
-  return { description, content: { "application/json": { schema: bodySchema(rule, body, schemas) } } };
+  // Required: a client sends one (`{}` for a message of defaults), though the transcoder reads none as an empty message.
+  if (rule.rawBody) return { description, required: true, content: { "*/*": {} } };
+  return { description, required: true, content: { "application/json": { schema: bodySchema(rule, body, schemas) } } };
 }
 
 function bodySchema(rule: Rule, body: "*" | DescField, schemas: SchemaSet): JsonSchema {
@@ -116,7 +122,16 @@ function success(rule: Rule, schemas: SchemaSet, comments: Comments): Response {
   const { output } = rule.method;
   const description = comments.get(output.typeName) ?? output.name;
   if (rule.streaming) {
-    return { description, content: { "text/event-stream": { schema: { type: "string", description: EVENT_STREAM }, "x-event-data": schemas.message(output) } } };
+    const event: JsonSchema = {
+      type: "object",
+      description: EVENT_STREAM,
+      required: ["data"],
+      properties: {
+        event: { type: "string", enum: ["error"], description: "Only on the error that ends the stream." },
+        data: { anyOf: [schemas.message(output), { $ref: ERROR_SCHEMA_REF }], description: "The streamed message, or on `event: error` the Error body." },
+      },
+    };
+    return { description, content: { "text/event-stream": { schema: event } } };
   }
   if (isHttpBody(output)) return { description, content: { "*/*": {} } };
   return { description, content: { "application/json": { schema: schemas.message(output) } } };

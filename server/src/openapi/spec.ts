@@ -4,6 +4,7 @@ import type { JsonSchema } from "./schemas.ts";
 export interface OpenApiDocument {
   openapi: "3.1.0";
   info: { title: string; version: string; description: string };
+  servers: { url: string; description: string }[];
   tags: Tag[];
   paths: Record<string, PathItem>;
   components: {
@@ -44,13 +45,12 @@ export interface Parameter {
 
 export interface RequestBody {
   description?: string;
+  required: boolean;
   content: Record<string, MediaType>;
 }
 
 export interface MediaType {
   schema?: JsonSchema;
-  /** On text/event-stream: the schema of each event's `data`, which OpenAPI 3.1 has no keyword for. */
-  "x-event-data"?: JsonSchema;
 }
 
 export interface Response {
