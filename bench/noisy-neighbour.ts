@@ -105,10 +105,12 @@ async function runNoisyWorkspace(url: string): Promise<void> {
     }),
   );
   for (let i = 0; i < EMITTING_RUNS; i++) {
+    // A session runs one run at a time: each emitting run has a session of its own.
+    const { session: own } = await sessions.createSession({ environments: [{ name: "box", kind: { case: "service", value: {} } }] });
     activities.push(
       forever("emitting run", async () => {
         const { run } = await runs.createRun({
-          sessionId,
+          sessionId: own!.id,
           run: {
             message: "emit",
             model: { provider: "anthropic", name: "unused" },
@@ -117,7 +119,7 @@ async function runNoisyWorkspace(url: string): Promise<void> {
           } as never,
         });
         for (;;) {
-          const { run: now } = await runs.getRun({ sessionId, runId: run!.id });
+          const { run: now } = await runs.getRun({ sessionId: own!.id, runId: run!.id });
           if (now && !["queued", "running"].includes(now.status)) return now.status;
           await sleep(200);
         }
