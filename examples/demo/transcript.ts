@@ -36,6 +36,7 @@ export function outcomeLine(run: RunRecord): string {
 }
 
 /** An event's data, read as docs/events.md documents it: its shape depends on the type, and each case reads its own. */
+// biome-ignore lint/suspicious/noExplicitAny: each event type's case reads the fields docs/events.md gives it
 type Data = Record<string, any>;
 
 function describe(type: string, data: Data): [who: string, what: string] {

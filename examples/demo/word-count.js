@@ -3,6 +3,7 @@
 //
 // Input:  {"text": "..."}
 // Output: {"words": N, "lines": N, "characters": N}
+// biome-ignore lint/correctness/noUnusedVariables: the runtime calls it
 function run(input) {
   if (typeof input?.text !== "string") throw { code: "invalid_input", message: 'expected {"text": string}' };
   const text = input.text;

@@ -11,16 +11,16 @@ import * as path from "node:path";
 import { fromJson, toJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampMs, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import {
+import type {
   ExtensionEnvironmentService,
-  type Binding,
-  type CancelRequest,
-  type DetachRequest,
-  type ExecuteRequest,
-  type ExecuteResponseSchema,
-  type SetupRequest,
-  type StageRequest,
-  type TeardownRequest,
+  Binding,
+  CancelRequest,
+  DetachRequest,
+  ExecuteRequest,
+  ExecuteResponseSchema,
+  SetupRequest,
+  StageRequest,
+  TeardownRequest,
 } from "../../gen/skillenv/extension/v1/extension_pb.js";
 import { LONGEST_TIMER_MS } from "./command.ts";
 import { pathSegments, removeInWorkspace, removeTree, WorkspacePathError, writeInWorkspace } from "./files.ts";

@@ -4,7 +4,7 @@ import { loadSettings, SettingsError } from "./config/index.ts";
 
 /** The service as a process (main.ts loads it): settings from the environment, graceful stop on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
-  let settings;
+  let settings: ReturnType<typeof loadSettings>;
   try {
     settings = loadSettings();
   } catch (error) {
@@ -17,7 +17,7 @@ async function main(): Promise<void> {
       "WARNING: SERVICE_ENV_SANDBOX=off: service-environment guests run WITHOUT OS isolation. A guest that gets past the engine's own checks reaches everything this server's user can: its keys, its data, its network. Use it only where bubblewrap cannot run (docs/operations.md#the-sandbox).\n",
     );
   }
-  let service;
+  let service: Awaited<ReturnType<typeof startService>>;
   try {
     service = await startService(settings);
   } catch (error) {

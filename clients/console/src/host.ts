@@ -18,6 +18,7 @@ interface BrowserTool {
   name: string;
   description: string;
   inputSchema: Record<string, unknown>;
+  // biome-ignore lint/suspicious/noExplicitAny: the model's input, checked by the handler against its own inputSchema
   handler(input: any, context: HostToolContext, host: BrowserHost): unknown;
 }
 

@@ -81,6 +81,7 @@ export interface EndEntry extends Base {
 export type Entry = NoteEntry | UserEntry | ModelEntry | ToolEntry | OperationEntry | EndEntry;
 
 /** An event's data, read as docs/events.md documents it for its type. */
+// biome-ignore lint/suspicious/noExplicitAny: each event type's case reads the fields docs/events.md gives it
 type Data = Record<string, any>;
 
 export class Transcript {

@@ -1,5 +1,5 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { Health, HealthCheckResponse_ServingStatus as Status, type HealthCheckRequest } from "../../../gen/grpc/health/v1/health_pb.js";
+import { type Health, HealthCheckResponse_ServingStatus as Status, type HealthCheckRequest } from "../../../gen/grpc/health/v1/health_pb.js";
 import { serviceError } from "../errors/index.ts";
 
 export { Health } from "../../../gen/grpc/health/v1/health_pb.js";

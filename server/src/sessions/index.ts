@@ -6,7 +6,7 @@ import { SessionRecords } from "./records.ts";
 import { Sessions } from "./sessions.ts";
 
 export { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
-export { type AgentLoopPlacement, type Sessions, type CallToolOptions, type ClosingListener, type ToolCallResult } from "./sessions.ts";
+export type { AgentLoopPlacement, Sessions, CallToolOptions, ClosingListener, ToolCallResult } from "./sessions.ts";
 export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
 export { ProgressBudget } from "./progress-budget.ts";

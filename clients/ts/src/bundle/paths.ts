@@ -15,6 +15,7 @@ export function validateBundlePath(path: string): string | undefined {
   if (!path.isWellFormed()) return "path is not valid Unicode (lone surrogate)";
   if (path.includes("\\")) return "path contains a backslash";
   // C0 controls (NUL included) and DEL break terminals, C strings and some file systems.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it looks for
   if (/[\u0000-\u001f\u007f]/.test(path)) return "path contains a NUL or control character";
   if (path.startsWith("/")) return "path is absolute";
   if (/^[A-Za-z]:/.test(path)) return "path starts with a drive letter";

@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
-import { HostService, type ConnectRequestSchema, type HostReceiptSchema, type ServerMessage } from "../../gen/skillenv/env/v1/host_pb.js";
+import type { HostService, ConnectRequestSchema, HostReceiptSchema, ServerMessage } from "../../gen/skillenv/env/v1/host_pb.js";
 import { reconnectDelay, sleep } from "./backoff.ts";
 import type { HostStreaming } from "./streaming.ts";
 import { Outbox } from "./outbox.ts";

@@ -34,6 +34,7 @@ export interface HostToolContext {
  * typed `any` so that a handler can declare the shape its tool's input schema promises; the
  * service does not check it.
  */
+// biome-ignore lint/suspicious/noExplicitAny: the model's input, which the handler checks against its inputSchema
 export type HostToolHandler = (input: any, context: HostToolContext) => unknown;
 
 export interface HostEnvOptions {

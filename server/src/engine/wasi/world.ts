@@ -25,8 +25,8 @@ export class GuestExit extends Error {
   }
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
 // Typed from the package's browser build; the Node build has the same namespaces.
+// biome-ignore lint/suspicious/noExplicitAny: the Node build's namespaces, which its types do not describe
 const wasi = shim as any;
 
 interface OutgoingRequest {

@@ -75,7 +75,12 @@ export class ExtensionEnvironmentKind implements EnvironmentKind<ExtensionOption
     const { sealedCredential } = options;
     const { sealer } = this.#options;
     // Unsealed for each call, so the plaintext lives only as long as the request.
-    const interceptors: Interceptor[] = sealedCredential ? [(next) => (request) => (request.header.set("authorization", `Bearer ${sealer.unseal(sealedCredential)}`), next(request))] : [];
+    const interceptors: Interceptor[] = sealedCredential ? [
+          (next) => (request) => {
+            request.header.set("authorization", `Bearer ${sealer.unseal(sealedCredential)}`);
+            return next(request);
+          },
+        ] : [];
     const client = createClient(ExtensionEnvironmentService, createConnectTransport({ baseUrl: options.url, httpVersion: "1.1", interceptors }));
     // What the extension echoes of its credential (in a message, details, an output) is never kept.
     return redactingBinding(new ExtensionBinding(client, context, options), () => (sealedCredential ? [sealer.unseal(sealedCredential)] : []));

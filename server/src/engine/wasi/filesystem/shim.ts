@@ -3,7 +3,7 @@
 // filesystem-error-code for the errors of those streams.
 import * as preview2 from "@bytecodealliance/preview2-shim";
 
-/* eslint-disable @typescript-eslint/no-explicit-any */
+// biome-ignore lint/suspicious/noExplicitAny: any class, whatever its constructor takes
 type Class = abstract new (...args: any[]) => any;
 
 interface ShimNamespaces {
