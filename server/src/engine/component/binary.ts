@@ -48,8 +48,8 @@ const SORTS: readonly ExternSort[] = ["module", "func", "value", "type", "compon
 const CORE_SORTS: ReadonlySet<number> = new Set([0x00, 0x01, 0x02, 0x03, 0x10, 0x11, 0x12]);
 
 const PRIMITIVES: Readonly<Record<number, string>> = {
-  127: "bool", 126: "s8", 125: "u8", 124: "s16", 123: "u16", 122: "s32", 121: "u32", 120: "s64",
-  119: "u64", 118: "f32", 117: "f64", 116: "char", 115: "string", 100: "error-context",
+  0x7f: "bool", 0x7e: "s8", 0x7d: "u8", 0x7c: "s16", 0x7b: "u16", 0x7a: "s32", 0x79: "u32", 0x78: "s64",
+  0x77: "u64", 0x76: "f32", 0x75: "f64", 0x74: "char", 0x73: "string", 0x64: "error-context",
 };
 
 /** An entry of a type index space. */
