@@ -3,7 +3,7 @@ import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UploadSigner } from "../src/assets/upload-signer.ts";
-import { KEY_A, KEY_B, postJson, startTestService, type TestService } from "./helpers/service.ts";
+import { KEY_A, KEY_B, postJson, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
@@ -199,8 +199,7 @@ describe("assets upload over REST", () => {
   it("logs one JSON line per request, with workspace and code but no key", async () => {
     const before = service.logs.length;
     await postJson(service.url, "/assets/finalize", { sha256: "f".repeat(64) }, KEY_A);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    const lines = service.logs.slice(before).map((line) => JSON.parse(line));
+    const lines = await requestLogSince(service, before);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({
       protocol: "rest",

@@ -8,7 +8,7 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { buildTestComponents, killWorker } from "./helpers/pool.ts";
-import { KEY_A, KEY_B, bearer, postJson, startTestService, type TestService } from "./helpers/service.ts";
+import { KEY_A, KEY_B, bearer, postJson, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
 import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, sessionClient } from "./helpers/sessions.ts";
 
 const SECRET_VALUE = "s3cr3t-value-that-must-not-leak-7f1c";
@@ -441,8 +441,7 @@ describe("sessions with the service environment", () => {
     expect(await refusedWith(a.callTool({ sessionId, tool: "nest", input: fromJson(ValueSchema, nested(33)) }))).toBe("input_too_deep");
     const refused = await call(nested(33));
     expect(refused).toMatchObject({ status: 400, body: { code: "input_too_deep" } });
-    // Logged once each response is over, which may be just after the client has read it.
-    await expect.poll(() => service.logs.map((line) => JSON.parse(line)).filter((line) => line.path === route).map((line) => [line.code, line.httpStatus])).toEqual([
+    expect((await requestLogSince(service, 0)).filter((line) => line.path === route).map((line) => [line.code, line.httpStatus])).toEqual([
       ["ok", 200],
       ["ok", 200],
       ["input_too_deep", 400],

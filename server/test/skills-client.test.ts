@@ -13,8 +13,8 @@ import {
   type FetchFunction,
   type ServiceClient,
 } from "@skillenv/client/node";
-import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
-import { expectedMetadata, bundleOf, getSkill, logsSince, skillMd, sleep } from "./helpers/skills.ts";
+import { KEY_A, KEY_B, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
+import { expectedMetadata, bundleOf, getSkill, skillMd, sleep } from "./helpers/skills.ts";
 
 /**
  * client.skills against a real server. What went over the wire is read from the server's own
@@ -45,7 +45,7 @@ describe("client.skills.upload", () => {
 
     const expected = bundleOf(files);
     expect(uploaded).toMatchObject({ name: "client-flow", contentHash: expected.hash, bytesSent: expected.zip.byteLength, changed: true });
-    const lines = await logsSince(service, mark);
+    const lines = await requestLogSince(service, mark);
     expect(lines.map(callOf)).toEqual(["Presign", "object-store PUT", "Finalize", "PutSkill"]);
     expect(lines.every((line) => line.code === "ok" && line.workspace === "a")).toBe(true);
     expect(lines[1].path).toBe(`/objects/sha256/${expected.hash}`);
@@ -61,7 +61,7 @@ describe("client.skills.upload", () => {
 
     const mark = service.logs.length;
     const second = await client.skills.upload(Skill.fromFiles({ files }));
-    const lines = await logsSince(service, mark);
+    const lines = await requestLogSince(service, mark);
     expect(lines.map((line) => line.protocol)).not.toContain("object-store");
     expect(lines.map(callOf)).toContain("PutSkill");
     expect(second).toMatchObject({ name: "client-dedup", contentHash: first.contentHash, bytesSent: 0, changed: false });
@@ -73,7 +73,7 @@ describe("client.skills.upload", () => {
     await clientFor().skills.upload(Skill.fromFiles({ files }));
     const mark = service.logs.length;
     const again = await clientFor().skills.upload(Skill.fromContent(files["SKILL.md"]));
-    expect((await logsSince(service, mark)).map((line) => line.protocol)).not.toContain("object-store");
+    expect((await requestLogSince(service, mark)).map((line) => line.protocol)).not.toContain("object-store");
     expect(again).toMatchObject({ bytesSent: 0, changed: false });
   });
 
@@ -83,7 +83,7 @@ describe("client.skills.upload", () => {
     const first = await client.skills.upload(skill);
     const mark = service.logs.length;
     const second = await client.skills.upload(skill);
-    expect(await logsSince(service, mark)).toEqual([]);
+    expect(await requestLogSince(service, mark)).toEqual([]);
     expect(second).toEqual(first);
   });
 
@@ -92,7 +92,7 @@ describe("client.skills.upload", () => {
     const skill = Skill.fromContent(skillMd({ name: "client-shared", description: "Shared." }));
     const mark = service.logs.length;
     const results = await Promise.all(Array.from({ length: 5 }, () => client.skills.upload(skill)));
-    const lines = await logsSince(service, mark);
+    const lines = await requestLogSince(service, mark);
     expect(lines.map(callOf)).toEqual(["Presign", "object-store PUT", "Finalize", "PutSkill"]);
     for (const result of results) expect(result).toBe(results[0]);
   });
@@ -134,7 +134,7 @@ describe("client.skills.upload", () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(BundleFormatError);
     expect((error as BundleFormatError).code).toBe("invalid_skill_name");
-    expect(await logsSince(service, mark)).toEqual([]);
+    expect(await requestLogSince(service, mark)).toEqual([]);
   });
 
   it("a failed upload is not cached: the same instance retries", async () => {
@@ -249,7 +249,7 @@ describe("bundle limits on the client (issue #7, item 11)", () => {
     );
     const parts = Object.fromEntries(Array.from({ length: 6 }, (_, i) => [`part-${i}.bin`, new Uint8Array(9 * MiB)]));
     await expect(client.skills.upload(withFiles("many-files", parts))).rejects.toMatchObject({ name: "BundleFormatError", code: "bundle_too_large" });
-    expect(await logsSince(service, mark)).toEqual([]);
+    expect(await requestLogSince(service, mark)).toEqual([]);
   });
 
   it("checks the limits it is given: raised ones let the bundle go, and the server answers with its own", async () => {

@@ -9,14 +9,13 @@ import { createNodeTransport, createServiceClient } from "@skillenv/client/node"
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../gen/google/rpc/status_pb.js";
 import { SkillService } from "../../gen/skillenv/skills/v1/skills_pb.js";
-import { KEY_A, startTestService, type TestService } from "./helpers/service.ts";
+import { KEY_A, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
 import {
   bundleOf,
   deleteSkill,
   expectedMetadata,
   getSkill,
   listSkills,
-  logsSince,
   putObject,
   putSkill,
   refusal,
@@ -138,7 +137,7 @@ describe("gRPC with @grpc/grpc-js from the protos", () => {
     await call(skills, "deleteSkill", { name: "grpc-skill" });
     expect(await refusalOf(skills, "getSkill", { name: "grpc-skill" })).toEqual({ code: grpc.status.NOT_FOUND, reason: "skill_not_found" });
 
-    const lines = await logsSince(service, mark);
+    const lines = await requestLogSince(service, mark);
     const skillCalls = lines.filter((line) => line.procedure?.startsWith("skillenv.skills.v1.SkillService/"));
     expect(skillCalls.map((line) => line.procedure.split("/")[1])).toEqual(["PutSkill", "GetSkill", "ListSkills", "PutSkill", "PutSkill", "DeleteSkill", "GetSkill"]);
     for (const line of skillCalls) expect(line).toMatchObject({ protocol: "grpc", workspace: "a" });
@@ -199,7 +198,7 @@ describe.each([
     expect((error as ConnectError).code).toBe(Code.NotFound);
     expect((error as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe("skill_not_found");
 
-    const lines = await logsSince(service, mark);
+    const lines = await requestLogSince(service, mark);
     expect(lines.map((line) => line.procedure?.replace("skillenv.skills.v1.SkillService/", ""))).toEqual([
       "PutSkill",
       "GetSkill",

@@ -3,7 +3,7 @@ import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
+import { KEY_A, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 
 const BIN = path.resolve(import.meta.dirname, "../bin/skillenv.ts");
 
@@ -60,7 +60,7 @@ describe("skillenv CLI", () => {
     const result = await cli(["upload", bad, "--name", "bad"]);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/^error frontmatter_missing: /);
-    expect(service.logs.length).toBe(before);
+    expect(await requestLogSince(service, before)).toEqual([]);
   });
 
   it("explains a missing key, a wrong key and a bad command", async () => {
@@ -113,7 +113,7 @@ describe("skillenv CLI errors carry a stable code", () => {
     const result = await cli(["upload", dir, "--name", "refused"]);
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(new RegExp(`^error ${code}: `));
-    expect(service.logs.length).toBe(before);
+    expect(await requestLogSince(service, before)).toEqual([]);
   });
 
   it("names an unreachable server's failure by its Connect code, unavailable", async () => {

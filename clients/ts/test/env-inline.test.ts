@@ -1,8 +1,7 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testComponent, withCustomSection } from "../../../server/test/helpers/components.ts";
-import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
-import { logsSince } from "../../../server/test/helpers/skills.ts";
+import { KEY_A, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { createNodeTransport, createServiceClient } from "../src/node.ts";
 
 const MiB = 1024 * 1024;
@@ -19,7 +18,7 @@ afterAll(() => service?.close());
 
 /** What was called since `from`: the RPC's short name and its code, or the object-store PUT. */
 async function callsSince(from: number): Promise<string[]> {
-  return (await logsSince(service, from)).map((line) =>
+  return (await requestLogSince(service, from)).map((line) =>
     line.protocol === "object-store" ? "object-store PUT" : `${String(line.procedure).split("/")[1]} ${line.code}`,
   );
 }

@@ -7,7 +7,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnService, type ServiceProcess } from "../../../server/test/helpers/process.ts";
 import type { ReportRequest } from "../gen/skillenv/env/v1/host_pb.js";
-import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
+import { KEY_A, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
 import { DEFAULT_RECONNECT, reconnectDelay } from "../src/hosts/backoff.ts";
 import {
@@ -91,8 +91,8 @@ async function eventsUntil(session: Session, until: (event: SessionEvent) => boo
 const receiptOf = (operationId: string) => (event: SessionEvent) => event.type === "operation.receipt" && event.data.operationId === operationId;
 
 /** The RPCs the service answered since log line `from`, e.g. "skillenv.env.v1.HostService/Report". */
-function proceduresSince(service: TestService, from: number): string[] {
-  return service.logs.slice(from).flatMap((line) => (JSON.parse(line) as { procedure?: string }).procedure ?? []);
+async function proceduresSince(service: TestService, from: number): Promise<string[]> {
+  return (await requestLogSince(service, from)).flatMap((line: { procedure?: string }) => line.procedure ?? []);
 }
 
 let provider: ScriptedProvider;
@@ -140,7 +140,7 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     const operation = events.filter((event) => event.data.operationId === result.operationId);
     expect(operation.map((event) => event.type)).toEqual(["operation.sent", "operation.accepted", "operation.progress", "operation.receipt"]);
     expect(operation[2]?.data.data).toBe("looking up ada");
-    const host = proceduresSince(service, from).filter((procedure) => procedure.startsWith("skillenv.env.v1.HostService/"));
+    const host = (await proceduresSince(service, from)).filter((procedure) => procedure.startsWith("skillenv.env.v1.HostService/"));
     // Receipts travel on the stream itself, or as one Report each.
     expect(host.includes("skillenv.env.v1.HostService/Report")).toBe(streaming === "server-streaming");
     await session.delete();
@@ -334,7 +334,7 @@ describe("placing tools in a host environment", () => {
     await expect(client.sessions.create({ environments: [laptop], tools: [tool({ name: "echo", environment: other })] })).rejects.toThrow(
       new PlacementError("tool echo is placed in a definition of environment laptop that differs from the session's"),
     );
-    expect(service.logs.length).toBe(from);
+    expect(await requestLogSince(service, from)).toEqual([]);
   });
 });
 
@@ -365,7 +365,7 @@ describe("the form of the command stream", () => {
 
     expect(result).toMatchObject({ outcome: "returned", output: "which way?" });
     await eventsUntil(session, receiptOf(result.operationId));
-    expect(proceduresSince(service, from).includes("skillenv.env.v1.HostService/Report")).toBe(reports);
+    expect((await proceduresSince(service, from)).includes("skillenv.env.v1.HostService/Report")).toBe(reports);
     await session.delete();
   });
 });
@@ -401,13 +401,9 @@ describe("Reports on the server-streaming form", () => {
     expect(events.filter(receiptOf(result.operationId))).toHaveLength(1);
     // accepted, returned; and when the answer was lost, the copy sent again after a backoff,
     // which the service refuses: the operation had ended.
-    const reportCodes = () =>
-      service.logs
-        .slice(from)
-        .map((line) => JSON.parse(line) as { procedure?: string; code?: string })
-        .filter((line) => line.procedure === "skillenv.env.v1.HostService/Report")
-        .map((line) => line.code);
-    await expect.poll(reportCodes, { timeout: 5000 }).toEqual(lost === "answer" ? ["ok", "ok", "operation_not_found"] : ["ok", "ok"]);
+    if (lost === "answer") await service.logged((line) => line.includes('"skillenv.env.v1.HostService/Report"') && line.includes('"operation_not_found"'));
+    const reportCodes = (await requestLogSince(service, from)).filter((line) => line.procedure === "skillenv.env.v1.HostService/Report").map((line) => line.code);
+    expect(reportCodes).toEqual(lost === "answer" ? ["ok", "ok", "operation_not_found"] : ["ok", "ok"]);
     await session.delete();
   });
 });

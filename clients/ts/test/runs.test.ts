@@ -9,7 +9,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withCustomSection } from "../../../server/test/helpers/components.ts";
 import { buildTestComponents, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
-import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
+import { KEY_A, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
 import {
   apiKeyInterceptor,
@@ -75,8 +75,8 @@ function newSession(): Promise<Session> {
 }
 
 /** The RPCs the service answered since log line `from`, e.g. "skillenv.sessions.v1.RunService/CreateRun". */
-function proceduresSince(from: number): string[] {
-  return service.logs.slice(from).flatMap((line) => (JSON.parse(line) as { procedure?: string }).procedure ?? []);
+async function proceduresSince(from: number): Promise<string[]> {
+  return (await requestLogSince(service, from)).flatMap((line: { procedure?: string }) => line.procedure ?? []);
 }
 
 async function collect(events: AsyncIterable<SessionEvent>): Promise<SessionEvent[]> {
@@ -116,7 +116,7 @@ describe("session.run", () => {
     expect(done.status).toBe("completed");
     expect(done.skills.map(({ name }) => name)).toEqual(["changelog"]);
     expect((await client.skills.get("changelog")).contentHash).toBe(done.skills[0]?.contentHash);
-    const calls = proceduresSince(from);
+    const calls = await proceduresSince(from);
     expect(calls.indexOf("skillenv.skills.v1.SkillService/PutSkill")).toBeGreaterThanOrEqual(0);
     expect(calls.indexOf("skillenv.skills.v1.SkillService/PutSkill")).toBeLessThan(calls.indexOf("skillenv.sessions.v1.RunService/CreateRun"));
     const outputs = await toolOutputs(run);
@@ -126,7 +126,7 @@ describe("session.run", () => {
     provider.script("draft-skill-model", [{ text: "Again." }]);
     const again = service.logs.length;
     await (await session.run({ message: "Once more.", model: model("draft-skill-model"), skills: [skill], providerKeys })).result();
-    expect(proceduresSince(again).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+    expect((await proceduresSince(again)).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
   });
 
   it("uploads run files given as bytes and stages them, with assets given by hash, into /workspace", async () => {
@@ -341,7 +341,7 @@ describe("a run's custom agent loop", () => {
     const run = await session.run({ message: "Write it.", model: model("component-loop-model"), providerKeys, agentLoop: { environment: sandbox, implementation: loop } });
     const done = await run.result();
 
-    const calls = proceduresSince(from);
+    const calls = await proceduresSince(from);
     // This service had never seen the component: looked up, then admitted (as an asset: 12 MB), before the run was submitted.
     expect(calls.indexOf("skillenv.env.v1.ArtifactService/GetAgentLoop")).toBeGreaterThanOrEqual(0);
     expect(calls.indexOf("skillenv.env.v1.ArtifactService/AdmitAgentLoop")).toBeGreaterThan(calls.indexOf("skillenv.env.v1.ArtifactService/GetAgentLoop"));
@@ -359,7 +359,7 @@ describe("a run's custom agent loop", () => {
     const again = service.logs.length;
     const second = await session.run({ message: "Again.", model: model("component-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: loop } });
     expect((await second.result()).outputText).toBe("Again.");
-    expect(proceduresSince(again).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+    expect((await proceduresSince(again)).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
   }, 120_000);
 
   it("runs a program on an agent-loop runtime given by its bytes, with the program's configuration, in a session created with its run", async () => {
@@ -374,7 +374,7 @@ describe("a run's custom agent loop", () => {
     });
     const done = await run.result();
 
-    const calls = proceduresSince(from);
+    const calls = await proceduresSince(from);
     expect(calls.indexOf("skillenv.env.v1.ArtifactService/AdmitProgram")).toBeLessThan(calls.indexOf("skillenv.sessions.v1.SessionService/CreateSession"));
     expect(calls.indexOf("skillenv.env.v1.ArtifactService/AdmitAgentLoop")).toBeLessThan(calls.indexOf("skillenv.sessions.v1.SessionService/CreateSession"));
     expect(done).toMatchObject({ status: "completed", outputText: "QUIET ANSWER", rounds: 1 });
@@ -402,7 +402,7 @@ describe("a run's custom agent loop", () => {
     const run = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: prepared } });
 
     expect((await run.result()).outputText).toBe("PREPARED");
-    expect(proceduresSince(from).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
+    expect((await proceduresSince(from)).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
     // A tool's id is not an agent loop's; nor is an id nothing was admitted under.
     const toolId = await client.env.admitComponent({ kind: "tool", bytes: await component("echo-wat") });
     for (const id of [toolId, "0".repeat(64)]) {
@@ -415,7 +415,7 @@ describe("a run's custom agent loop", () => {
     const byId = service.logs.length;
     const idRun = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: loopId } });
     expect((await idRun.result()).outputText).toBe("by id");
-    expect(proceduresSince(byId).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
+    expect((await proceduresSince(byId)).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
     expect((await collect(idRun.events())).find((event) => event.type === "turn.progress")?.data.event).toEqual({ v: 1, kind: "turn_started" });
   }, 120_000);
 
@@ -426,7 +426,7 @@ describe("a run's custom agent loop", () => {
     const prepared = await client.prepare({ environment: sandbox, implementation: { kind: "agentloop", bytes }, configuration: { note: "kept" } });
 
     // Looked up, admitted (as an asset: 12 MB), then prepared as an agent loop.
-    const calls = proceduresSince(from).filter((procedure) => procedure.includes("ArtifactService/"));
+    const calls = (await proceduresSince(from)).filter((procedure) => procedure.includes("ArtifactService/"));
     expect(calls).toEqual(["skillenv.env.v1.ArtifactService/GetAgentLoop", "skillenv.env.v1.ArtifactService/AdmitAgentLoop", "skillenv.env.v1.ArtifactService/Prepare"]);
     expect(prepared).toEqual({ environment: sandbox, implementation: sha256(bytes), configuration: { note: "kept" } });
     expect(Object.isFrozen(prepared)).toBe(true);
@@ -452,7 +452,7 @@ describe("a run's custom agent loop", () => {
     });
     expect(await other.run.result()).toMatchObject({ status: "completed", outputText: "And again, elsewhere." });
     expect(loopOperation(await collect(other.run.events()))).toBeDefined();
-    expect(proceduresSince(before).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+    expect((await proceduresSince(before)).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
     await Promise.all([session.delete(), other.session.delete()]);
   }, 120_000);
 
@@ -470,7 +470,7 @@ describe("a run's custom agent loop", () => {
     for (const prepared of [own, overridden]) expect(prepared.implementation).toMatchObject({ type: "service_program", entrypoint: "turn", configuration: { suffix: "!" } });
     const { runtime } = own.implementation as ResolvedProgram;
     expect(service.serviceEnv.pool!.isPrepared(runtime)).toBe(true);
-    expect(proceduresSince(from).filter((procedure) => procedure.endsWith("ArtifactService/Prepare"))).toHaveLength(2);
+    expect((await proceduresSince(from)).filter((procedure) => procedure.endsWith("ArtifactService/Prepare"))).toHaveLength(2);
     const session = await newSession();
     const before = service.logs.length;
     for (const [prepared, suffix] of [[own, "!"], [overridden, "?"]] as const) {
@@ -479,7 +479,7 @@ describe("a run's custom agent loop", () => {
       expect((await run.result()).outputText).toBe("PREPARED");
       expect(lastSent()).toBe(`hi${suffix}`);
     }
-    expect(proceduresSince(before).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+    expect((await proceduresSince(before)).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
 
     // Refused before any call: by name only, in a host environment, of a tool's form.
     const laptop = hostEnv({ name: "laptop", tools: {} });
@@ -493,7 +493,7 @@ describe("a run's custom agent loop", () => {
     expect(((await refusal({ environment: laptop as never, implementation: shouting })) as Error).message).toMatch(/cannot prepare the agent loop: it is placed in the host environment laptop/);
     expect(((await refusal({ environment: sandbox, implementation: { kind: "tool", bytes: encode("") } })) as Error).message).toMatch(/kind: "agentloop"/);
     expect(((await refusal({ environment: sandbox, implementation: "not-an-id" })) as Error).message).toMatch(/not an agent loop id/);
-    expect(service.logs.length).toBe(refused);
+    expect(await requestLogSince(service, refused)).toEqual([]);
     await session.delete();
   }, 120_000);
 
@@ -514,7 +514,7 @@ describe("a run's custom agent loop", () => {
     const onToolRuntime = program({ runtime: { kind: "tool", bytes: new Uint8Array() }, source: SHOUTING_LOOP });
     expect(((await runWith({ environment: "sandbox", implementation: onToolRuntime })) as Error).message).toMatch(/agent-loop runtime/);
     expect(((await runWith({ environment: "sandbox", implementation: "not-an-id" })) as Error).message).toMatch(/not an agent loop id/);
-    expect(proceduresSince(from)).toEqual([]);
+    expect(await proceduresSince(from)).toEqual([]);
 
     // sessions.create with a run: nothing is admitted and no session is created.
     const sessionsBefore = (await client.sessions.list()).sessions.length;
@@ -537,7 +537,7 @@ describe("a run's custom agent loop", () => {
 
     expect(refused).toBeInstanceOf(PlacementError);
     expect((refused as Error).message).toMatch(/runs on the tool runtime .* needs an agent-loop runtime/);
-    expect(proceduresSince(from).filter((procedure) => procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
+    expect((await proceduresSince(from)).filter((procedure) => procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
   });
 });
 
@@ -552,7 +552,7 @@ describe("idempotent submission", () => {
       const run = await session.run({ message: "Once, please.", model: model("retry-model"), providerKeys });
 
       expect(proxy.dropped()).toBe(1);
-      expect(proceduresSince(from).filter((procedure) => procedure.endsWith("/CreateRun"))).toHaveLength(2);
+      expect((await proceduresSince(from)).filter((procedure) => procedure.endsWith("/CreateRun"))).toHaveLength(2);
       expect(run.record.idempotencyKey).not.toBe("");
       expect((await run.result()).outputText).toBe("Exactly once.");
       expect((await session.runs.list()).runs.map(({ id }) => id)).toEqual([run.id]);

@@ -4,7 +4,7 @@ import * as path from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTestComponents, killWorker, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
-import { KEY_A, KEY_B, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
+import { KEY_A, KEY_B, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import {
   createNodeTransport,
   createServiceClient,
@@ -47,12 +47,12 @@ function clientOf(service: TestService, key = KEY_A, fetch?: FetchFunction): Ser
 }
 
 /** The RPCs the service answered since log line `from`, e.g. "skillenv.env.v1.ArtifactService/AdmitTool". */
-function proceduresSince(service: TestService, from: number): string[] {
-  return service.logs.slice(from).flatMap((line) => (JSON.parse(line) as { procedure?: string }).procedure ?? []);
+async function proceduresSince(service: TestService, from: number): Promise<string[]> {
+  return (await requestLogSince(service, from)).flatMap((line: { procedure?: string }) => line.procedure ?? []);
 }
 
-function artifactCallsSince(service: TestService, from: number): string[] {
-  return proceduresSince(service, from).filter((procedure) => procedure.startsWith("skillenv.env.v1.ArtifactService/"));
+async function artifactCallsSince(service: TestService, from: number): Promise<string[]> {
+  return (await proceduresSince(service, from)).filter((procedure) => procedure.startsWith("skillenv.env.v1.ArtifactService/"));
 }
 
 async function refusalOf(call: Promise<unknown>): Promise<ConnectError> {
@@ -90,7 +90,7 @@ describe("factories", () => {
     const remote = program({ runtime: component("js-program-tool"), source: new URL("https://programs.example.com/double.js") });
     const tools = [tool({ name: "remote", environment: sandbox, implementation: remote }), tool({ name: "echo", environment: sandbox, implementation: component("echo-wat") })];
     expect(fetched).toEqual([]);
-    expect(service.logs.length).toBe(before);
+    expect(await requestLogSince(service, before)).toEqual([]);
 
     await expect(client.sessions.create({ environments: [sandbox], tools })).rejects.toThrow("offline");
     expect(fetched).toEqual(["https://programs.example.com/double.js"]);
@@ -163,7 +163,7 @@ describe("client.sessions", () => {
     await client.sessions.create(definition);
     const before = service.logs.length;
     const again = await client.sessions.create(definition);
-    expect(artifactCallsSince(service, before)).toEqual([]);
+    expect(await artifactCallsSince(service, before)).toEqual([]);
     expect(await again.callTool("double", { n: 1 })).toMatchObject({ outcome: "returned", output: { doubled: 2, unit: "m" } });
   }, 60_000);
 
@@ -173,7 +173,7 @@ describe("client.sessions", () => {
     await expect(client.sessions.create({ environments: [sandbox], tools: [elsewhere] })).rejects.toThrow(PlacementError);
     const wider = tool({ name: "echo", environment: serviceEnv({ name: "sandbox", filesystem: { workspace: "write" } }), implementation: component("echo-wat") });
     await expect(client.sessions.create({ environments: [sandbox], tools: [wider] })).rejects.toThrow(/differs from the session's/);
-    expect(service.logs.length).toBe(before);
+    expect(await requestLogSince(service, before)).toEqual([]);
   });
 
   it("surfaces the server's refusals as ConnectErrors carrying the stable code", async () => {
@@ -302,7 +302,7 @@ describe("client.prepare", () => {
     const beforePrepare = service.logs.length;
     const echo = await client.prepare(tool({ name: "echo", environment: sandbox, implementation: component("echo-wat") }));
     const double = await client.prepare(tool({ name: "double", environment: sandbox, implementation: doubler(), configuration: { unit: "mm" } }));
-    expect(artifactCallsSince(service, beforePrepare).filter((call) => call.endsWith("/Prepare"))).toHaveLength(2);
+    expect((await artifactCallsSince(service, beforePrepare)).filter((call) => call.endsWith("/Prepare"))).toHaveLength(2);
 
     expect(echo.implementation).toMatch(/^[0-9a-f]{64}$/);
     expect(double).toMatchObject({ name: "double", environment: sandbox, configuration: { unit: "mm" }, implementation: { type: "service_program", entrypoint: "run" } });
@@ -312,7 +312,7 @@ describe("client.prepare", () => {
 
     const before = service.logs.length;
     const sessions = await Promise.all([client, clientOf(service)].map((each) => each.sessions.create({ environments: [sandbox], tools: [echo, double] })));
-    expect(artifactCallsSince(service, before)).toEqual([]);
+    expect(await artifactCallsSince(service, before)).toEqual([]);
     for (const session of sessions) {
       expect(await session.callTool("double", { n: 2 })).toMatchObject({ outcome: "returned", output: { doubled: 4, unit: "mm" } });
       expect(await session.callTool("echo", "prepared")).toMatchObject({ outcome: "returned", output: "prepared" });
@@ -325,7 +325,7 @@ describe("client.prepare", () => {
     await client.prepare(placed);
     const before = service.logs.length;
     await client.prepare(placed);
-    expect(artifactCallsSince(service, before)).toEqual(["skillenv.env.v1.ArtifactService/Prepare"]);
+    expect(await artifactCallsSince(service, before)).toEqual(["skillenv.env.v1.ArtifactService/Prepare"]);
 
     const resolved = await client.prepare(doubler({ unit: "km" }));
     expect(resolved).toMatchObject({ type: "service_program", entrypoint: "run", configuration: { unit: "km" } });
@@ -341,7 +341,7 @@ describe("client.prepare", () => {
     await expect(client.prepare(tool({ name: "echo", environment: laptop }))).rejects.toThrow(
       new PlacementError("cannot prepare tool echo: it is placed in the host environment laptop; only placements in the service environment (serviceEnv) are prepared"),
     );
-    expect(service.logs.length).toBe(before);
+    expect(await requestLogSince(service, before)).toEqual([]);
   });
 });
 

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -10,6 +11,8 @@ export const KEY_B = "key-for-workspace-b-0002";
 export interface TestService extends RunningService {
   dataDir: string;
   logs: string[];
+  /** Resolves with the first log line, written already or later, that `matches`. */
+  logged(matches: (line: string) => boolean): Promise<string>;
 }
 
 /** A real service on an ephemeral loopback port with two workspaces, a temp data dir and captured logs. */
@@ -23,8 +26,43 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     ...env,
   });
   const logs: string[] = [];
-  const service = await startService(settings, { log: (line) => logs.push(line) });
-  return { ...service, dataDir, logs, close: () => service.close() };
+  const waiting = new Set<{ matches: (line: string) => boolean; resolve: (line: string) => void }>();
+  const log = (line: string) => {
+    logs.push(line);
+    for (const waiter of waiting) {
+      if (!waiter.matches(line)) continue;
+      waiting.delete(waiter);
+      waiter.resolve(line);
+    }
+  };
+  const logged = (matches: (line: string) => boolean) =>
+    new Promise<string>((resolve) => {
+      const found = logs.find(matches);
+      if (found !== undefined) resolve(found);
+      else waiting.add({ matches, resolve });
+    });
+  const service = await startService(settings, { log });
+  return { ...service, dataDir, logs, logged, close: () => service.close() };
+}
+
+const SENTINEL_PATH = "/test-log-sentinel/";
+
+/**
+ * The request log lines written since `mark` (an earlier `service.logs.length`), parsed, with every
+ * request the caller has had its answer to among them. A line is written once its response is over,
+ * which may be just after the client has read it; so this sends a request of its own and waits for
+ * its line: a response the client had read before that request left was over before the server
+ * read it. Its own lines (and those of earlier calls) are left out.
+ */
+export async function requestLogSince(service: TestService, mark: number): Promise<any[]> {
+  const path = `${SENTINEL_PATH}${randomUUID()}`;
+  const line = service.logged((each) => each.includes(path));
+  await (await fetch(service.url + path)).arrayBuffer();
+  await line;
+  return service.logs
+    .slice(mark)
+    .map((each) => JSON.parse(each))
+    .filter((entry) => typeof entry.path !== "string" || !entry.path.startsWith(SENTINEL_PATH));
 }
 
 export function bearer(key: string): Record<string, string> {

@@ -140,11 +140,4 @@ function expectedConnectStatus(httpStatus: number): string {
   }
 }
 
-/** Request log lines written since `mark` (a previous service.logs.length), parsed. */
-export async function logsSince(service: TestService, mark: number): Promise<any[]> {
-  // A line is written when the response finishes; give the last one a moment.
-  await new Promise((resolve) => setTimeout(resolve, 20));
-  return service.logs.slice(mark).map((line) => JSON.parse(line));
-}
-
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -43,7 +43,8 @@ describe("the request log", () => {
   afterAll(() => listener?.close(1000));
 
   const logged = async (procedure: string, protocol: string) => {
-    await expect.poll(() => lines.some((line) => line.includes(procedure) && line.includes(`"${protocol}"`))).toBe(true);
+    // Written once the response is over, which may be after the client has it; the test's timeout bounds the wait.
+    await expect.poll(() => lines.some((line) => line.includes(procedure) && line.includes(`"${protocol}"`)), { timeout: 25_000 }).toBe(true);
     return JSON.parse(lines.find((line) => line.includes(procedure) && line.includes(`"${protocol}"`))!) as Record<string, unknown>;
   };
 
