@@ -1,11 +1,14 @@
+import { createHash } from "node:crypto";
 import * as fs from "node:fs/promises";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildComponents } from "../../../scripts/build-components.ts";
-import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
-import { createNodeTransport, createServiceClient, program } from "../src/node.ts";
+import { KEY_A, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
+import { createNodeTransport, createServiceClient, program, type FetchFunction } from "../src/node.ts";
 
 const COMPONENTS = path.resolve(import.meta.dirname, "../../../components");
 const BUILD = path.resolve(import.meta.dirname, "../../../build/components");
@@ -22,14 +25,46 @@ beforeAll(async () => {
 }, 600_000);
 afterAll(() => service?.close());
 
-const newClient = () => createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: KEY_A }));
-const procedures = (from: number) => service.logs.slice(from).map((line) => JSON.parse(line).procedure as string | undefined);
+const newClient = (fetch?: FetchFunction) => createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: KEY_A }), fetch ? { fetch } : {});
+const procedures = async (from: number) => (await requestLogSince(service, from)).map((line) => line.procedure as string | undefined);
 
 describe("program({ runtime, source })", () => {
-  it("performs no I/O until resolved", async () => {
-    const unreachable = program({ runtime: "0".repeat(64), source: new URL("http://127.0.0.1:1/never") });
-    expect(unreachable.configuration).toBeUndefined();
-    await expect(newClient().env.resolve(unreachable)).rejects.toThrow();
+  it("performs no I/O until resolved (spec §4.3 rule 2)", async () => {
+    // Every way out is watched: the server holding the source, the client's fetch, the global
+    // fetch, and the service's request log. Resolving goes out each way the factory did not.
+    const LOOP = "function turn(input) { return { v: 1, message: input.message }; }";
+    const served: string[] = [];
+    const sourceServer = http.createServer((request, response) => {
+      served.push(request.url ?? "");
+      response.end(LOOP);
+    });
+    await new Promise<void>((resolve) => sourceServer.listen(0, "127.0.0.1", resolve));
+    const url = new URL(`http://127.0.0.1:${(sourceServer.address() as AddressInfo).port}/loop.js`);
+    const fetched: string[] = [];
+    const client = newClient((input, init) => (fetched.push(input), fetch(input, init)));
+    const runtime = await newClient().env.admitComponent({ kind: "agentloop", bytes: loopRuntime });
+    const before = service.logs.length;
+    const globalFetch = globalThis.fetch;
+    const globallyFetched: unknown[] = [];
+    globalThis.fetch = (input, init) => (globallyFetched.push(input), globalFetch(input, init));
+    try {
+      const made = program({ runtime, source: url });
+      const fromBytes = program({ runtime: { kind: "tool", bytes: toolRuntime }, source: new TextEncoder().encode(SOURCE) });
+      expect([made.configuration, fromBytes.configuration]).toEqual([undefined, undefined]);
+      expect({ fetched, globallyFetched, served }).toEqual({ fetched: [], globallyFetched: [], served: [] });
+    } finally {
+      globalThis.fetch = globalFetch;
+    }
+    expect(await requestLogSince(service, before)).toEqual([]);
+
+    try {
+      const resolved = await client.env.resolve(program({ runtime, source: url }));
+      expect(resolved).toMatchObject({ type: "service_program", entrypoint: "turn", runtime, id: createHash("sha256").update(LOOP).digest("hex") });
+      expect({ fetched, served }).toEqual({ fetched: [url.href], served: ["/loop.js"] });
+      expect(await procedures(before)).toContain("skillenv.env.v1.ArtifactService/AdmitProgram");
+    } finally {
+      sourceServer.close();
+    }
   });
 
   it("resolves to a service_program, admitting the source and a 12 MB runtime (through the assets upload)", async () => {
@@ -39,7 +74,7 @@ describe("program({ runtime, source })", () => {
     );
     expect(resolved).toMatchObject({ type: "service_program", entrypoint: "run", configuration: { unit: "cm" } });
     expect(resolved.id).toMatch(/^[0-9a-f]{64}$/);
-    const called = procedures(before);
+    const called = await procedures(before);
     expect(called).toContain("skillenv.env.v1.ArtifactService/AdmitProgram");
     expect(called).toContain("skillenv.env.v1.ArtifactService/AdmitTool");
     expect(called).toContain("skillenv.assets.v1.AssetService/Finalize");
@@ -49,14 +84,14 @@ describe("program({ runtime, source })", () => {
     const before = service.logs.length;
     const resolved = await newClient().env.resolve(program({ runtime: { kind: "tool", bytes: toolRuntime }, source: new TextEncoder().encode(SOURCE) }));
     expect(resolved.entrypoint).toBe("run");
-    const called = procedures(before);
-    expect(called.filter((name) => name?.includes("/Admit"))).toEqual([]);
-    expect(service.logs.slice(before).some((line) => JSON.parse(line).protocol === "object-store")).toBe(false);
+    const lines = await requestLogSince(service, before);
+    expect(lines.filter((line) => line.procedure?.includes("/Admit"))).toEqual([]);
+    expect(lines.some((line) => line.protocol === "object-store")).toBe(false);
   });
 
   it("reads the source from a file URL and resolves an admitted agent-loop runtime digest to turn", async () => {
     const client = newClient();
-    const runtime = await client.env.admitComponent({ kind: "agentloop", bytes: loopRuntime });
+    const runtime = await newClient().env.admitComponent({ kind: "agentloop", bytes: loopRuntime });
     const file = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-program-")), "loop.js");
     await fs.writeFile(file, "async function turn(input, configuration, host) { return { echoed: input }; }");
     const resolved = await client.env.resolve(program({ runtime, source: pathToFileURL(file) }));
