@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunInput, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
+import { hostClient, TestHost } from "./helpers/hosts.ts";
 import { buildTestComponents, killWorker } from "./helpers/pool.ts";
 import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
 import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
@@ -182,9 +183,12 @@ describe("runs", () => {
     ["a file that is not an asset", { files: [{ path: "data.csv", assetSha256: "0".repeat(64) }] as never }, "asset_not_found"],
   ])("refuses %s and creates nothing", async (_, fields, code) => {
     const sessionId = await workspaceSession();
+    // runs/ holds one directory per run id that snapshotted skills: none may appear.
+    const runDirectories = () => fs.readdir(path.join(service.dataDir, "runs")).catch(() => []);
+    const before = await runDirectories();
     expect(await refusedWith(runs.createRun({ sessionId, run: runInput("unused", fields) }))).toBe(code);
     expect((await runs.listRuns({ sessionId })).runs).toHaveLength(0);
-    expect(await fs.readdir(path.join(service.dataDir, "runs")).catch(() => [])).not.toContain(sessionId);
+    expect(await runDirectories()).toEqual(before);
   });
 
   it("names the unknown skill in the refusal", async () => {
@@ -193,18 +197,32 @@ describe("runs", () => {
   });
 
   it("keeps a run's skill snapshot when the skill changes or goes away mid-run; later runs see the new bytes", async () => {
-    const sessionId = await workspaceSession();
+    // The run's first tool call waits on a host the test answers only once the skill has been
+    // replaced and deleted, so the skill is loaded after both, however slow the machine.
+    const { session } = await sessions.createSession({
+      environments: [{ name: "laptop", kind: { case: "host", value: {} } }],
+      tools: [{ name: "wait", description: "Waits for the test.", environment: "laptop" }],
+    });
+    const sessionId = session!.id;
+    const host = new TestHost(hostClient(service.url, KEY_A), sessionId, "laptop");
+    await host.attached();
     const v1 = bundleOf({ "SKILL.md": skillMd({ description: "Version one.", body: "BODY ONE" }) });
     const v2 = bundleOf({ "SKILL.md": skillMd({ description: "Version two.", body: "BODY TWO" }) });
     await publish(service, "mutable", v1);
-    provider.script("snapshot-model", [{ delayMs: 400, toolCalls: [{ id: "l", name: "skills", input: { action: "load", name: "mutable" } }] }, { text: "ok" }]);
+    provider.script("snapshot-model", [
+      { toolCalls: [{ id: "w", name: "wait", input: {} }] },
+      { toolCalls: [{ id: "l", name: "skills", input: { action: "load", name: "mutable" } }] },
+      { text: "ok" },
+    ]);
     const input = runInput("snapshot-model", { skills: [{ kind: "skill", name: "mutable" }] as never });
     const { run } = await runs.createRun({ sessionId, run: input });
+    const waiting = await host.command("wait");
     await publish(service, "mutable", v2);
     await deleteSkill(service, "mutable");
-    const first = provider.requests.length;
-    await finish(sessionId, run!.id);
-    expect((provider.requests.slice(first - 1).at(-1) as Sent).body.messages.at(-1).content[0].content).toContain("BODY ONE");
+    host.returned(waiting.operationId, "go on");
+    expect((await finish(sessionId, run!.id)).run.status).toBe("completed");
+    host.close();
+    expect((provider.requests.at(-1) as Sent).body.messages.at(-1).content[0].content).toContain("BODY ONE");
     expect(await fs.readdir(path.join(service.dataDir, "runs", run!.id, "assets"))).toEqual([v1.hash]);
 
     expect(await refusedWith(runs.createRun({ sessionId, run: input }))).toBe("skill_not_found");
