@@ -6,11 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunInput, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
-import { hostClient, TestHost } from "./helpers/hosts.ts";
+import { hostClient, inputOf, TestHost } from "./helpers/hosts.ts";
 import { buildTestComponents, killWorker } from "./helpers/pool.ts";
 import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
 import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
-import { bundleOf, deleteSkill, publish, skillMd } from "./helpers/skills.ts";
+import { bundleOf, deleteSkill, getSkill, publish, skillMd } from "./helpers/skills.ts";
 
 const PROVIDER_KEY = "sk-test-provider-key-9d2e4a";
 
@@ -386,6 +386,51 @@ describe("runs", () => {
     expect(await service.runs.sweep(Date.now() + 31 * 24 * 60 * 60 * 1000)).toBeGreaterThanOrEqual(1);
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
     await expect(fs.stat(path.join(service.dataDir, "runs", run!.id))).rejects.toThrow(/ENOENT/);
+  });
+
+  it("removes a run's skill snapshot with DeleteRun (SPEC 3.8)", async () => {
+    const bundle = bundleOf({ "SKILL.md": skillMd({ description: "Deleted with its run." }) });
+    await publish(service, "deleted-with-run", bundle);
+    provider.script("delete-run-model", [{ text: "done" }]);
+    const sessionId = await workspaceSession();
+    const { run } = await runs.createRun({ sessionId, run: runInput("delete-run-model", { skills: [{ kind: "skill", name: "deleted-with-run" }] as never }) });
+    await finish(sessionId, run!.id);
+    const snapshot = path.join(service.dataDir, "runs", run!.id, "assets", bundle.hash);
+    expect((await fs.readFile(snapshot)).equals(Buffer.from(bundle.zip))).toBe(true);
+    await runs.deleteRun({ sessionId, runId: run!.id });
+    await expect(fs.stat(path.join(service.dataDir, "runs", run!.id))).rejects.toThrow(/ENOENT/);
+    expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
+    // The workspace's skill is another copy: it stays.
+    expect((await getSkill(service, "deleted-with-run")).body.skill.contentHash).toBe(bundle.hash);
+  });
+
+  it("dispatches the tool calls of one model reply concurrently", async () => {
+    // Neither call is answered until both have reached the host: one at a time would never get there.
+    const { session } = await sessions.createSession({
+      environments: [{ name: "laptop", kind: { case: "host", value: {} } }],
+      tools: ["first", "second", "third"].map((name) => ({ name, environment: "laptop" })),
+    });
+    const sessionId = session!.id;
+    const host = new TestHost(hostClient(service.url, KEY_A), sessionId, "laptop");
+    await host.attached();
+    provider.script("parallel-model", [
+      { toolCalls: ["first", "second", "third"].map((name) => ({ id: `call-${name}`, name, input: { name } })) },
+      { text: "all three" },
+    ]);
+    const { run } = await runs.createRun({ sessionId, run: runInput("parallel-model") });
+    const commands = await Promise.all(["first", "second", "third"].map((name) => host.command(name)));
+    expect(commands.map((command) => inputOf(command))).toEqual([{ name: "first" }, { name: "second" }, { name: "third" }]);
+    // Answered in reverse order: each result still goes back under its own call.
+    for (const command of commands.reverse()) host.returned(command.operationId, `done ${command.tool}`);
+    const { run: done } = await finish(sessionId, run!.id);
+    expect(done).toMatchObject({ status: "completed", outputText: "all three", toolCalls: 3 });
+    const results = (provider.requests.at(-1) as Sent).body.messages.at(-1).content;
+    expect(results.map((result: { tool_use_id: string; content: string }) => [result.tool_use_id, JSON.parse(result.content)])).toEqual([
+      ["call-first", "done first"],
+      ["call-second", "done second"],
+      ["call-third", "done third"],
+    ]);
+    host.close();
   });
 
   it("runs a custom agent loop component whose model and tool calls go through the same path", async () => {
