@@ -10,7 +10,7 @@ import type { ExecuteRequest, SetupRequest, StageRequest } from "../../gen/skill
 import { RunSchema } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionSchema, type SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
-import { jsonOf, TestExtension } from "./helpers/extension.ts";
+import { freePort, jsonOf, TestExtension } from "./helpers/extension.ts";
 import { KEY_A, startTestService, type TestService } from "./helpers/service.ts";
 import { eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, publish, skillMd } from "./helpers/skills.ts";
@@ -22,11 +22,14 @@ describe("extension environments", () => {
   let provider: ScriptedProvider;
   let service: TestService;
   let sessions: Client<typeof SessionService>;
+  /** Where an extension is down until a test starts one there. */
+  let laterPort: number;
 
   beforeAll(async () => {
     extension = await new TestExtension().start();
     provider = await startScriptedProvider();
-    service = await startTestService({ SERVICE_ENV_NETWORK_ALLOW: `${extension.url},http://127.0.0.1:1`, SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl });
+    laterPort = await freePort();
+    service = await startTestService({ SERVICE_ENV_NETWORK_ALLOW: `${extension.url},http://127.0.0.1:${laterPort}`, SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl });
     sessions = sessionClient(service.url, KEY_A);
   });
   afterAll(async () => {
@@ -123,24 +126,46 @@ describe("extension environments", () => {
     expect(service.logs.join("\n")).not.toContain(CREDENTIAL);
   });
 
-  it("fails without sending when the extension is down, and reports an unreliable answer as unknown", async () => {
-    const down = await extensionSession("http://127.0.0.1:1");
+  it("fails without sending when the extension is down: extension_unavailable, retryable, and it never hears of it", async () => {
+    const later = `http://127.0.0.1:${laterPort}`;
+    const down = await extensionSession(later);
     const { session } = await sessions.getSession({ sessionId: down });
     expect(session?.environments[0]?.state).toBe("failed");
+    const setup = await eventsUntil(sessions, down, (event) => event.type === "operation.receipt" && event.data?.kind === "setup");
+    expect(setup.at(-1)?.data?.receipt).toMatchObject({
+      failure: { code: "extension_unavailable", retryable: true, message: expect.stringContaining("nothing was sent") },
+    });
+    // A call to the failed environment is refused before it is journaled.
+    expect(await refusedWith(call(down, "echo"))).toBe("environment_not_ready");
 
+    // Once the extension is up, what reaches it is the setup asked for now, never the one that failed.
+    const upLater = await new TestExtension().start(laterPort);
+    try {
+      expect((await sessions.setupEnvironment({ sessionId: down, environment: "remote" })).environment?.state).toBe("ready");
+      expect((await call(down, "echo", { now: "up" })).receipt?.outcome.case).toBe("returned");
+      expect(upLater.methods()).toEqual(["setup", "execute"]);
+      await sessions.endSession({ sessionId: down });
+      const sent = (await eventsUntil(sessions, down, (event) => event.type === "session.ended")).filter((event) => event.type === "operation.sent");
+      expect(sent.map((event) => event.data?.kind)).toEqual(["setup", "setup", "execute", "detach"]);
+    } finally {
+      await upLater.close();
+    }
+  });
+
+  it("reports an unreliable answer as unknown, and a refusal as the extension's failure", async () => {
     const sessionId = await extensionSession();
     extension.garbage();
     expect((await call(sessionId, "echo")).receipt?.outcome.case).toBe("unknown");
     expect((await call(sessionId, "drop")).receipt?.outcome.case).toBe("unknown");
-    expect((await call(sessionId, "refuse")).receipt?.outcome).toMatchObject({ case: "failure", value: { code: "extension_permission_denied" } });
+    expect((await call(sessionId, "refuse")).receipt?.outcome).toMatchObject({ case: "failure", value: { code: "extension_permission_denied", retryable: false } });
   });
 
   it("reports a timeout at the deadline and sends the extension a cancel", async () => {
     const sessionId = await extensionSession();
     const { receipt, operationId } = await call(sessionId, "hang", {}, 1n);
     expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout" } });
-    for (let i = 0; i < 100 && !extension.wasCancelled(operationId); i++) await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(extension.wasCancelled(operationId)).toBe(true);
+    const cancel = await extension.called("cancel", (request) => request.operationId === operationId);
+    expect((cancel.request as { binding?: { id: string } }).binding?.id).toBe(`${sessionId}/remote`);
   });
 
   it("detaches on end and tears down on delete", async () => {

@@ -7,6 +7,15 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ExtensionEnvironmentService, type ExecuteRequest, type ExecuteResponseSchema } from "../../../gen/skillenv/extension/v1/extension_pb.js";
 
+/** A loopback port nothing listens on now (free a moment ago), for an extension that is down until the test starts it there. */
+export async function freePort(): Promise<number> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 /** What the test extension was asked, in order. */
 export interface ExtensionCall {
   method: string;
@@ -30,9 +39,11 @@ export class TestExtension {
   /** Stage answers failed_precondition quoting the caller's credential. */
   leakOnStage = false;
   #socket: Socket | undefined;
-  readonly #cancelled = new Set<string>();
+  /** Each is told of every call recorded from now on; true when it is done waiting. */
+  readonly #waiters = new Set<(call: ExtensionCall) => boolean>();
 
-  async start(): Promise<this> {
+  /** Listens on `port` of loopback (default: a free one). */
+  async start(port = 0): Promise<this> {
     const adapter = connectNodeAdapter({ routes: (router) => this.#routes(router) });
     this.#server = http.createServer((req, res) => {
       this.#socket = req.socket;
@@ -44,7 +55,7 @@ export class TestExtension {
       }
       adapter(req, res);
     });
-    await new Promise<void>((resolve) => this.#server!.listen(0, "127.0.0.1", () => resolve()));
+    await new Promise<void>((resolve) => this.#server!.listen(port, "127.0.0.1", () => resolve()));
     this.url = `http://127.0.0.1:${(this.#server.address() as { port: number }).port}`;
     return this;
   }
@@ -53,8 +64,11 @@ export class TestExtension {
     this.#garbageNext = true;
   }
 
-  wasCancelled(operationId: string): boolean {
-    return this.#cancelled.has(operationId);
+  /** Resolves with the first call of `method` (recorded already or later) whose request `matches`. */
+  called(method: string, matches: (request: any) => boolean = () => true): Promise<ExtensionCall> {
+    const found = this.calls.find((call) => call.method === method && matches(call.request));
+    if (found) return Promise.resolve(found);
+    return new Promise((resolve) => this.#waiters.add((call) => (call.method === method && matches(call.request) ? (resolve(call), true) : false)));
   }
 
   methods(): string[] {
@@ -67,7 +81,9 @@ export class TestExtension {
   }
 
   #record(method: string, request: unknown, context: HandlerContext): void {
-    this.calls.push({ method, authorization: context.requestHeader.get("authorization") ?? undefined, request });
+    const call = { method, authorization: context.requestHeader.get("authorization") ?? undefined, request };
+    this.calls.push(call);
+    for (const waiter of this.#waiters) if (waiter(call)) this.#waiters.delete(waiter);
   }
 
   #routes(router: ConnectRouter): void {
@@ -83,7 +99,6 @@ export class TestExtension {
       teardown: empty("teardown"),
       cancel: async (request, context) => {
         this.#record("cancel", request, context);
-        this.#cancelled.add(request.operationId);
         return {};
       },
       execute: (request, context) => this.#execute(request, context),
