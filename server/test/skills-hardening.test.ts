@@ -13,12 +13,37 @@ import { bundleOf, listSkills, publish, putSkill, refusal, skillMd, uploadAsset,
  * workspaces keep being answered meanwhile.
  */
 
-/** A generous bound that only a stalled server misses: seconds, where an answer takes milliseconds. */
-const STALL_MS = 5_000;
-
-function withinStallBound<T>(reply: Promise<T>): Promise<T> {
-  const stalled = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${STALL_MS} ms: the server stalled`)), STALL_MS).unref());
-  return Promise.race([reply, stalled]);
+/**
+ * Runs `work` with the handles the service opens on stored blobs counted as they are read (from
+ * their first stat to their close): how many bundles were read, and the most read at once. The
+ * service runs in this process, so its file handles are this process's.
+ */
+async function countingBundleReads(dataDir: string, work: () => Promise<void>): Promise<{ reads: number; peak: number }> {
+  const probe = await fs.open(import.meta.filename, "r");
+  const prototype = Object.getPrototypeOf(probe) as { stat(this: fs.FileHandle, ...args: unknown[]): Promise<unknown> };
+  await probe.close();
+  const stat = prototype.stat;
+  const blobs = path.join(dataDir, "blobs", "sha256") + path.sep;
+  const reading = new Set<fs.FileHandle>();
+  const counts = { reads: 0, peak: 0 };
+  prototype.stat = async function (this: fs.FileHandle, ...args: unknown[]) {
+    const file = await fs.readlink(`/proc/self/fd/${this.fd}`).catch(() => "");
+    if (file.startsWith(blobs) && !reading.has(this)) {
+      reading.add(this);
+      counts.reads++;
+      counts.peak = Math.max(counts.peak, reading.size);
+      // A handle's close is its own property, not its prototype's.
+      const close = this.close;
+      this.close = () => (reading.delete(this), close.call(this));
+    }
+    return stat.apply(this, args);
+  };
+  try {
+    await work();
+  } finally {
+    prototype.stat = stat;
+  }
+  return counts;
 }
 
 describe("a frontmatter with many keys (issue #7, item 3)", () => {
@@ -36,15 +61,18 @@ describe("a frontmatter with many keys (issue #7, item 3)", () => {
   });
 
   it("is refused with frontmatter_too_large, and another workspace's ListSkills is answered all along", async () => {
-    // The issue's case, doubled: 20 000 keys in a 190 KB bundle held every workspace up for 12 s.
-    const keys = Array.from({ length: 40_000 }, (_, i) => `key${i}: value\n`).join("");
+    // The issue's case, four times over: 20 000 keys in a 190 KB bundle held every workspace up
+    // for 12 s, and the parse was quadratic in the keys. Parsed whole on the server's thread these
+    // would hold it for minutes, far past the test's timeout, which is then what fails it: no
+    // bound here depends on how busy the machine is.
+    const keys = Array.from({ length: 80_000 }, (_, i) => `key${i}: value\n`).join("");
     const hostile = bundleOf({ "SKILL.md": `---\ndescription: Many keys.\n${keys}---\n` });
     const hash = await uploadAsset(service, hostile.zip);
 
     let answered = false;
     const put = putSkill(service, "many-keys", hash).finally(() => (answered = true));
     do {
-      expect((await withinStallBound(listSkills(service, {}, KEY_B))).status).toBe(200);
+      expect((await listSkills(service, {}, KEY_B)).status).toBe(200);
     } while (!answered);
     expect(await put).toMatchObject(refusal(400, "frontmatter_too_large"));
   });
@@ -90,8 +118,13 @@ describe("bundle size and concurrency (issue #7, item 5)", () => {
   it("answers 8 concurrent PutSkills of one bundle, one validation at a time", async () => {
     const bundle = bundleOf({ "SKILL.md": skillMd({ description: "Validated in turn." }), "data.txt": "x".repeat(500) });
     const hash = await uploadAsset(service, bundle.zip);
-    const replies: Reply[] = await Promise.all(Array.from({ length: 8 }, (_, i) => putSkill(service, `queued-${i}`, hash)));
+    let replies: Reply[] = [];
+    const reads = await countingBundleReads(service.dataDir, async () => {
+      replies = await Promise.all(Array.from({ length: 8 }, (_, i) => putSkill(service, `queued-${i}`, hash)));
+    });
     expect(replies.map((reply) => [reply.status, reply.body.skill?.contentHash])).toEqual(Array(8).fill([200, hash]));
+    // Each PutSkill read the bundle (eight names), never two at once (SERVICE_SKILL_MAX_CONCURRENT_VALIDATIONS=1).
+    expect(reads).toEqual({ reads: 8, peak: 1 });
   });
 
   it("still refuses what breaks the limits once read", async () => {
