@@ -14,6 +14,7 @@ import {
   type ServiceClient,
 } from "@skillenv/client/node";
 import { KEY_A, KEY_B, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
+import { gateUntil } from "./helpers/gate.ts";
 import { expectedMetadata, bundleOf, getSkill, skillMd, sleep } from "./helpers/skills.ts";
 
 /**
@@ -165,21 +166,31 @@ describe("client.skills.upload", () => {
 
 describe("client.skills.uploadAll", () => {
   it("uploads 7 distinct skills with at most 3 in flight, results in input order", async () => {
+    // The signed PUTs are held until 3 are in flight and every upload begun (a skill's bundle
+    // asked for) is among them: a bound of 3 gets there with 3; without the bound all 7 begin at
+    // once and are held together.
+    let begun = 0;
     let inFlight = 0;
     let maxInFlight = 0;
-    const slowPut: FetchFunction = async (input, init) => {
+    const gate = gateUntil(() => inFlight >= 3 && inFlight === begun);
+    const heldPut: FetchFunction = async (input, init) => {
       inFlight++;
       maxInFlight = Math.max(maxInFlight, inFlight);
       try {
-        await sleep(150);
+        await gate.arrived();
         return await fetch(input, init);
       } finally {
         inFlight--;
       }
     };
-    const client = clientFor(KEY_A, slowPut);
+    const client = clientFor(KEY_A, heldPut);
     const names = Array.from({ length: 7 }, (_, i) => `bulk-${i}`);
-    const skills = names.map((name) => Skill.fromContent(skillMd({ name, description: `Bulk skill ${name}.` })));
+    const skills = names.map((name) => {
+      const skill = Skill.fromContent(skillMd({ name, description: `Bulk skill ${name}.` }));
+      const bundle = skill.bundle.bind(skill);
+      skill.bundle = () => (begun++, bundle());
+      return skill;
+    });
 
     const results = await client.skills.uploadAll(skills, { concurrency: 3 });
     expect(results.map((result) => result.name)).toEqual(names);

@@ -8,6 +8,7 @@ import type { Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withCustomSection } from "../../../server/test/helpers/components.ts";
+import { gateUntil } from "../../../server/test/helpers/gate.ts";
 import { buildTestComponents, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
 import { KEY_A, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
@@ -262,9 +263,11 @@ describe("client.sessions.create with a run", () => {
   });
 
   it("admits the tools and uploads the run's skills and files in passes that overlap, each at most 4 at a time (spec §4.1 rule 4)", async () => {
-    // Each pass's item ends in one call of its own, held for a while at the transport: a tool's
-    // AdmitTool, a draft skill's PutSkill, a file's Finalize. At any moment, each pass has at most
-    // its bound of them in flight; passes that overlap have theirs in flight together.
+    // Each pass's item begins with a call (a tool's GetTool, a skill's or a file's Presign) and
+    // ends in one, held at the transport: a tool's AdmitTool, a draft skill's PutSkill, a file's
+    // Finalize. They are held until each pass has 4 in flight and every item it has begun among
+    // them: only passes that overlap reach that, and a pass that begins more than its bound
+    // holds them all at once.
     const items = 8;
     const tag = crypto.randomUUID();
     const echo = await fs.readFile(path.join(COMPONENTS_DIR, "echo-wat.wasm"));
@@ -279,10 +282,19 @@ describe("client.sessions.create with a run", () => {
       if (method === "Finalize" && message.sha256 !== undefined && fileHashes.has(message.sha256)) return "files";
       return undefined;
     };
+    const beginningOf = (method: string, message: { sha256?: string }): Pass | undefined => {
+      if (method === "GetTool") return "tools";
+      if (method === "Presign") return message.sha256 !== undefined && fileHashes.has(message.sha256) ? "files" : "skills";
+      return undefined;
+    };
+    const begun: Record<Pass, number> = { tools: 0, skills: 0, files: 0 };
     const inFlight: Record<Pass, number> = { tools: 0, skills: 0, files: 0 };
     const peak = { tools: 0, skills: 0, files: 0, together: 0 };
     const seen: Record<Pass, number> = { tools: 0, skills: 0, files: 0 };
+    const gate = gateUntil(() => (["tools", "skills", "files"] as const).every((pass) => inFlight[pass] >= 4 && inFlight[pass] === begun[pass]));
     const holding: Interceptor = (next) => async (request) => {
+      const beginning = beginningOf(request.method.name, request.message as { sha256?: string });
+      if (beginning) begun[beginning]++;
       const pass = passOf(request.method.name, request.message as { sha256?: string });
       if (!pass) return next(request);
       seen[pass]++;
@@ -290,7 +302,7 @@ describe("client.sessions.create with a run", () => {
       peak[pass] = Math.max(peak[pass], inFlight[pass]);
       peak.together = Math.max(peak.together, inFlight.tools + inFlight.skills + inFlight.files);
       try {
-        await new Promise((resolve) => setTimeout(resolve, 400));
+        await gate.arrived();
         return await next(request);
       } finally {
         inFlight[pass]--;
