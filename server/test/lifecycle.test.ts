@@ -6,7 +6,8 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { MALLOC_ENVIRONMENT } from "../src/config/index.ts";
 import { KEY_A, postJson } from "./helpers/service.ts";
-import { runUntilExit, spawnService } from "./helpers/process.ts";
+import { whenChangedIn } from "./helpers/files.ts";
+import { runUntilExit, spawnService, whenStderrHas } from "./helpers/process.ts";
 
 const KEYS = `a=${KEY_A}`;
 const tempDir = () => fs.mkdtemp(path.join(os.tmpdir(), "skillenv-life-"));
@@ -74,7 +75,8 @@ describe("process lifecycle", () => {
     const request = http.request(presigned.uploadUrl, { method: "PUT", headers: { ...presigned.uploadHeaders, "content-length": bytes.byteLength } });
     request.on("error", () => {});
     request.write(bytes.subarray(0, 1024 * 1024));
-    await waitFor(async () => (await fs.readdir(path.join(dataDir, "blobs/tmp"))).length === 1);
+    const tmp = path.join(dataDir, "blobs/tmp");
+    await whenChangedIn(tmp, async () => (await fs.readdir(tmp)).length === 1);
     service.child.kill("SIGKILL");
     await service.exited;
     request.destroy();
@@ -102,13 +104,17 @@ describe("process lifecycle", () => {
       acknowledged.push(sha256(bytes));
     }
 
-    // A slow upload is in flight when SIGTERM arrives; it must complete.
+    // An upload is in flight when SIGTERM arrives, its last bytes sent only once the server
+    // drains: it must complete.
     const slow = randomBytes(256 * 1024);
     const presigned = (await postJson(service.url, "/assets/presign", { sha256: sha256(slow), sizeBytes: slow.byteLength }, KEY_A)).body;
-    const slowDone = slowPut(presigned.uploadUrl, presigned.uploadHeaders, slow);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    const upload = heldPut(presigned.uploadUrl, presigned.uploadHeaders, slow);
+    const tmp = path.join(dataDir, "blobs/tmp");
+    await whenChangedIn(tmp, async () => (await fs.readdir(tmp)).length === 1);
     service.child.kill("SIGTERM");
-    expect(await slowDone).toBe(200);
+    await whenStderrHas(service, "SIGTERM: draining");
+    upload.finish();
+    expect(await upload.status).toBe(200);
     expect(await service.exited).toBe(0);
 
     const restarted = await spawnService({ SERVICE_DATA_DIR: dataDir, SERVICE_API_KEYS: KEYS });
@@ -133,30 +139,17 @@ async function uploadAndFinalize(base: string, bytes: Uint8Array<ArrayBuffer>): 
   expect((await postJson(base, "/assets/finalize", { sha256: sha256(bytes) }, KEY_A)).status).toBe(200);
 }
 
-/** PUTs the body in 16 KiB pieces, 10 ms apart, so the request spans the shutdown. */
-function slowPut(url: string, headers: Record<string, string>, bytes: Uint8Array): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: "PUT", headers: { ...headers, "content-length": bytes.byteLength } }, (response) => {
+/** PUTs all of the body but its last 16 KiB at once, and those when told to `finish`. */
+function heldPut(url: string, headers: Record<string, string>, bytes: Uint8Array): { status: Promise<number>; finish(): void } {
+  let request!: http.ClientRequest;
+  const status = new Promise<number>((resolve, reject) => {
+    request = http.request(url, { method: "PUT", headers: { ...headers, "content-length": bytes.byteLength } }, (response) => {
       response.resume();
       resolve(response.statusCode ?? 0);
     });
     request.on("error", reject);
-    let offset = 0;
-    const timer = setInterval(() => {
-      request.write(bytes.subarray(offset, offset + 16 * 1024));
-      offset += 16 * 1024;
-      if (offset >= bytes.byteLength) {
-        clearInterval(timer);
-        request.end();
-      }
-    }, 10);
   });
-}
-
-async function waitFor(condition: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  const last = bytes.byteLength - 16 * 1024;
+  request.write(bytes.subarray(0, last));
+  return { status, finish: () => request.end(bytes.subarray(last)) };
 }

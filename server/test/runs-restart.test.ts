@@ -3,6 +3,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
+import { lineCount, whenChangedIn } from "./helpers/files.ts";
 import { buildTestComponents } from "./helpers/pool.ts";
 import { spawnService, type ServiceProcess } from "./helpers/process.ts";
 import { KEY_A, KEY_B } from "./helpers/service.ts";
@@ -48,7 +49,8 @@ describe("a server killed in the middle of a run", () => {
     });
     await eventsUntil(sessionClient(first.url, KEY_A), sessionId, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
     const log = path.join(root, "workspaces", "a", sessionId, "box", "log");
-    for (let i = 0; i < 500 && !(await fs.readFile(log, "utf8").catch(() => "")).includes("once"); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    // The tool has written its line and holds on.
+    await whenChangedIn(path.dirname(log), async () => (await lineCount(log)) === 1);
     first.child.kill("SIGKILL");
     await first.exited;
 

@@ -9,36 +9,21 @@ import { KEY_A, KEY_B } from "./helpers/service.ts";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { TestExtension } from "./helpers/extension.ts";
+import { lineCount, whenChangedIn } from "./helpers/files.ts";
 import { hostClient, TestHost } from "./helpers/hosts.ts";
-import { admitTool, sessionClient } from "./helpers/sessions.ts";
+import { admitTool, eventsUntil, sessionClient } from "./helpers/sessions.ts";
 
 beforeAll(() => buildTestComponents(), 600_000);
 
-async function replay(url: string, sessionId: string): Promise<Array<Pick<SessionEvent, "seq" | "type" | "data">>> {
-  const events: Array<Pick<SessionEvent, "seq" | "type" | "data">> = [];
-  const abort = new AbortController();
-  const client = sessionClient(url, KEY_A);
-  const last = new Promise<void>((resolve) => setTimeout(resolve, 300));
-  const reading = (async () => {
-    try {
-      for await (const { event } of client.watchSession({ sessionId }, { signal: abort.signal })) events.push({ seq: event!.seq, type: event!.type, data: event!.data });
-    } catch {
-      // aborted once caught up
-    }
-  })();
-  await last;
-  abort.abort();
-  await reading;
-  return events;
-}
+type Replayed = Pick<SessionEvent, "seq" | "type" | "data">;
 
-async function waitForLines(file: string, count: number): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    const text = await fs.readFile(file, "utf8").catch(() => "");
-    if (text.split("\n").filter(Boolean).length >= count) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`${file} never reached ${count} lines`);
+/**
+ * The session's journal from its start until an event satisfies `until` (inclusive); by default
+ * until its end, which an ended session's stream reaches by itself.
+ */
+async function replay(url: string, sessionId: string, until: (event: SessionEvent) => boolean = () => false): Promise<Replayed[]> {
+  const events = await eventsUntil(sessionClient(url, KEY_A), sessionId, until);
+  return events.map(({ seq, type, data }) => ({ seq, type, data }));
 }
 
 describe("a server killed with a tool call in flight", () => {
@@ -79,26 +64,31 @@ describe("a server killed with a tool call in flight", () => {
     } } } });
 
     void client.callTool({ sessionId, tool: "append", input: input("slow", 60_000) }).catch(() => undefined);
-    await waitForLines(log, 1);
-    const before = await replay(first.url, sessionId);
-    expect(before.at(-1)?.type).toBe("operation.sent");
+    // The guest has written its line and holds on: its operation is journaled as sent, without a receipt.
+    await whenChangedIn(path.dirname(log), async () => (await lineCount(log)) >= 1);
+    const before = await replay(first.url, sessionId, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
+    const slowOperation = before.at(-1)!.data!.operationId;
     first.child.kill("SIGKILL");
     await first.exited;
 
     second = await spawnService(env);
+    const restarted = sessionClient(second.url, KEY_A);
+    const again = await restarted.callTool({ sessionId, tool: "append", input: input("fast", 0) });
+    expect(again.receipt?.outcome.case).toBe("returned");
+    expect((await fs.readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["slow", "fast"]);
+    // Ended, the session's journal is complete: its stream ends by itself.
+    await restarted.endSession({ sessionId });
     const after = await replay(second.url, sessionId);
     expect(after.slice(0, before.length)).toEqual(before);
-    const slowOperation = before.at(-1)!.data!.operationId;
     const receipts = after.filter((event) => event.type === "operation.receipt" && event.data?.operationId === slowOperation);
     expect(receipts).toHaveLength(1);
     expect(receipts[0]?.data?.receipt).toMatchObject({ unknown: {} });
+    // The unknown receipt was written at startup, before the next call.
+    const fastSent = after.findIndex((event) => event.type === "operation.sent" && event.data?.operationId === again.operationId);
+    expect(after.indexOf(receipts[0]!)).toBeLessThan(fastSent);
+    expect(after.at(-1)?.type).toBe("session.ended");
 
-    const again = await sessionClient(second.url, KEY_A).callTool({ sessionId, tool: "append", input: input("fast", 0) });
-    expect(again.receipt?.outcome.case).toBe("returned");
-    expect((await fs.readFile(log, "utf8")).split("\n").filter(Boolean)).toEqual(["slow", "fast"]);
-
-    const replayedAgain = await replay(second.url, sessionId);
-    expect(replayedAgain.slice(0, after.length)).toEqual(after);
+    expect(await replay(second.url, sessionId)).toEqual(after);
   }, 120_000);
 });
 
@@ -139,12 +129,13 @@ describe("a server killed with host and extension commands in flight", () => {
     void client.callTool({ sessionId, tool: "local", input }).catch(() => undefined);
     void client.callTool({ sessionId, tool: "hang", input }).catch(() => undefined);
     await host.command("local");
-    for (let i = 0; i < 200 && !extension.methods().includes("execute"); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    await extension.called("execute");
     first.child.kill("SIGKILL");
     await first.exited;
 
     const second = await spawnService(env);
     services.push(second);
+    await sessionClient(second.url, KEY_A).endSession({ sessionId });
     const events = await replay(second.url, sessionId);
     const executes = events.filter((event) => event.type === "operation.sent" && event.data?.kind === "execute");
     expect(executes.map((event) => event.data?.tool).sort()).toEqual(["hang", "local"]);

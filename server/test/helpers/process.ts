@@ -48,6 +48,22 @@ export async function spawnService(env: Record<string, string>): Promise<Service
   return { child, url, stderr: () => stderr, exited };
 }
 
+/** Resolves once the service has written `text` to its stderr (woken by its output, not a clock). */
+export function whenStderrHas(service: ServiceProcess, text: string): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (!service.stderr().includes(text)) return false;
+      service.child.stderr!.off("data", onData);
+      resolve();
+      return true;
+    };
+    // Listening after the helper's own listener: stderr() already holds this chunk when it runs.
+    const onData = () => void check();
+    service.child.stderr!.on("data", onData);
+    check();
+  });
+}
+
 /** Runs the entry point expecting it to stop; returns exit code and stderr. */
 export async function runUntilExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const child = tracked(spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "ignore", "pipe"] }));
