@@ -449,10 +449,11 @@ describe("runs", () => {
     expect(events.map((event) => event.type)).toEqual(expect.arrayContaining(["tool.call", "tool.result", "turn.progress", "turn.completed"]));
   });
 
-  it("runs an agent loop written as a program, and refuses a loop that is not admitted as one", async () => {
+  it("runs an agent loop written as a program, keeping its source out of the journal, and refuses a loop that is not admitted as one", async () => {
     const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
+    const marker = "loop-source-marker-5c27a0";
     const program = await admitProgram(service.url, KEY_A, `
-      function turn(input, configuration, host) {
+      function turn(input, configuration, host) { /* ${marker} */
         const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.message + configuration.suffix }] });
         return { v: 1, message: answer.message.content.toUpperCase() };
       }`);
@@ -463,6 +464,8 @@ describe("runs", () => {
     const { run: done } = await finish(sessionId, run!.id);
     expect(done.outputText).toBe("QUIET ANSWER");
     expect((provider.requests.at(-1) as Sent).body.messages.at(-1).content[0].text).toBe("hi!");
+    // SPEC 4.4.3: the source is loaded inside the worker; its one copy at rest is the admitted blob.
+    expect(await filesContaining(service.dataDir, marker)).toEqual([path.join(service.dataDir, "blobs", "sha256", program.slice(0, 2), program)]);
 
     const notALoop = { environment: "box", implementation: { kind: { case: "agentloop", value: workspaceTool } } };
     expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: notALoop } as never) }))).toBe("not_found");

@@ -342,6 +342,33 @@ describe("sessions with the service environment", () => {
     }
   });
 
+  it("keeps an admitted program's source out of the session's configuration and journal (SPEC 4.4.3)", async () => {
+    const own = await startTestService();
+    try {
+      const client = sessionClient(own.url, KEY_A);
+      const marker = "program-source-marker-3b9e1d";
+      const runtime = await admitTool(own.url, KEY_A, "js-program-tool");
+      // The marker is in the source only: the output is computed, never the marker itself.
+      const program = await admitProgram(own.url, KEY_A, `function run(input) { /* ${marker} */ return input.n + 1; }`);
+      const { session } = await client.createSession({
+        environments: [{ name: "s", kind: { case: "service", value: {} } }],
+        tools: [{ name: "inc", environment: "s", implementation: { kind: { case: "program", value: { id: program, runtime } } } }],
+      });
+      const sessionId = session!.id;
+      const called = await postJson(own.url, `/v1/sessions/${sessionId}/tools/inc:call`, { input: { n: 41 } }, KEY_A);
+      expect(called.body.receipt).toEqual({ returned: { output: 42 } });
+      await client.endSession({ sessionId });
+      const events = (await eventsUntil(client, sessionId, () => false)).map((event) => JSON.stringify(event.data));
+      expect(events.join("\n")).toContain('"tool":"inc"');
+      expect(events.join("\n")).not.toContain(marker);
+      // The only copy at rest is the admitted blob itself; the metadata names the program by its id.
+      expect(await filesContaining(own.dataDir, marker)).toEqual([path.join(own.dataDir, "blobs", "sha256", program.slice(0, 2), program)]);
+      expect(await filesContaining(path.join(own.dataDir, "metadata"), program)).not.toEqual([]);
+    } finally {
+      await own.close();
+    }
+  });
+
   it("keeps a session of workspace A out of workspace B's reach", async () => {
     const { session } = await a.createSession(echoSession());
     const sessionId = session!.id;
