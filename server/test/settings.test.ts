@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import { loadSettings, SettingsError } from "../src/config/index.ts";
 
 describe("settings", () => {
-  it("has safe defaults: loopback, empty allow-lists, two workers", () => {
+  it("has safe defaults: loopback, empty allow-lists, two workers, 10 billion fuel units a call", () => {
     const settings = loadSettings({});
     expect(settings.listen).toEqual({ host: "127.0.0.1", port: 8080 });
     expect(settings.apiKeys).toBeUndefined();
-    expect(settings.env).toMatchObject({ filesystemAllow: [], networkAllow: [], secretAllow: [], workers: 2, preparationFile: undefined, compiledMemoryMib: 0 });
+    expect(settings.env).toMatchObject({ filesystemAllow: [], networkAllow: [], secretAllow: [], workers: 2, preparationFile: undefined, compiledMemoryMib: 0, fuel: 10_000_000_000 });
     expect(settings.sessions.maxJsonDepth).toBe(32);
     expect(settings).toMatchObject({ logMaxLineBytes: 4096, logHostRefusalsPerMin: 10 });
   });

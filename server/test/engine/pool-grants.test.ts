@@ -1,7 +1,7 @@
 import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HostServices, Pool, ServiceGrants } from "../../src/engine/pool/index.ts";
+import type { HostServices, Pool, Receipt, ServiceGrants } from "../../src/engine/pool/index.ts";
 import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startGuestFacingServer, startPool, tempDir, type GuestFacingServer } from "../helpers/pool.ts";
 
 const workspaceJs = component("workspace-js");
@@ -198,6 +198,56 @@ describe("waiting on HTTP", () => {
     } finally {
       await single.close();
     }
+  }, 60_000);
+});
+
+describe("fuel while waiting (SPEC 8: HTTP, model and tool waits consume no fuel)", () => {
+  /** Runs echo calls on the pool: a wait that lasts as long as other guests take to compute. */
+  async function otherCalls(): Promise<void> {
+    for (let i = 0; i < 5; i++) expect(output(await run(pool, echo, { v: i }))).toEqual({ v: i });
+  }
+
+  function fuelOf(receipt: Receipt): number {
+    if (receipt.outcome !== "returned") throw new Error(`expected a returned receipt, got ${JSON.stringify(receipt)}`);
+    return receipt.fuelUsed;
+  }
+
+  it("a guest uses the same fuel whether its HTTP response comes at once or after other calls ran", async () => {
+    // Paths of one length: the same bytes to parse either way.
+    const fetch = (path: string) => run(pool, fetchJs, { v: 1, url: `${origin}${path}` }, { grants: grants({ network: [origin] }) });
+    const atOnce = fuelOf(await fetch("/fast-fuel"));
+    expect(fuelOf(await fetch("/fast-fuel"))).toBe(atOnce);
+    const waiting = fetch("/slow-fuel");
+    const answer = await server.held("/slow-fuel");
+    await otherCalls();
+    answer();
+    expect(fuelOf(await waiting)).toBe(atOnce);
+  }, 60_000);
+
+  it("an agent loop uses the same fuel whether the model and its tools answer at once or after other calls ran", async () => {
+    const source = `function turn(input, configuration, host) {
+      const answer = host.callModel({ v: 1, messages: [{ role: "user", content: "go" }] });
+      const dispatched = host.dispatchTools({ v: 1, calls: answer.message.tool_calls });
+      return { answer: answer.message.content, results: dispatched.results };
+    }`;
+    const reply = JSON.stringify({ v: 1, message: { content: "ok", tool_calls: [{ id: "t1", name: "echo", input: { v: 1 } }] } });
+    const results = JSON.stringify({ v: 1, results: [{ id: "t1", output: { v: 1 } }] });
+    const turn = async (wait: () => Promise<void>) =>
+      fuelOf(
+        await pool.invoke({
+          component: programLoop,
+          entrypoint: "turn",
+          input: "{}",
+          configuration: "{}",
+          deadlineMs: Date.now() + 30_000,
+          grants: NO_GRANTS,
+          host: { callModel: async () => (await wait(), reply), dispatchTools: async () => (await wait(), results), emit: () => undefined },
+          program: { source },
+        }),
+      );
+    const atOnce = await turn(async () => undefined);
+    expect(await turn(async () => undefined)).toBe(atOnce);
+    expect(await turn(otherCalls)).toBe(atOnce);
   }, 60_000);
 });
 
