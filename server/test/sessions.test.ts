@@ -516,6 +516,19 @@ describe("sessions with the service environment", () => {
     }
   });
 
+  it("gives each call SERVICE_ENV_FUEL fuel units (default 10 billion: settings.test.ts)", async () => {
+    const metered = await startTestService({ SERVICE_ENV_FUEL: "1000000" });
+    try {
+      const client = sessionClient(metered.url, KEY_A);
+      const loop = await admitTool(metered.url, KEY_A, "loop-wat");
+      const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
+      const called = await client.callTool({ sessionId: session!.id, tool: "spin" });
+      expect(called.receipt?.outcome).toMatchObject({ case: "failure", value: { code: "fuel_exhausted", message: expect.stringContaining("(1000000 units)") } });
+    } finally {
+      await metered.close();
+    }
+  });
+
   it("reports a worker that dies mid-call as unknown, once", async () => {
     const loop = await admitTool(service.url, KEY_A, "loop-wat");
     const { session } = await a.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
