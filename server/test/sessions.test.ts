@@ -529,6 +529,39 @@ describe("sessions with the service environment", () => {
     }
   });
 
+  it("keeps prepared code through a session's end and deletion (SPEC 3.4)", async () => {
+    const own = await startTestService();
+    try {
+      const client = sessionClient(own.url, KEY_A);
+      const tool = await admitTool(own.url, KEY_A, "echo-wat");
+      expect((await postJson(own.url, "/v1/service-env/prepare", { tools: [tool] }, KEY_A)).body).toEqual({ artifacts: [{ id: tool, kind: "tool", ready: true }] });
+      const pool = own.serviceEnv.pool!;
+      // Loaded on every worker, and nothing prepared, transpiled, reloaded or unloaded since.
+      const preparation = () => {
+        const { prepared, transpiles, preparedFromDisk, unloads } = pool.stats();
+        return { ready: pool.isPrepared(tool), prepared, transpiles, preparedFromDisk, unloads };
+      };
+      const before = preparation();
+      expect(before.ready).toBe(true);
+      const echo = async () => {
+        const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "echo", environment: "s", implementation: { kind: { case: "tool", value: tool } } }] });
+        const called = await client.callTool({ sessionId: session!.id, tool: "echo", input: fromJson(ValueSchema, { v: 1 }) });
+        expect(called.receipt?.outcome).toMatchObject({ case: "returned" });
+        return session!.id;
+      };
+      await client.endSession({ sessionId: await echo() });
+      expect(preparation()).toEqual(before);
+      await client.deleteSession({ sessionId: await echo() });
+      expect(preparation()).toEqual(before);
+      // With its bytes gone, the tool can only run from what its preparation left on the workers.
+      await fs.rm(path.join(own.dataDir, "blobs", "sha256", tool.slice(0, 2), tool));
+      await echo();
+      expect(preparation()).toEqual(before);
+    } finally {
+      await own.close();
+    }
+  });
+
   it("reports a worker that dies mid-call as unknown, once", async () => {
     const loop = await admitTool(service.url, KEY_A, "loop-wat");
     const { session } = await a.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
