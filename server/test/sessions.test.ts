@@ -320,6 +320,57 @@ describe("sessions with the service environment", () => {
     delete process.env.SKILLENV_UNSET_SECRET;
   });
 
+  it("gives every tool of an environment its grants, and the tools of another environment only theirs (SPEC 4.5.7)", async () => {
+    const placed = (name: string, environment: string, tool: string) => ({ name, environment, implementation: { kind: { case: "tool" as const, value: tool } } });
+    const { session } = await a.createSession({
+      environments: [
+        { name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" }, secrets: ["SKILLENV_TEST_SECRET"] } } } },
+        { name: "plain", kind: { case: "service", value: {} } },
+      ],
+      tools: [
+        placed("writer", "files", workspaceTool),
+        placed("reader", "files", workspaceTool),
+        placed("secret", "files", secretsTool),
+        placed("plain-fs", "plain", workspaceTool),
+        placed("plain-secret", "plain", secretsTool),
+      ],
+    });
+    const call = async (tool: string, input: object) => (await postJson(service.url, `/v1/sessions/${session!.id}/tools/${tool}:call`, { input }, KEY_A)).body.receipt;
+    // Two placements of one environment: one workspace, the same write grant, the same secrets.
+    expect(await call("writer", { v: 1, op: "write", path: "/workspace/shared.txt", data: "from writer" })).toMatchObject({ returned: {} });
+    expect(await call("reader", { v: 1, op: "read", path: "/workspace/shared.txt" })).toEqual({ returned: { output: { v: 1, ok: true, data: "from writer" } } });
+    expect(await call("reader", { v: 1, op: "write", path: "/workspace/by-reader.txt", data: "x" })).toMatchObject({ returned: {} });
+    expect((await call("secret", { v: 1, name: "SKILLENV_TEST_SECRET" })).returned.output.value).toBe(SECRET_VALUE);
+    // The same components placed in an environment granted nothing reach neither.
+    expect((await call("plain-fs", { v: 1, op: "read", path: "/workspace/shared.txt" })).failure).toMatchObject({ code: "not-permitted", message: "no directory is preopened" });
+    expect((await call("plain-fs", { v: 1, op: "write", path: "/workspace/shared.txt", data: "overwritten" })).failure.code).toBe("not-permitted");
+    expect((await call("plain-secret", { v: 1, name: "SKILLENV_TEST_SECRET" })).failure).toMatchObject({ code: "not-permitted", message: expect.stringContaining("no secrets are granted") });
+    expect(await fs.readFile(path.join(service.root, "workspaces", "a", session!.id, "files", "shared.txt"), "utf8")).toBe("from writer");
+  });
+
+  it("widens no grant after creation: not through setup, a placement's configuration or a call's input (SPEC 4.5.4)", async () => {
+    const asking = { grants: { filesystem: { workspace: "write" }, secrets: ["SKILLENV_TEST_SECRET"] } };
+    const { session } = await a.createSession({
+      environments: [{ name: "ro", setup: "manual", kind: { case: "service", value: { grants: { filesystem: { workspace: "read" } } } } }],
+      tools: [
+        { name: "fs", environment: "ro", implementation: { kind: { case: "tool", value: workspaceTool } }, configuration: fromJson(ValueSchema, asking) },
+        { name: "secret", environment: "ro", implementation: { kind: { case: "tool", value: secretsTool } }, configuration: fromJson(ValueSchema, asking) },
+      ],
+    } as never);
+    const sessionId = session!.id;
+    // Setup takes no grants (SetupEnvironmentRequest has no field for them; the JSON route maps
+    // no body): the environment is set up with the grants it was created with.
+    const setup = await postJson(service.url, `/v1/sessions/${sessionId}/environments/ro:setup`, asking, KEY_A);
+    expect(setup.body.environment).toMatchObject({ state: "ready", service: { grants: { filesystem: { workspace: "read" } } } });
+
+    const call = async (tool: string, input: object) => (await postJson(service.url, `/v1/sessions/${sessionId}/tools/${tool}:call`, { input }, KEY_A)).body.receipt;
+    expect(await call("fs", { v: 1, op: "list", path: "/workspace" })).toEqual({ returned: { output: { v: 1, ok: true, entries: [] } } });
+    expect((await call("fs", { v: 1, op: "write", path: "/workspace/x.txt", data: "x", ...asking })).failure.code).toBe("read-only");
+    expect((await call("secret", { v: 1, name: "SKILLENV_TEST_SECRET", ...asking })).failure).toMatchObject({ code: "not-permitted", message: expect.stringContaining("no secrets are granted") });
+    expect((await a.getSession({ sessionId })).session?.environments[0]).toMatchObject({ state: "ready" });
+    expect(await fs.readdir(path.join(service.root, "workspaces", "a", sessionId, "ro"))).toEqual([]);
+  });
+
   it("never writes a granted secret's value to the data directory, the events or the log", async () => {
     const own = await startAllowingService();
     try {
