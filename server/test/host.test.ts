@@ -5,7 +5,7 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
-import { hostClient, inputOf, TestHost, type HostClient } from "./helpers/hosts.ts";
+import { hostClient, inputOf, TestBrowserHost, TestHost, type HostClient } from "./helpers/hosts.ts";
 import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
 import { eventsUntil, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 
@@ -128,7 +128,7 @@ describe("host environments", () => {
     const newer = new TestHost(hosts, sessionId, "laptop");
     await newer.attached();
     expect((await pending).receipt?.outcome.case).toBe("unknown");
-    expect(await older.next((message) => (message.message.case === "closing" ? message.message.value.reason : undefined))).toMatch(/replaced/);
+    expect(await older.closing()).toMatch(/replaced/);
     const next = call(sessionId, "greet", {});
     newer.returned((await newer.command("greet")).operationId, "from newer");
     expect((await next).receipt?.outcome.case).toBe("returned");
@@ -213,7 +213,7 @@ describe("host environments", () => {
     const { receipt } = await call(sessionId, "greet", {}, 1n);
     expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout" } });
     const command = await host.command("greet");
-    await host.next((message) => (message.message.case === "cancel" && message.message.value.operationId === command.operationId ? true : undefined));
+    await host.cancelled(command.operationId);
     host.returned(command.operationId, "too late");
     await host.next((message) => (message.message.case === "refused" && message.message.value.operationId === command.operationId ? true : undefined));
     host.close();
@@ -263,6 +263,50 @@ describe("host environments", () => {
     await stream.next();
     abort.abort();
     expect((await dropped).receipt?.outcome.case).toBe("unknown");
+  });
+
+  it("enforces the deadline on a browser host too: timeout, a cancel on Commands, and its late Report refused", async () => {
+    const sessionId = await hostSession();
+    const tab = new TestBrowserHost(hosts, sessionId, "laptop");
+    await tab.attached();
+    const { receipt } = await call(sessionId, "greet", {}, 1n);
+    expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout" } });
+    const command = await tab.command("greet");
+    await tab.cancelled(command.operationId);
+    expect(await refusedWith(tab.returned(command.operationId, "too late"))).toBe("operation_not_found");
+    tab.drop();
+  });
+
+  it("caps the commands in flight of a browser host too", async () => {
+    const sessionId = await hostSession();
+    const tab = new TestBrowserHost(hosts, sessionId, "laptop");
+    await tab.attached();
+    const calls = [1, 2, 3].map((n) => call(sessionId, "greet", { n }));
+    await tab.command("greet", 2);
+    const { receipt } = await call(sessionId, "greet", { n: 4 });
+    expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "host_busy", retryable: true } });
+    expect(tab.commands).toHaveLength(3);
+    for (const command of tab.commands) await tab.returned(command.operationId, "ok");
+    for (const { receipt } of await Promise.all(calls)) expect(receipt?.outcome.case).toBe("returned");
+    tab.drop();
+  });
+
+  it("replaces a browser host with a newer one; the older one's commands end unknown and its Reports are refused", async () => {
+    const sessionId = await hostSession();
+    const older = new TestBrowserHost(hosts, sessionId, "laptop");
+    await older.attached();
+    const pending = call(sessionId, "greet", {});
+    const command = await older.command("greet");
+    const newer = new TestBrowserHost(hosts, sessionId, "laptop");
+    await newer.attached();
+    expect((await pending).receipt?.outcome.case).toBe("unknown");
+    expect(await older.closing()).toMatch(/replaced/);
+    expect(await refusedWith(older.returned(command.operationId, "from older"))).toBe("host_connection_not_found");
+    const next = call(sessionId, "greet", {});
+    await newer.returned((await newer.command("greet")).operationId, "from newer");
+    expect((await next).receipt?.outcome).toMatchObject({ case: "returned" });
+    expect(older.commands).toHaveLength(1);
+    newer.drop();
   });
 
   it("lets only the session's workspace attach, and only to a host environment", async () => {
