@@ -5,6 +5,7 @@ import * as path from "node:path";
 import { fromJson, toJsonString } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import type { Client } from "@connectrpc/connect";
+import { Level } from "level";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ExecuteRequest, SetupRequest, StageRequest } from "../../gen/skillenv/extension/v1/extension_pb.js";
 import { RunSchema } from "../../gen/skillenv/sessions/v1/runs_pb.js";
@@ -192,6 +193,94 @@ describe("extension environments", () => {
     expect(new TextDecoder().decode(stage.files.find((file) => file.path.endsWith("run.sh"))!.content)).toBe("echo hi");
   });
 });
+
+describe("an extension's sealed credential at rest", () => {
+  let extension: TestExtension;
+  const dataDirs: string[] = [];
+  beforeAll(async () => {
+    extension = await new TestExtension().start();
+  });
+  afterAll(async () => {
+    await extension?.close();
+    for (const dir of dataDirs) await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  /** A service on `dataDir` for the span of `use`: a restart is a second call with the same directory. */
+  async function onDataDir<T>(dataDir: string, use: (sessions: Client<typeof SessionService>) => Promise<T>): Promise<T> {
+    const service = await startTestService({ SERVICE_DATA_DIR: dataDir, SERVICE_ENV_NETWORK_ALLOW: extension.url });
+    try {
+      return await use(sessionClient(service.url, KEY_A));
+    } finally {
+      await service.close();
+    }
+  }
+
+  /** A ready session whose extension environment has CREDENTIAL. */
+  async function credentialSession(sessions: Client<typeof SessionService>): Promise<string> {
+    const { session } = await sessions.createSession({
+      environments: [{ name: "remote", kind: { case: "extension", value: { url: extension.url, credential: CREDENTIAL } } }],
+      tools: [{ name: "echo", environment: "remote", implementation: { kind: { case: "opaque", value: fromJson(ValueSchema, { kind: "echo" }) } } }],
+    });
+    expect(session?.state).toBe("ready");
+    return session!.id;
+  }
+
+  /** A data directory holding one such session, its server stopped. */
+  async function sessionAtRest(): Promise<{ dataDir: string; sessionId: string }> {
+    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-sealed-"));
+    dataDirs.push(dataDir);
+    return { dataDir, sessionId: await onDataDir(dataDir, credentialSession) };
+  }
+
+  const echo = (sessions: Client<typeof SessionService>, sessionId: string) => sessions.callTool({ sessionId, tool: "echo", input: fromJson(ValueSchema, { sent: sessionId }) });
+  const executesOf = (sessionId: string) => extension.calls.filter((call) => call.method === "execute" && (jsonOf((call.request as ExecuteRequest).input) as { sent?: string } | undefined)?.sent === sessionId);
+
+  it("is unsealed again after a restart", async () => {
+    const { dataDir, sessionId } = await sessionAtRest();
+    await onDataDir(dataDir, async (sessions) => {
+      expect((await echo(sessions, sessionId)).receipt?.outcome.case).toBe("returned");
+    });
+    expect(executesOf(sessionId).map((call) => call.authorization)).toEqual([`Bearer ${CREDENTIAL}`]);
+  });
+
+  it.each([
+    ["its sealing key is lost", async (dataDir: string) => fs.rm(path.join(dataDir, "sealing-key"))],
+    ["its sealed value was altered", alterSealedCredential],
+  ])("sends nothing when %s, and the server carries on", async (_name, spoil) => {
+    const { dataDir, sessionId } = await sessionAtRest();
+    await spoil(dataDir);
+    await onDataDir(dataDir, async (sessions) => {
+      // No credential can be unsealed: the call does not return, and no request leaves, neither
+      // without its credential nor with what a wrong key would make of it.
+      expect((await echo(sessions, sessionId)).receipt?.outcome.case).not.toBe("returned");
+      expect(executesOf(sessionId)).toEqual([]);
+      // A session created now seals with the key the server has now.
+      const fresh = await credentialSession(sessions);
+      expect((await echo(sessions, fresh)).receipt?.outcome.case).toBe("returned");
+      expect(executesOf(fresh).map((call) => call.authorization)).toEqual([`Bearer ${CREDENTIAL}`]);
+    });
+  });
+});
+
+/** Changes one character of every sealed credential in the data directory's metadata (its server stopped). */
+async function alterSealedCredential(dataDir: string): Promise<void> {
+  const db = new Level<string, string>(path.join(dataDir, "metadata"), { valueEncoding: "utf8" });
+  await db.open();
+  try {
+    let altered = 0;
+    for await (const [key, value] of db.iterator()) {
+      const sealed = /"sealedCredential":"v1\.([A-Za-z0-9_-]+)"/.exec(value);
+      if (!sealed) continue;
+      // The first character: all six of its bits are the IV's (the last may be only padding).
+      const payload = sealed[1]!;
+      await db.put(key, value.replace(payload, (payload[0] === "A" ? "B" : "A") + payload.slice(1)));
+      altered++;
+    }
+    expect(altered).toBe(1);
+  } finally {
+    await db.close();
+  }
+}
 
 describe("the example shell extension, behind the service", () => {
   it("runs a model's shell command in the binding's workspace, where the run's skill files were staged", async () => {
