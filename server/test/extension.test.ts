@@ -250,9 +250,11 @@ describe("an extension's sealed credential at rest", () => {
     const { dataDir, sessionId } = await sessionAtRest();
     await spoil(dataDir);
     await onDataDir(dataDir, async (sessions) => {
-      // No credential can be unsealed: the call does not return, and no request leaves, neither
-      // without its credential nor with what a wrong key would make of it.
-      expect((await echo(sessions, sessionId)).receipt?.outcome.case).not.toBe("returned");
+      // No credential can be unsealed: no request leaves, neither without its credential nor with
+      // what a wrong key would make of it, and the receipt says so (a failure, not unknown).
+      const { receipt } = await echo(sessions, sessionId);
+      expect(receipt?.outcome.case).toBe("failure");
+      expect(receipt?.outcome.value).toMatchObject({ code: "credential_unavailable", message: expect.stringContaining("nothing was sent") });
       expect(executesOf(sessionId)).toEqual([]);
       // A session created now seals with the key the server has now.
       const fresh = await credentialSession(sessions);

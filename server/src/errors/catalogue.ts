@@ -69,6 +69,7 @@ export const errorCatalogue = {
   fuel_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The invocation used up its fuel (guest computation budget) and was stopped." },
   memory_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The guest tried to grow its memory beyond the configured cap and was stopped." },
   timeout: { code: Code.DeadlineExceeded, httpStatus: 504, summary: "The invocation passed its deadline (or SERVICE_MAX_TURN_SECS) and was stopped." },
+  credential_unavailable: { code: Code.FailedPrecondition, httpStatus: 422, summary: "A receipt: an extension environment's sealed credential cannot be read (the sealing-key was lost or replaced, or the stored value altered); nothing was sent." },
   secret_unavailable: { code: Code.FailedPrecondition, httpStatus: 422, summary: "A granted secret is not set in the server's process environment; the invocation did not start." },
   guest_trap: { code: Code.Aborted, httpStatus: 422, summary: "The guest trapped (e.g. unreachable, out-of-bounds access) for a reason other than fuel or memory." },
   // Sessions, environments and the journal

@@ -75,15 +75,18 @@ export class ExtensionEnvironmentKind implements EnvironmentKind<ExtensionOption
     const { sealedCredential } = options;
     const { sealer } = this.#options;
     // Unsealed for each call, so the plaintext lives only as long as the request.
-    const interceptors: Interceptor[] = sealedCredential ? [
+    const interceptors: Interceptor[] = sealedCredential
+      ? [
           (next) => (request) => {
-            request.header.set("authorization", `Bearer ${sealer.unseal(sealedCredential)}`);
+            request.header.set("authorization", `Bearer ${unsealCredential(sealer, sealedCredential)}`);
             return next(request);
           },
-        ] : [];
+        ]
+      : [];
     const client = createClient(ExtensionEnvironmentService, createConnectTransport({ baseUrl: options.url, httpVersion: "1.1", interceptors }));
     // What the extension echoes of its credential (in a message, details, an output) is never kept.
-    return redactingBinding(new ExtensionBinding(client, context, options), () => (sealedCredential ? [sealer.unseal(sealedCredential)] : []));
+    // Unreadable, there is nothing to cut out: no call sends it (the interceptor refuses first).
+    return redactingBinding(new ExtensionBinding(client, context, options), () => (sealedCredential ? readableCredential(sealer, sealedCredential) : []));
   }
 }
 
@@ -163,6 +166,27 @@ class ExtensionBinding implements EnvironmentBinding {
   }
 }
 
+/** The sealed credential could not be opened: thrown before a request leaves, so nothing was sent. */
+class CredentialUnreadable extends Error {}
+
+function unsealCredential(sealer: Sealer, sealed: string): string {
+  try {
+    return sealer.unseal(sealed);
+  } catch {
+    throw new CredentialUnreadable(
+      "the environment's sealed credential cannot be read (the data directory's sealing-key was lost or replaced, or the stored value altered); nothing was sent",
+    );
+  }
+}
+
+function readableCredential(sealer: Sealer, sealed: string): string[] {
+  try {
+    return [sealer.unseal(sealed)];
+  } catch {
+    return [];
+  }
+}
+
 async function unary(call: (signal: AbortSignal) => Promise<unknown>, deadlineMs: number): Promise<TerminalReceipt> {
   const { signal, cancel, timedOut } = deadlineSignal(deadlineMs);
   try {
@@ -185,6 +209,7 @@ async function unary(call: (signal: AbortSignal) => Promise<unknown>, deadlineMs
  */
 function classify(error: unknown, answered: boolean): TerminalReceipt {
   const connectError = ConnectError.from(error);
+  if (connectError.cause instanceof CredentialUnreadable) return failure("credential_unavailable", connectError.cause.message);
   const cause = (connectError.cause as { code?: unknown } | undefined)?.code;
   if (typeof cause === "string" && NOT_SENT.has(cause)) return failure("extension_unavailable", `the extension could not be reached (${cause}); nothing was sent`, true);
   const explicit = cause === undefined && [...connectError.metadata.keys()].length > 0;
