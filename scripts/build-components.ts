@@ -1,8 +1,9 @@
-// Builds the WebAssembly components under components/ (or the directories given
-// on the command line) into build/components/<name>.wasm.
+// Builds the WebAssembly components under components/ (or the ones given on the
+// command line) into build/components/<name>.wasm.
 //
 //   node scripts/build-components.ts              every directory of components/
-//   node scripts/build-components.ts path/to/dir  one user component
+//   node scripts/build-components.ts echo-wat     the components of these names under components/
+//   node scripts/build-components.ts path/to/dir  a component directory anywhere (a user's own)
 //
 // A component directory holds component.wat (a hand-written core module) or
 // component.js (componentize-js), an optional component.json
@@ -390,10 +391,24 @@ function formatSize(bytes: number): string {
   return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 }
 
+/**
+ * A command-line argument's component directory: the path when it is a directory, else the
+ * directory of that name under components/ (so that `npm run build:components -- echo-wat`
+ * builds one component from anywhere in the repository).
+ */
+async function componentDir(arg: string): Promise<string> {
+  const isDir = (path: string) => stat(path).then((found) => found.isDirectory(), () => false);
+  if (await isDir(arg)) return resolve(arg);
+  const named = join(SOURCES, arg);
+  if (!arg.includes("/") && (await isDir(named))) return named;
+  const names = (await componentDirs()).map((dir) => basename(dir));
+  throw new Error(`${arg}: neither a directory nor a component of components/ (${names.join(", ")})`);
+}
+
 async function main(args: string[]): Promise<void> {
   if (args[0] === "--componentize") return componentizeJobs(JSON.parse(args[1] ?? "[]") as Job[]);
   const started = performance.now();
-  const built = await buildComponents(args.length > 0 ? { dirs: args } : {});
+  const built = await buildComponents(args.length > 0 ? { dirs: await Promise.all(args.map(componentDir)) } : {});
   console.log(`${built.length} components ready in build/components/ (${Math.round(performance.now() - started)} ms)`);
 }
 
