@@ -318,7 +318,9 @@ function shares<T>(items: T[], count: number): T[][] {
  * that also runs guests.
  */
 async function componentizeInChild(jobs: Job[], finish: (job: Job, outcome: { ms: number } | { error: string }) => Promise<void>): Promise<void> {
-  const child = spawn(process.execPath, [BUILDER, "--componentize", JSON.stringify(jobs)], { stdio: ["ignore", "pipe", "pipe", "ipc"] });
+  // In the repository: componentize-js resolves a component's relative imports (../shared/) against
+  // its working directory, and failed to find them when the build was started from elsewhere.
+  const child = spawn(process.execPath, [BUILDER, "--componentize", JSON.stringify(jobs)], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe", "ipc"] });
   let output = "";
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
