@@ -10,6 +10,7 @@ packages=(
   bubblewrap             # the service environment's worker sandboxes; the example shell extension
   chromium               # the web console's tests drive it (server/test/console.test.ts)
   openssl                # the TLS test's self-signed certificate (server/test/tls.test.ts)
+  curl                   # the README's and docs/' curl snippets, which npm test runs (server/test/snippets.test.ts)
   protobuf-compiler      # protoc: generates the Python client's code (npm run generate:python)
   protobuf-compiler-grpc # grpc_python_plugin, the same
   python3-grpcio         # the Python client and its tests, on Debian's /usr/bin/python3 (PyPI is

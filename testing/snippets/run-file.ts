@@ -112,7 +112,7 @@ async function runFile(file: string, dir: string): Promise<number> {
 /**
  * The snippets' working directory: a link to every entry of the repository, so that paths such
  * as examples/, build/components/ and node_modules/ are the repository's, but for data/ (the
- * service's, made by it) and what the snippets write at the top (my-skill/, hello.txt).
+ * service's, made by it) and what the snippets write at the top (my-skill/, the snippet files themselves).
  */
 async function mirrorRepository(work: string): Promise<void> {
   await mkdir(work);
