@@ -96,7 +96,7 @@ describe("extension environments", () => {
     });
     const echoed = await call(sessionId, "whoami");
     expect(echoed.receipt?.outcome.case).toBe("returned");
-    expect(jsonOf((echoed.receipt?.outcome.value as { output?: never }).output)).toEqual({ credential: "[redacted]" });
+    expect(jsonOf((echoed.receipt!.outcome.value as { output?: never }).output)).toEqual({ credential: "[redacted]" });
 
     // A run: the model's call of the leaking tool, then a run whose staging the extension refuses.
     const runs = runClient(service.url, KEY_A);

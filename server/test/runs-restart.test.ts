@@ -14,7 +14,7 @@ beforeAll(() => buildTestComponents(), 600_000);
 describe("a server killed in the middle of a run", () => {
   let provider: ScriptedProvider;
   let root: string;
-  let services: ServiceProcess[] = [];
+  const services: ServiceProcess[] = [];
 
   beforeAll(async () => {
     provider = await startScriptedProvider();

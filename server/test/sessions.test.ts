@@ -532,7 +532,7 @@ describe("sessions with the service environment", () => {
     const events = [];
     for await (const { event } of a.watchSession({ sessionId })) events.push(event!);
     const executes = events.filter((event) => event.type === "operation.receipt" && event.data?.kind === "execute");
-    expect(executes.map((event) => (event.data?.receipt as { failure?: { code: string } }).failure?.code)).toEqual([undefined, "output_too_deep"]);
+    expect(executes.map((event) => (event.data!.receipt as { failure?: { code: string } }).failure?.code)).toEqual([undefined, "output_too_deep"]);
     expect(events.at(-1)?.type).toBe("session.ended");
     const sse = await fetch(`${service.url}/v1/sessions/${sessionId}/events`, { headers: bearer(KEY_A) });
     expect((await sse.text()).trim().split("\n\n").map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event.type)).toEqual(events.map((event) => event.type));

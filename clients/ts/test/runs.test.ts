@@ -337,7 +337,7 @@ describe("a run's custom agent loop", () => {
       return { v: 1, message: answer.message.content.toUpperCase() };
     }`);
   /** The text of the last message the model was last sent. */
-  const lastSent = () => (provider.requests.at(-1)?.body as { messages: Array<{ content: Array<{ text: string }> }> }).messages.at(-1)?.content[0]?.text;
+  const lastSent = () => (provider.requests.at(-1)!.body as { messages: Array<{ content: Array<{ text: string }> }> }).messages.at(-1)?.content[0]?.text;
   /** The loop's own execute operation, as the run's events show it. */
   const loopOperation = (events: SessionEvent[]) => events.find((event) => event.type === "operation.sent" && event.data.agentLoop === true);
 

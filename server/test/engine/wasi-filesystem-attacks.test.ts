@@ -6,7 +6,7 @@ import { once } from "node:events";
 import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { GuestFilesystem, type Descriptor } from "../../src/engine/wasi/filesystem/index.ts";
+import type { GuestFilesystem, Descriptor } from "../../src/engine/wasi/filesystem/index.ts";
 import { bytes, entries, FOLLOW, makeBox, mount, NOFOLLOW, openFds, OUTSIDE, READ, readAll, text, thrown, WRITE, type Box } from "../helpers/guest-filesystem.ts";
 
 let box: Box;
