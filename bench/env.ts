@@ -98,9 +98,29 @@ interface EchoPlan {
 }
 
 const ECHOS: EchoPlan[] = [
-  { component: "echo-wat", label: "WAT echo", warmup: 300, rounds: 8, perRound: 250, paced: 100, throughputCalls: 5000, targetP50Ms: 0.3, targetCallsPerSec: 5000 },
+  {
+    component: "echo-wat",
+    label: "WAT echo",
+    warmup: 300,
+    rounds: 8,
+    perRound: 250,
+    paced: 100,
+    throughputCalls: 5000,
+    targetP50Ms: 0.3,
+    targetCallsPerSec: 5000,
+  },
   { component: "echo-js", label: "JS echo", warmup: 40, rounds: 8, perRound: 50, paced: 60, throughputCalls: 800, targetP50Ms: 2, targetCallsPerSec: 450 },
-  { component: "echo-qjs", label: "QuickJS echo", warmup: 100, rounds: 8, perRound: 100, paced: 60, throughputCalls: 2000, targetP50Ms: 2, targetCallsPerSec: 450 },
+  {
+    component: "echo-qjs",
+    label: "QuickJS echo",
+    warmup: 100,
+    rounds: 8,
+    perRound: 100,
+    paced: 60,
+    throughputCalls: 2000,
+    targetP50Ms: 2,
+    targetCallsPerSec: 450,
+  },
 ];
 /** Gap between paced calls: workers idle in between, so a spare is always ready. */
 const PACE_MS = 10;
@@ -158,7 +178,11 @@ async function transpileHere(name: string, dir: string): Promise<InProcess> {
   const bytes = await readFile(path.join(COMPONENTS_DIR, `${name}.wasm`));
   const started = performance.now();
   // A fresh options object: jco mutates the one it is given (transpile-worker.ts makes one too).
-  const options = { ...preparationLib.TRANSPILE_OPTIONS, asyncImports: [...preparationLib.TRANSPILE_OPTIONS.asyncImports], asyncExports: [...preparationLib.TRANSPILE_OPTIONS.asyncExports] };
+  const options = {
+    ...preparationLib.TRANSPILE_OPTIONS,
+    asyncImports: [...preparationLib.TRANSPILE_OPTIONS.asyncImports],
+    asyncExports: [...preparationLib.TRANSPILE_OPTIONS.asyncExports],
+  };
   const result = (await jco.transpile(bytes, options)) as { files: Record<string, Uint8Array>; imports: string[] };
   const transpileMs = performance.now() - started;
   if (result.imports.length > 0) throw new Error(`${name} imports ${result.imports.join(", ")}; the in-process baseline provides no imports`);
@@ -194,7 +218,8 @@ function instrumentAll(files: Map<string, Uint8Array>): Map<string, Uint8Array> 
 /** A fresh instance; `fuel` is imported by every core module when the modules are instrumented. */
 function instantiateHere(component: InProcess, modules: Map<string, WebAssembly.Module>, fuel?: WebAssembly.Global): { run: RunExport } {
   const core: InstantiateCore = fuel
-    ? (module, imports) => new WebAssembly.Instance(module, { ...imports, [fuelLib.FUEL_IMPORT.module]: { [fuelLib.FUEL_IMPORT.name]: fuel } } as WebAssembly.Imports)
+    ? (module, imports) =>
+        new WebAssembly.Instance(module, { ...imports, [fuelLib.FUEL_IMPORT.module]: { [fuelLib.FUEL_IMPORT.name]: fuel } } as WebAssembly.Imports)
     : (module, imports) => new WebAssembly.Instance(module, imports as WebAssembly.Imports);
   const exports = component.glue.instantiate(
     (name) => {
@@ -341,7 +366,15 @@ function componentRef(name: string): ComponentRef {
 function invoker(pool: Pool, name: string, input: string, expected: string, program?: { source: string }): () => Promise<Receipt> {
   const component = componentRef(name);
   return async () => {
-    const receipt = await pool.invoke({ component, entrypoint: "run", input, configuration: "{}", deadlineMs: Date.now() + 30_000, grants: NO_GRANTS, program });
+    const receipt = await pool.invoke({
+      component,
+      entrypoint: "run",
+      input,
+      configuration: "{}",
+      deadlineMs: Date.now() + 30_000,
+      grants: NO_GRANTS,
+      program,
+    });
     // Checked on every call: a refusal (pool_saturated) or a trap would measure the wrong path.
     if (receipt.outcome !== "returned" || receipt.output !== expected) throw new Error(`${name}: unexpected receipt ${JSON.stringify(receipt)}`);
     return receipt;
@@ -506,13 +539,19 @@ async function readerVersusWit(name: string): Promise<{ readerMs: number; witMs:
     }
     return fastest;
   };
-  return { readerMs: await best(() => worldLib.readComponentSections(bytes), 20), witMs: await best(() => jco.componentWit(bytes), 3), bytes: bytes.byteLength };
+  return {
+    readerMs: await best(() => worldLib.readComponentSections(bytes), 20),
+    witMs: await best(() => jco.componentWit(bytes), 3),
+    bytes: bytes.byteLength,
+  };
 }
 
 async function loopWorkload(): Promise<FuelWorkload> {
   const bytes = await jco.parse(LOOP_WAT);
   const plainModule = await WebAssembly.compile(bytes as Uint8Array<ArrayBuffer>);
-  const meteredModule = await WebAssembly.compile(fuelLib.capMemory(fuelLib.instrumentFuel(bytes).bytes, preparationLib.memoryPages(POOL.memoryMib)) as Uint8Array<ArrayBuffer>);
+  const meteredModule = await WebAssembly.compile(
+    fuelLib.capMemory(fuelLib.instrumentFuel(bytes).bytes, preparationLib.memoryPages(POOL.memoryMib)) as Uint8Array<ArrayBuffer>,
+  );
   const fuel = new WebAssembly.Global({ value: "i64", mutable: true }, BigInt(POOL.fuel));
   const plain = new WebAssembly.Instance(plainModule).exports as { fill(): void; hash(rounds: number): number };
   const metered = new WebAssembly.Instance(meteredModule, { [fuelLib.FUEL_IMPORT.module]: { [fuelLib.FUEL_IMPORT.name]: fuel } }).exports as typeof plain;
@@ -631,7 +670,8 @@ async function run(): Promise<SuiteReport> {
         `${plan.label} in-process fresh instance = instantiate ${fixed(med(rowFresh.instantiateMs), 3)} ms + first call ${fixed(med(rowFresh.firstCallMs), 3)} ms (medians); ` +
           `a call on a reused instance ${fixed(med(rowReused.samples), 3)} ms`,
       );
-      const cpu = (row: Row) => `${row.name.slice(plan.label.length + 2)} ${fixed(row.processCpuUs / row.calls, 0)} (sys ${fixed(row.processSysUs / row.calls, 0)})`;
+      const cpu = (row: Row) =>
+        `${row.name.slice(plan.label.length + 2)} ${fixed(row.processCpuUs / row.calls, 0)} (sys ${fixed(row.processSysUs / row.calls, 0)})`;
       splits.push(`${plan.label} process CPU µs per call, all threads: ${[rowFresh, rowPool, rowBare].map(cpu).join(", ")}`);
       const p50 = med(rowPool.samples);
       const freshP50 = med(rowFresh.samples);
@@ -808,7 +848,9 @@ async function run(): Promise<SuiteReport> {
         `admission section reader on echo-js (${fixed(reader.bytes / MiB, 1)} MiB): ${fixed(reader.readerMs, 2)} ms (best of 20) vs jco componentWit ${fixed(reader.witMs, 1)} ms (best of 3).`,
         "",
         formatTable(memoryColumns, memoryRows),
-        `Each in a fresh process with the malloc settings the service's entry point gives itself (${Object.entries(MALLOC_ENVIRONMENT).map(([key, value]) => `${key}=${value}`).join(" ")}), the last row without them. ` +
+        `Each in a fresh process with the malloc settings the service's entry point gives itself (${Object.entries(MALLOC_ENVIRONMENT)
+          .map(([key, value]) => `${key}=${value}`)
+          .join(" ")}), the last row without them. ` +
           `Pool with the service defaults (${POOL.workers} workers, spares ${POOL.spareInstances ?? 2} per component within ${POOL.spareMemoryMib ?? 256} MiB per worker) preparing every component of build/components, ` +
           `then ${2 * POOL.workers} calls each of ${MEMORY_USE.map((u) => u.name).join(", ")}. Summed over the pool's process and every worker process (each sandbox's processes). Warm: ${fixed((warmMemory.preparedPssBytes - warmMemory.idlePssBytes) / MiB / warmMemory.components, 1)} MiB (PSS) per prepared component over the idle pool, ${fixed((warmMemory.preparedPssBytes - warmMemory.idlePssBytes) / MiB / warmMemory.components / POOL.workers, 1)} MiB per worker.`,
         "",

@@ -199,7 +199,9 @@ async function connectionAttacks(): Promise<SuiteReport> {
     env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1" },
   });
   try {
-    const client = createServiceClient(createNodeTransport({ baseUrl: server.url, apiKey: BENCH_API_KEY, protocol: "connect", httpVersion: "2", useBinaryFormat: true }));
+    const client = createServiceClient(
+      createNodeTransport({ baseUrl: server.url, apiKey: BENCH_API_KEY, protocol: "connect", httpVersion: "2", useBinaryFormat: true }),
+    );
     const bytes = randomBytes(1024);
     await client.uploadAsset(bytes);
     const request = { sha256: createHash("sha256").update(bytes).digest("hex"), sizeBytes: BigInt(bytes.byteLength) };

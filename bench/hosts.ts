@@ -229,7 +229,8 @@ function unavailableCaller(client: Sessions, sessionId: string): () => Promise<v
   return async () => {
     const { receipt } = await client.callTool({ sessionId, tool: ECHO, input });
     const outcome = receipt?.outcome;
-    if (outcome?.case !== "failure" || outcome.value.code !== "host_unavailable") throw new Error(`CallTool with no host attached: unexpected receipt ${outcome?.case}`);
+    if (outcome?.case !== "failure" || outcome.value.code !== "host_unavailable")
+      throw new Error(`CallTool with no host attached: unexpected receipt ${outcome?.case}`);
   };
 }
 

@@ -53,15 +53,30 @@ async function runNoisyWorkspace(url: string): Promise<void> {
   const runs = createClient(RunService, transport);
   const admit = async (name: string, kind: "tools" | "agentloops" = "tools") => {
     const body = await readFile(new URL(`../build/components/${name}.wasm`, import.meta.url));
-    const response = await fetch(`${url}/v1/${kind}`, { method: "POST", headers: { authorization: `Bearer ${NOISY_KEY}`, "content-type": "application/wasm" }, body });
+    const response = await fetch(`${url}/v1/${kind}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${NOISY_KEY}`, "content-type": "application/wasm" },
+      body,
+    });
     return ((await response.json()) as { id: string }).id;
   };
   const admitProgram = async (source: string) => {
-    const response = await fetch(`${url}/v1/programs`, { method: "POST", headers: { authorization: `Bearer ${NOISY_KEY}`, "content-type": "text/plain" }, body: source });
+    const response = await fetch(`${url}/v1/programs`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${NOISY_KEY}`, "content-type": "text/plain" },
+      body: source,
+    });
     return ((await response.json()) as { id: string }).id;
   };
-  const [loop, probe, echo, runtime] = await Promise.all([admit("loop-wat"), admit("wasi-probe-js"), admit("echo-wat"), admit("js-program-agent-loop", "agentloops")]);
-  const program = await admitProgram("function turn(input, configuration, host) { const big = 'x'.repeat(1 << 20); for (let i = 0; i < 100000; i++) host.emit({ i, big }); return { v: 1, message: 'done' }; }");
+  const [loop, probe, echo, runtime] = await Promise.all([
+    admit("loop-wat"),
+    admit("wasi-probe-js"),
+    admit("echo-wat"),
+    admit("js-program-agent-loop", "agentloops"),
+  ]);
+  const program = await admitProgram(
+    "function turn(input, configuration, host) { const big = 'x'.repeat(1 << 20); for (let i = 0; i < 100000; i++) host.emit({ i, big }); return { v: 1, message: 'done' }; }",
+  );
   const { session } = await sessions.createSession({
     environments: [{ name: "box", kind: { case: "service", value: {} } }],
     tools: [
@@ -76,7 +91,12 @@ async function runNoisyWorkspace(url: string): Promise<void> {
   for (let i = 0; i < 20; i++) {
     await sessions.createSession({
       environments: [{ name: "box", kind: { case: "service", value: {} } }],
-      tools: Array.from({ length: 30 }, (_, t) => ({ name: `t${t}`, environment: "box", inputSchema: schema, implementation: { kind: { case: "tool", value: echo } } })),
+      tools: Array.from({ length: 30 }, (_, t) => ({
+        name: `t${t}`,
+        environment: "box",
+        inputSchema: schema,
+        implementation: { kind: { case: "tool", value: echo } },
+      })),
     });
   }
   const stats: NoisyStats = { calls: {} };
@@ -92,12 +112,18 @@ async function runNoisyWorkspace(url: string): Promise<void> {
     }
   };
   const call = (tool: string, input: unknown, timeoutMs: number) => async () => {
-    const { receipt } = await sessions.callTool({ sessionId, tool, input: fromJson(ValueSchema, input as never), timeout: { seconds: BigInt(Math.floor(timeoutMs / 1000)) } });
+    const { receipt } = await sessions.callTool({
+      sessionId,
+      tool,
+      input: fromJson(ValueSchema, input as never),
+      timeout: { seconds: BigInt(Math.floor(timeoutMs / 1000)) },
+    });
     return receipt?.outcome.case === "failure" ? receipt.outcome.value.code : (receipt?.outcome.case ?? "none");
   };
   const activities: Promise<void>[] = [];
   for (let i = 0; i < LOOPS; i++) activities.push(forever("loop-wat until its deadline", call("loop", {}, 5_000)));
-  for (let i = 0; i < SLEEPERS; i++) activities.push(forever("blocked on a clock", call("probe", { v: 1, source: "tools.clock.subscribeDuration(60000000000n).block();" }, 10_000)));
+  for (let i = 0; i < SLEEPERS; i++)
+    activities.push(forever("blocked on a clock", call("probe", { v: 1, source: "tools.clock.subscribeDuration(60000000000n).block();" }, 10_000)));
   activities.push(
     forever(`fan-out of ${FAN_OUT}`, async () => {
       const outcomes = await Promise.all(Array.from({ length: FAN_OUT }, () => call("echo", { v: 1 }, 10_000)()));
@@ -126,7 +152,8 @@ async function runNoisyWorkspace(url: string): Promise<void> {
       }),
     );
   }
-  for (let i = 0; i < LISTERS; i++) activities.push(forever("ListSessions of 1000", async () => `${(await sessions.listSessions({ pageSize: 1000 })).sessions.length} listed`));
+  for (let i = 0; i < LISTERS; i++)
+    activities.push(forever("ListSessions of 1000", async () => `${(await sessions.listSessions({ pageSize: 1000 })).sessions.length} listed`));
   parentPort!.postMessage("started");
   parentPort!.once("message", async () => {
     stopping = true;
@@ -165,7 +192,16 @@ async function measure(name: string, call: () => Promise<void>): Promise<ResultR
     await sleep(PACE_MS);
   }
   const s = summarize(latencies);
-  return { name, n: s.n, medianMs: s.medianMs, p99Ms: s.p99Ms, callsPerSec: Number.NaN, serverRssMiB: Number.NaN, serverCpuUs: Number.NaN, clientCpuUs: Number.NaN };
+  return {
+    name,
+    n: s.n,
+    medianMs: s.medianMs,
+    p99Ms: s.p99Ms,
+    callsPerSec: Number.NaN,
+    serverRssMiB: Number.NaN,
+    serverCpuUs: Number.NaN,
+    clientCpuUs: Number.NaN,
+  };
 }
 
 /** Workspace B's CallTool, unloaded and while workspace A floods the same service. */

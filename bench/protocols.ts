@@ -204,7 +204,12 @@ async function run(): Promise<SuiteReport> {
       rows,
       notes: [
         "",
-        formatFigures(figures(rows, measured.map((pair) => pair.name))),
+        formatFigures(
+          figures(
+            rows,
+            measured.map((pair) => pair.name),
+          ),
+        ),
         "",
         `Rows: ${PLAN.rounds} interleaved rounds of ${COUNTS.perRound} sequential calls per variant (order rotated each round, ${COUNTS.warmup} warm-up calls first), ` +
           `then ${COUNTS.concurrent} calls with ${PLAN.inFlight} in flight per variant. Every answer is checked (Presign: exists; Health.Check: SERVING).`,

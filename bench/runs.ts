@@ -127,7 +127,12 @@ async function run(): Promise<SuiteReport> {
           [
             { name: "provider: bare POST /v1/messages (baseline)", call: providerPost(provider.url), sides: [model], ...COUNTS.provider },
             { name: "text turn: CreateRun -> turn.completed", call: textSessions.turnCaller(runs, 0), sides: [server, model], ...COUNTS.text },
-            { name: "CallTool echo-wat (baseline for the tool loop)", call: echoCaller(sessions, await createEchoSession(sessions, toolId)), sides: [server], ...COUNTS.callTool },
+            {
+              name: "CallTool echo-wat (baseline for the tool loop)",
+              call: echoCaller(sessions, await createEchoSession(sessions, toolId)),
+              sides: [server],
+              ...COUNTS.callTool,
+            },
             {
               name: `tool loop turn: ${TOOL_ROUNDS} rounds x ${TOOLS_PER_ROUND} echo-wat`,
               call: toolSessions.turnCaller(runs, TOOL_CALLS_PER_TURN),
@@ -272,7 +277,8 @@ function providerPost(providerUrl: string): () => Promise<void> {
   return async () => {
     const response = await fetch(`${providerUrl}/v1/messages`, { method: "POST", headers, body });
     const events = await response.text();
-    if (!response.ok || !events.includes(REPLY) || !events.includes("message_stop")) throw new Error(`provider POST: HTTP ${response.status} ${events.slice(0, 200)}`);
+    if (!response.ok || !events.includes(REPLY) || !events.includes("message_stop"))
+      throw new Error(`provider POST: HTTP ${response.status} ${events.slice(0, 200)}`);
   };
 }
 

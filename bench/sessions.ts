@@ -19,17 +19,7 @@ import { Journal, type SentOperation } from "../server/src/journal/index.ts";
 import { LevelStore } from "../server/src/storage/level-store.ts";
 import { formatFigures } from "./lib/figures.ts";
 import { fixed } from "./lib/table.ts";
-import {
-  admitTool,
-  connectH2,
-  createEchoSession,
-  ECHO,
-  ECHO_INPUT,
-  echoCaller,
-  sessionClient,
-  spawnService,
-  withChildren,
-} from "./lib/services.ts";
+import { admitTool, connectH2, createEchoSession, ECHO, ECHO_INPUT, echoCaller, sessionClient, spawnService, withChildren } from "./lib/services.ts";
 import type { Suite, SuiteReport } from "./lib/suite.ts";
 import { measure } from "./lib/timing.ts";
 import { childSide, measureVariants, thisProcessThreads, type Plan, type Variant } from "./lib/variants.ts";
@@ -65,8 +55,20 @@ async function run(): Promise<SuiteReport> {
       // Through the service first: the bare RPC only invokes what the service has prepared.
       await callTool();
       const variants: Variant[] = [
-        { name: "journal alone: send + settle (this process)", call: journal.call, sides: [thisProcessThreads("libuv threads")], ...SEQUENTIAL, concurrent: CONCURRENT },
-        { name: "bare RPC -> service's pool.invoke (baseline)", call: echoCaller(sessionClient(connectH2(service.bareUrl)), "", toolId), sides: [server], ...SEQUENTIAL, concurrent: CONCURRENT },
+        {
+          name: "journal alone: send + settle (this process)",
+          call: journal.call,
+          sides: [thisProcessThreads("libuv threads")],
+          ...SEQUENTIAL,
+          concurrent: CONCURRENT,
+        },
+        {
+          name: "bare RPC -> service's pool.invoke (baseline)",
+          call: echoCaller(sessionClient(connectH2(service.bareUrl)), "", toolId),
+          sides: [server],
+          ...SEQUENTIAL,
+          concurrent: CONCURRENT,
+        },
         { name: "CallTool: session + journal + pool", call: callTool, sides: [server], ...SEQUENTIAL, concurrent: CONCURRENT },
       ];
       const startedAt = performance.now();
@@ -143,7 +145,14 @@ async function journalAlone(dir: string): Promise<{ call: () => Promise<void>; c
   const input = JSON.stringify(ECHO_INPUT);
   return {
     async call() {
-      const operation: SentOperation = { operationId: newId("op"), environment: "sandbox", kind: "execute", deadlineMs: Date.now() + 300_000, tool: ECHO, input };
+      const operation: SentOperation = {
+        operationId: newId("op"),
+        environment: "sandbox",
+        kind: "execute",
+        deadlineMs: Date.now() + 300_000,
+        tool: ECHO,
+        input,
+      };
       await journal.send(sessionId, operation);
       await journal.settle(sessionId, operation, returned(input));
     },
@@ -192,7 +201,11 @@ type Compactable = { compactRange(start: string, end: string): Promise<void> };
  * Compacts the whole LevelDB (the memtable and every level into the last one) and reports the
  * table files' size, the session's last journal key, and the records after `afterKey`.
  */
-async function compacted(dir: string, sessionId: string, afterKey?: string): Promise<{ tableBytes: number; lastKey: string; records: number; recordBytes: number }> {
+async function compacted(
+  dir: string,
+  sessionId: string,
+  afterKey?: string,
+): Promise<{ tableBytes: number; lastKey: string; records: number; recordBytes: number }> {
   const db = new Level<string, string>(dir);
   await db.open();
   try {
@@ -227,7 +240,10 @@ async function filesystemOf(dir: string): Promise<string> {
   try {
     const real = await fs.realpath(dir);
     const holds = (mountPoint: string) => real === mountPoint || real.startsWith(mountPoint.endsWith("/") ? mountPoint : `${mountPoint}/`);
-    const mounts = (await fs.readFile("/proc/mounts", "utf8")).split("\n").map((line) => line.split(" ")).filter((fields) => fields.length > 2 && holds(fields[1]!));
+    const mounts = (await fs.readFile("/proc/mounts", "utf8"))
+      .split("\n")
+      .map((line) => line.split(" "))
+      .filter((fields) => fields.length > 2 && holds(fields[1]!));
     const [device, mountPoint, type] = mounts.sort((a, b) => b[1]!.length - a[1]!.length)[0]!;
     return `${type} (${device}, mounted at ${mountPoint})`;
   } catch {

@@ -171,7 +171,14 @@ async function measureOp(ctx: Context, body: () => Promise<number>): Promise<Op>
  * stats probe costs the child CPU itself (IPC and a full GC, after its CPU reading, so it lands in
  * the next interval); two back-to-back probes first measure that cost, which is then subtracted.
  */
-async function runPhase(ctx: Context, key: PhaseKey, server: ServerChild, count: number, payloadBytes: number, one: (i: number) => Promise<Op>): Promise<Phase> {
+async function runPhase(
+  ctx: Context,
+  key: PhaseKey,
+  server: ServerChild,
+  count: number,
+  payloadBytes: number,
+  one: (i: number) => Promise<Op>,
+): Promise<Phase> {
   const probe = await server.stats();
   const before = await server.stats();
   const probeCpuUs = before.cpuMicros - probe.cpuMicros;
@@ -211,7 +218,11 @@ async function runSize(ctx: Context, size: Size, count: number, prefix: string):
   const again: { skill: Skill; result: UploadedSkill }[] = [];
   let zipBytes = 0;
 
-  const uploadWithBundle = async (skill: Skill, check: (bundle: { zip: Uint8Array; contentHash: string }, result: UploadedSkill) => void, keep: (zip: Uint8Array, result: UploadedSkill) => void) => {
+  const uploadWithBundle = async (
+    skill: Skill,
+    check: (bundle: { zip: Uint8Array; contentHash: string }, result: UploadedSkill) => void,
+    keep: (zip: Uint8Array, result: UploadedSkill) => void,
+  ) => {
     const started = now();
     const bundle = await skill.bundle();
     const bundleMs = msSince(started);
@@ -293,22 +304,31 @@ async function components(size: Size): Promise<Map<string, number>> {
   const timings: [string, () => unknown][] = [
     ["Skill.bundle() total", () => Skill.fromFiles({ name: "x", files }).bundle()],
     ["canonicalZip (incl. crc32)", () => canonicalZip(files)],
-    ["crc32 of the files (JS loop)", () => {
-      for (const data of files.values()) crc32(data);
-    }],
-    ["  for scale: native zlib.crc32", () => {
-      for (const data of files.values()) zlib.crc32(data);
-    }],
+    [
+      "crc32 of the files (JS loop)",
+      () => {
+        for (const data of files.values()) crc32(data);
+      },
+    ],
+    [
+      "  for scale: native zlib.crc32",
+      () => {
+        for (const data of files.values()) zlib.crc32(data);
+      },
+    ],
     ["sha256 WebCrypto (client)", () => sha256Hex(zip)],
     ["sha256 node:crypto (server PUT)", () => createHash("sha256").update(zip).digest("hex")],
-    ["file write + fsync (server PUT)", async () => {
-      const file = path.join(dir, "blob");
-      const handle = await fs.open(file, "w", 0o600);
-      await handle.write(zip);
-      await handle.sync();
-      await handle.close();
-      await fs.rm(file);
-    }],
+    [
+      "file write + fsync (server PUT)",
+      async () => {
+        const file = path.join(dir, "blob");
+        const handle = await fs.open(file, "w", 0o600);
+        await handle.write(zip);
+        await handle.sync();
+        await handle.close();
+        await fs.rm(file);
+      },
+    ],
     ["blob read, page cache (PutSkill)", () => fs.readFile(blobFile)],
     ["readBundle (PutSkill validation)", () => readBundle(zip)],
   ];
@@ -330,7 +350,11 @@ async function components(size: Size): Promise<Map<string, number>> {
   return result;
 }
 
-const median = (values: readonly number[]) => percentile([...values].sort((x, y) => x - y), 50);
+const median = (values: readonly number[]) =>
+  percentile(
+    [...values].sort((x, y) => x - y),
+    50,
+  );
 
 interface DetailRow {
   name: string;
@@ -425,7 +449,10 @@ async function run(): Promise<SuiteReport> {
 
     const componentNames = [...comps[0]!.keys()];
     const componentTable = formatTable<string>(
-      [{ header: "component (in-process, median ms)", value: (label) => label, align: "left" }, ...SIZES.map((size, i) => ({ header: size.label, value: (label: string) => fixed(comps[i]!.get(label)!, 3) }))],
+      [
+        { header: "component (in-process, median ms)", value: (label) => label, align: "left" },
+        ...SIZES.map((size, i) => ({ header: size.label, value: (label: string) => fixed(comps[i]!.get(label)!, 3) })),
+      ],
       componentNames,
     );
     return {

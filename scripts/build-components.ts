@@ -237,7 +237,10 @@ async function toolchainFingerprint(): Promise<string> {
 async function sourceHash(spec: Spec, toolchain: string): Promise<string> {
   const hash = createHash("sha256").update(toolchain);
   const entries = await readdir(spec.dir, { recursive: true, withFileTypes: true });
-  const files = entries.filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name)).sort();
+  const files = entries
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name))
+    .sort();
   for (const file of files) hash.update(`\0${file.slice(spec.dir.length)}\0`).update(await readFile(file));
   return hash.digest("hex");
 }
@@ -399,7 +402,11 @@ function formatSize(bytes: number): string {
  * builds one component from anywhere in the repository).
  */
 async function componentDir(arg: string): Promise<string> {
-  const isDir = (path: string) => stat(path).then((found) => found.isDirectory(), () => false);
+  const isDir = (path: string) =>
+    stat(path).then(
+      (found) => found.isDirectory(),
+      () => false,
+    );
   if (await isDir(arg)) return resolve(arg);
   const named = join(SOURCES, arg);
   if (!arg.includes("/") && (await isDir(named))) return named;

@@ -43,7 +43,6 @@ export interface ProfileSummary {
   callers: Array<{ path: string; ms: number }>;
 }
 
-
 export function summarizeProfile(profile: Profile, under = "server/src/", callersOf?: string, callerDepth = 4): ProfileSummary {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const parent = new Map<number, number>();
@@ -176,8 +175,17 @@ function render(summary: ProfileSummary, top: number, under: string): string {
 }
 
 if (import.meta.main) {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: "string", default: "25" }, under: { type: "string", default: "server/src/" }, callers: { type: "string" }, depth: { type: "string", default: "4" } } });
-  if (positionals.length === 0) throw new Error("usage: node bench/lib/cpu-profile.ts <file.cpuprofile> [--top 25] [--under server/src/] [--callers <function> [--depth 4]]");
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      top: { type: "string", default: "25" },
+      under: { type: "string", default: "server/src/" },
+      callers: { type: "string" },
+      depth: { type: "string", default: "4" },
+    },
+  });
+  if (positionals.length === 0)
+    throw new Error("usage: node bench/lib/cpu-profile.ts <file.cpuprofile> [--top 25] [--under server/src/] [--callers <function> [--depth 4]]");
   for (const file of positionals) {
     const summary = summarizeProfile(JSON.parse(readFileSync(file, "utf8")) as Profile, values.under, values.callers, Number(values.depth));
     console.log(`# ${file}\n\n${render(summary, Number(values.top), values.under)}\n`);

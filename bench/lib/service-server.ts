@@ -50,7 +50,10 @@ async function serveBarePool(pool: Pool, maxTurnSecs: number): Promise<Served> {
         async callTool(request) {
           const input = request.input ? toJsonString(ValueSchema, request.input) : "{}";
           const receipt = await pool.invoke({
-            component: { id: request.tool, load: () => Promise.reject(new Error(`bare pool RPC: ${request.tool} is not prepared; call it through the service first`)) },
+            component: {
+              id: request.tool,
+              load: () => Promise.reject(new Error(`bare pool RPC: ${request.tool} is not prepared; call it through the service first`)),
+            },
             entrypoint: "run",
             input,
             configuration: "{}",

@@ -88,7 +88,10 @@ async function readCost(side: Side): Promise<number> {
   const reads: number[] = [];
   for (let i = 0; i < 6; i++) reads.push((await side.stats()).cpuMicros);
   const deltas = reads.slice(1).map((cpu, i) => cpu - reads[i]!);
-  return percentile(deltas.sort((a, b) => a - b), 50);
+  return percentile(
+    deltas.sort((a, b) => a - b),
+    50,
+  );
 }
 
 /** Runs `work` between reads of every side and of this thread, adding the CPU to `tally`. */
@@ -139,7 +142,13 @@ export async function measureVariants(variants: readonly Variant[], plan: Plan):
     let callsPerSec = Number.NaN;
     if (variant.concurrent > 0) {
       await accounted(variant, costs, tally, async () => {
-        const m = await measure(variant.call, { warmup: 0, sequential: 0, concurrent: variant.concurrent, inFlight: plan.inFlight, phaseBudgetMs: plan.budgetMs });
+        const m = await measure(variant.call, {
+          warmup: 0,
+          sequential: 0,
+          concurrent: variant.concurrent,
+          inFlight: plan.inFlight,
+          phaseBudgetMs: plan.budgetMs,
+        });
         concurrentCalls = m.concurrentCalls;
         callsPerSec = throughput(m.concurrentCalls, m.concurrentMs);
       });

@@ -114,7 +114,11 @@ async function settledMemory(): Promise<ProcessMemory> {
 async function settledSpares(workers: number): Promise<{ bytes: number; instances: number }> {
   const look = async () => {
     const all = await Promise.all(Array.from({ length: workers }, async (_, index) => (await pool.report(index)).spares));
-    return { bytes: all.reduce((sum, s) => sum + s.bytes, 0), instances: all.reduce((sum, s) => sum + s.instances, 0), instantiated: all.reduce((sum, s) => sum + s.instantiated, 0) };
+    return {
+      bytes: all.reduce((sum, s) => sum + s.bytes, 0),
+      instances: all.reduce((sum, s) => sum + s.instances, 0),
+      instantiated: all.reduce((sum, s) => sum + s.instantiated, 0),
+    };
   };
   let last = await look();
   for (let same = 0, polls = 0; same < 3 && polls < 200; polls++) {

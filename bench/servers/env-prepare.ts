@@ -80,7 +80,12 @@ try {
     transpiles: stats.transpiles,
     preparedFromDisk: stats.preparedFromDisk,
     firstInvokeMs: receipt.durationMs,
-    firstInvokeOutcome: receipt.outcome === "returned" ? (receipt.output === input ? "returned" : "wrong output") : `${receipt.outcome}: ${"message" in receipt ? receipt.message : ""}`,
+    firstInvokeOutcome:
+      receipt.outcome === "returned"
+        ? receipt.output === input
+          ? "returned"
+          : "wrong output"
+        : `${receipt.outcome}: ${"message" in receipt ? receipt.message : ""}`,
     rssBytes: process.memoryUsage().rss,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);

@@ -11,7 +11,7 @@ export async function run(input) {
     const response = await fetch(url);
     return JSON.stringify({ v: 1, status: response.status, body: await response.text() });
   } catch (error) {
-    throw { code: 'http_error', message: `GET ${url}: ${error?.message ?? String(error)}` };
+    throw { code: "http_error", message: `GET ${url}: ${error?.message ?? String(error)}` };
   }
 }
 
@@ -20,10 +20,10 @@ function parseUrl(input) {
   try {
     request = JSON.parse(input);
   } catch (error) {
-    throw { code: 'invalid_input', message: `input is not JSON: ${error.message}` };
+    throw { code: "invalid_input", message: `input is not JSON: ${error.message}` };
   }
-  if (request?.v !== 1 || typeof request.url !== 'string') {
-    throw { code: 'invalid_input', message: 'expected {"v":1,"url":string}' };
+  if (request?.v !== 1 || typeof request.url !== "string") {
+    throw { code: "invalid_input", message: 'expected {"v":1,"url":string}' };
   }
   return request.url;
 }

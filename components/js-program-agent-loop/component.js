@@ -15,13 +15,13 @@
 //   A thrown {code, message} is returned as that failure (so an uncaught host
 //   failure passes through); any other throw is err({code:"program_error"});
 //   a source that does not compile or declares no turn is err({code:"invalid_program"}).
-import { callModel, dispatchTools, emit } from 'skillenv:env/host@0.1.0';
-import { load, parseJson, programFailure } from '../shared/program-runtime.js';
+import { callModel, dispatchTools, emit } from "skillenv:env/host@0.1.0";
+import { load, parseJson, programFailure } from "../shared/program-runtime.js";
 
 export async function turn(input, configuration, deadlineMs) {
-  const { source, configuration: programConfiguration } = parseJson(configuration, 'configuration');
-  const program = load(source, 'turn');
-  const programInput = parseJson(input, 'input');
+  const { source, configuration: programConfiguration } = parseJson(configuration, "configuration");
+  const program = load(source, "turn");
+  const programInput = parseJson(input, "input");
   const host = {
     callModel: (request) => callHost(callModel, request),
     dispatchTools: (calls) => callHost(dispatchTools, calls),
@@ -41,7 +41,7 @@ function callHost(fn, request) {
   try {
     text = fn(JSON.stringify(request));
   } catch (error) {
-    if (typeof error?.payload?.code === 'string') throw { code: error.payload.code, message: error.payload.message };
+    if (typeof error?.payload?.code === "string") throw { code: error.payload.code, message: error.payload.message };
     throw error;
   }
   return JSON.parse(text);

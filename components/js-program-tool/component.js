@@ -15,12 +15,12 @@
 //   compile or declares no run is err({code:"invalid_program"}).
 // Everything is caught here: a JavaScript exception escaping an export would
 // trap the instance instead of returning a failure.
-import { load, parseJson, programFailure } from '../shared/program-runtime.js';
+import { load, parseJson, programFailure } from "../shared/program-runtime.js";
 
 export async function run(input, configuration, deadlineMs) {
-  const { source, configuration: programConfiguration } = parseJson(configuration, 'configuration');
-  const program = load(source, 'run');
-  const programInput = parseJson(input, 'input');
+  const { source, configuration: programConfiguration } = parseJson(configuration, "configuration");
+  const program = load(source, "run");
+  const programInput = parseJson(input, "input");
   try {
     const result = await program(programInput, programConfiguration, { deadlineMs: Number(deadlineMs) });
     return JSON.stringify(result ?? null);

@@ -12,18 +12,18 @@
 //   - tools.readAll(descriptor): the whole file as text
 // Output: {"v":1,"result": <what the source returned>}; a throw that escapes the source is
 // err({code: "probe_failed", message}).
-import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
-import * as clock from 'wasi:clocks/monotonic-clock@0.2.12';
+import { getDirectories } from "wasi:filesystem/preopens@0.2.12";
+import * as clock from "wasi:clocks/monotonic-clock@0.2.12";
 
 const tools = {
   clock,
   code(error) {
-    if (typeof error?.payload === 'string') return error.payload;
+    if (typeof error?.payload === "string") return error.payload;
     return `not-a-wasi-error: ${String(error)}`;
   },
   readAll(file) {
     const decoder = new TextDecoder();
-    let text = '';
+    let text = "";
     for (let offset = 0n; ; ) {
       const [bytes, eof] = file.read(65536n, offset);
       text += decoder.decode(bytes, { stream: !eof && bytes.length > 0 });
@@ -37,8 +37,8 @@ export function run(input) {
   const { source, args } = JSON.parse(input);
   const preopens = Object.fromEntries(getDirectories().map(([descriptor, path]) => [path, descriptor]));
   try {
-    return JSON.stringify({ v: 1, result: new Function('preopens', 'args', 'tools', source)(preopens, args, tools) ?? null });
+    return JSON.stringify({ v: 1, result: new Function("preopens", "args", "tools", source)(preopens, args, tools) ?? null });
   } catch (error) {
-    throw { code: 'probe_failed', message: `${tools.code(error)}: ${error?.stack ?? ''}` };
+    throw { code: "probe_failed", message: `${tools.code(error)}: ${error?.stack ?? ""}` };
   }
 }

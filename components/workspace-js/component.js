@@ -11,7 +11,7 @@
 // the path goes to the host as given (relative to the longest matching
 // preopen, or unchanged to the first preopen when none matches) so that grant
 // escape tests exercise the host's sandbox, not this component.
-import { getDirectories } from 'wasi:filesystem/preopens@0.2.12';
+import { getDirectories } from "wasi:filesystem/preopens@0.2.12";
 
 const CHUNK = 65536n;
 
@@ -35,13 +35,13 @@ function parseRequest(input) {
   try {
     request = JSON.parse(input);
   } catch (error) {
-    throw { code: 'invalid_input', message: `input is not JSON: ${error.message}` };
+    throw { code: "invalid_input", message: `input is not JSON: ${error.message}` };
   }
-  if (request?.v !== 1 || !Object.hasOwn(OPS, request.op) || typeof request.path !== 'string') {
-    throw { code: 'invalid_input', message: 'expected {"v":1,"op":"read"|"write"|"list","path":string}' };
+  if (request?.v !== 1 || !Object.hasOwn(OPS, request.op) || typeof request.path !== "string") {
+    throw { code: "invalid_input", message: 'expected {"v":1,"op":"read"|"write"|"list","path":string}' };
   }
-  if (request.op === 'write' && typeof request.data !== 'string') {
-    throw { code: 'invalid_input', message: 'write needs "data": string' };
+  if (request.op === "write" && typeof request.data !== "string") {
+    throw { code: "invalid_input", message: 'write needs "data": string' };
   }
   return request;
 }
@@ -51,14 +51,14 @@ function resolve(path) {
   const preopens = getDirectories();
   let best;
   for (const [dir, name] of preopens) {
-    const prefix = name.endsWith('/') ? name : `${name}/`;
+    const prefix = name.endsWith("/") ? name : `${name}/`;
     const inside = path === name || path.startsWith(prefix);
     if (inside && (!best || name.length > best.name.length)) {
-      best = { dir, name, rel: path.slice(prefix.length) || '.' };
+      best = { dir, name, rel: path.slice(prefix.length) || "." };
     }
   }
   if (best) return best;
-  if (preopens.length === 0) throw { code: 'not-permitted', message: 'no directory is preopened' };
+  if (preopens.length === 0) throw { code: "not-permitted", message: "no directory is preopened" };
   const [dir, name] = preopens[0];
   return { dir, name, rel: path };
 }
@@ -66,7 +66,7 @@ function resolve(path) {
 function readText(dir, rel) {
   const file = dir.openAt({ symlinkFollow: true }, rel, {}, { read: true });
   const decoder = new TextDecoder();
-  let text = '';
+  let text = "";
   for (let offset = 0n; ; ) {
     const [bytes, eof] = file.read(CHUNK, offset);
     text += decoder.decode(bytes, { stream: !eof && bytes.length > 0 });
@@ -96,7 +96,7 @@ function listEntries(dir, rel) {
 
 // Imported WASI functions throw an Error whose `payload` is the error-code enum string.
 function toFailure(error, what) {
-  if (typeof error?.code === 'string') return error;
-  if (typeof error?.payload === 'string') return { code: error.payload, message: `${what}: ${error.payload}` };
-  return { code: 'internal', message: `${what}: ${String(error)}` };
+  if (typeof error?.code === "string") return error;
+  if (typeof error?.payload === "string") return { code: error.payload, message: `${what}: ${error.payload}` };
+  return { code: "internal", message: `${what}: ${String(error)}` };
 }

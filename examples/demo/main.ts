@@ -110,7 +110,10 @@ async function runSession(service: ServiceProcess, components: Components, clean
   // Served from here as soon as the session exists: create answers once the host is connected.
   const session = await client.sessions.create({ environments: [sandbox, laptop], tools: [...demoTools(sandbox, components), clockTool(laptop)] });
   cleanup.add(() => stopHosts(session));
-  setting("session", `${session.id}: environments sandbox (workspace: write) and laptop (this process), tools ${session.record.tools.map(({ name }) => name).join(", ")}`);
+  setting(
+    "session",
+    `${session.id}: environments sandbox (workspace: write) and laptop (this process), tools ${session.record.tools.map(({ name }) => name).join(", ")}`,
+  );
 
   const run = await session.run({
     message: "Write the release notes for acme-cli 2.4.0 from CHANGES.md.",
@@ -165,7 +168,12 @@ function demoTools(sandbox: ServiceEnvironmentDefinition, components: Components
 
 /** A tool only this process can answer: the date and time zone of the machine the demo runs on. */
 function clockTool(laptop: HostEnvironmentDefinition): ToolPlacement {
-  return tool({ name: "clock", description: "Today's date (YYYY-MM-DD) and the time zone of the user's machine.", inputSchema: { type: "object" }, environment: laptop });
+  return tool({
+    name: "clock",
+    description: "Today's date (YYYY-MM-DD) and the time zone of the user's machine.",
+    inputSchema: { type: "object" },
+    environment: laptop,
+  });
 }
 
 function today(): { date: string; timeZone: string } {

@@ -68,7 +68,10 @@ export async function startServiceProcess(settings: ServiceSettings): Promise<Se
 /** The URL of the service's "listening on <url>" line, or its output so far when that never comes. */
 function listeningUrl(stderr: NodeJS.ReadableStream, output: () => string, exited: Promise<number | null>): Promise<string> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the service did not listen within ${STARTUP_TIMEOUT_MS / 1000} s:\n${output().trim()}`)), STARTUP_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`the service did not listen within ${STARTUP_TIMEOUT_MS / 1000} s:\n${output().trim()}`)),
+      STARTUP_TIMEOUT_MS,
+    );
     const onData = () => {
       const match = /listening on (\S+)/.exec(output());
       if (!match?.[1]) return;

@@ -40,7 +40,12 @@ export interface CommandOutcome {
 export function runCommand(launch: Launch, limits: CommandLimits): Promise<CommandOutcome> {
   return new Promise((resolve, reject) => {
     // fd 3 carries bwrap's report; "ignore" there gives the child no fd 3, as a three-entry stdio would.
-    const child = spawn(launch.file, launch.args, { cwd: launch.cwd, env: launch.env, detached: true, stdio: ["ignore", "pipe", "pipe", launch.reportsSandbox ? "pipe" : "ignore"] });
+    const child = spawn(launch.file, launch.args, {
+      cwd: launch.cwd,
+      env: launch.env,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe", launch.reportsSandbox ? "pipe" : "ignore"],
+    });
     const stdout = capture(child.stdout!, limits.outputLimit);
     const stderr = capture(child.stderr!, limits.outputLimit);
     // bwrap closes it once it has written; nothing in the sandbox holds it.

@@ -77,7 +77,8 @@ export async function removeInWorkspace(workspace: string, relative: string, tra
   const parent = await open(directory, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW, relative);
   try {
     const real = await fs.readlink(`/proc/self/fd/${parent.fd}`);
-    if (real !== workspace && !real.startsWith(workspace + path.sep)) throw new WorkspacePathError("outside_workspace", `"${relative}" resolved outside the workspace`);
+    if (real !== workspace && !real.startsWith(workspace + path.sep))
+      throw new WorkspacePathError("outside_workspace", `"${relative}" resolved outside the workspace`);
     try {
       // rename() acts on the last component itself: a symlink there is moved, not its target.
       await fs.rename(`/proc/self/fd/${parent.fd}/${segments.at(-1)!}`, trash);

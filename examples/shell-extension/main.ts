@@ -23,9 +23,13 @@ async function main(): Promise<void> {
   const { sandbox, warning } = await chooseSandbox(settings.bwrap, settings.network, root);
   if (warning !== undefined) {
     console.error(`shell-extension: WARNING: ${warning}.`);
-    console.error("shell-extension: WARNING: commands run as plain processes of this user: no isolation from the host's files, network or this user's other processes.");
+    console.error(
+      "shell-extension: WARNING: commands run as plain processes of this user: no isolation from the host's files, network or this user's other processes.",
+    );
   }
-  console.error(`shell-extension: commands run as ${sandbox.description}; workspaces under ${root}; ${settings.token === undefined ? "no credential required" : "bearer credential required"}`);
+  console.error(
+    `shell-extension: commands run as ${sandbox.description}; workspaces under ${root}; ${settings.token === undefined ? "no credential required" : "bearer credential required"}`,
+  );
 
   const service = new ShellExtensionService({ root, sandbox, outputLimit: settings.outputLimit });
   const server = await serve({ host: settings.host, port: settings.port, token: settings.token, service });

@@ -42,7 +42,20 @@ const SYSTEM_DIRECTORIES = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
  * What programs need of /etc: the dynamic linker's cache, users and groups, name resolution, TLS
  * roots, Debian's alternatives (awk, editors) and the time zone. Not the rest (/etc/shadow, keys).
  */
-const ETC_ENTRIES = ["alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts", "resolv.conf", "ssl", "ca-certificates", "localtime"];
+const ETC_ENTRIES = [
+  "alternatives",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "passwd",
+  "group",
+  "nsswitch.conf",
+  "hosts",
+  "resolv.conf",
+  "ssl",
+  "ca-certificates",
+  "localtime",
+];
 
 /** A command's whole environment: nothing of the extension's own, its credential above all. */
 function commandEnv(home: string): Record<string, string> {

@@ -99,7 +99,8 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
     const release = await this.waitForBinding(binding.id, signal, "the Stage");
     try {
       // Moved out to the binding's directory, beside the workspace, and removed from there.
-      for (const directory of request.replaceDirectories) await removeInWorkspace(binding.workspace, directory, path.join(binding.directory, `.removing-${randomUUID()}`));
+      for (const directory of request.replaceDirectories)
+        await removeInWorkspace(binding.workspace, directory, path.join(binding.directory, `.removing-${randomUUID()}`));
       for (const file of request.files) await writeInWorkspace(binding.workspace, file.path, file.content);
     } catch (error) {
       throw connectErrorOf(error);
@@ -177,7 +178,13 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
       });
       try {
         const { workspace } = binding;
-        const output = await runTool(tool, json(request.input), { workspace, sandbox: this.options.sandbox, outputLimit: this.options.outputLimit, remainingMs: remainingMs(), signal });
+        const output = await runTool(tool, json(request.input), {
+          workspace,
+          sandbox: this.options.sandbox,
+          outputLimit: this.options.outputLimit,
+          remainingMs: remainingMs(),
+          signal,
+        });
         return { receipt: { case: "returned", value: { output: fromJson(ValueSchema, output) } } };
       } finally {
         release();
@@ -198,7 +205,10 @@ export class ShellExtensionService implements ServiceImpl<typeof ExtensionEnviro
       return await this.locks.acquire(id, "exclusive", signal);
     } catch (reason) {
       if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) {
-        throw new ConnectError(`deadline_exceeded: the deadline passed while ${what} waited for the binding's operations to end; nothing was changed`, Code.DeadlineExceeded);
+        throw new ConnectError(
+          `deadline_exceeded: the deadline passed while ${what} waited for the binding's operations to end; nothing was changed`,
+          Code.DeadlineExceeded,
+        );
       }
       throw new ConnectError(`cancelled: ${what} was cancelled while it waited for the binding's operations to end; nothing was changed`, Code.Canceled);
     }

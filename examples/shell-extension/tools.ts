@@ -36,7 +36,8 @@ export interface ToolContext {
 export function chooseTool(implementation: JsonValue, placedTool: string): ToolName {
   const named = namedTool(implementation, placedTool);
   const tool = TOOLS.find((candidate) => candidate === named);
-  if (tool === undefined) throw new ToolFailure("unknown_tool", `this extension runs ${TOOLS.join(", ")}: name one as {"tool": "<name>"} in the placement's implementation`);
+  if (tool === undefined)
+    throw new ToolFailure("unknown_tool", `this extension runs ${TOOLS.join(", ")}: name one as {"tool": "<name>"} in the placement's implementation`);
   return tool;
 }
 

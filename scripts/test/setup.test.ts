@@ -45,11 +45,24 @@ async function setUp(machine: Machine): Promise<{ code: number; stderr: string; 
   for (const name of fs.readdirSync(bin)) {
     if (name !== "calls" && !name.startsWith("path-") && !machine.without?.includes(name)) fs.symlinkSync(path.join(bin, name), path.join(path_, name));
   }
-  const env = { PATH: path_, CALLS: calls, UID_IS: String(machine.uid ?? 0), MISSING: (machine.missing ?? []).join(" "), BWRAP_FAILS: machine.bwrapFails ?? "" };
+  const env = {
+    PATH: path_,
+    CALLS: calls,
+    UID_IS: String(machine.uid ?? 0),
+    MISSING: (machine.missing ?? []).join(" "),
+    BWRAP_FAILS: machine.bwrapFails ?? "",
+  };
   const { code, stderr } = await new Promise<{ code: number; stderr: string }>((resolve) => {
     execFile("/bin/bash", [SETUP], { env }, (error, _stdout, stderr) => resolve({ code: error ? Number(error.code) : 0, stderr }));
   });
-  return { code, stderr, calls: fs.readFileSync(calls, "utf8").split("\n").filter((line) => line && !line.startsWith("dpkg-query") && !line.startsWith("id ")) };
+  return {
+    code,
+    stderr,
+    calls: fs
+      .readFileSync(calls, "utf8")
+      .split("\n")
+      .filter((line) => line && !line.startsWith("dpkg-query") && !line.startsWith("id ")),
+  };
 }
 
 describe("scripts/setup.sh", () => {

@@ -105,8 +105,12 @@ export async function startService(settings: Settings, options: StartOptions = {
     router.service(RunService, runs.service);
     const sink = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
     const log = sink && logWriter(sink, settings.logMaxLineBytes);
-    const checkHost = (key: { workspace: string; sessionId: string; environment: string }) => sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
-    router.service(HostService, createHostService(hosts, checkHost, (entry) => log?.(entry), { refusalsLoggedPerMinute: settings.logHostRefusalsPerMin }));
+    const checkHost = (key: { workspace: string; sessionId: string; environment: string }) =>
+      sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
+    router.service(
+      HostService,
+      createHostService(hosts, checkHost, (entry) => log?.(entry), { refusalsLoggedPerMinute: settings.logHostRefusalsPerMin }),
+    );
     // Anyone may call the health and reflection services, so their requests stay tiny.
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
     serveReflection(router, ERROR_DETAILS, { readMaxBytes: settings.limits.maxPublicRequestBytes });

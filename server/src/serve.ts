@@ -27,7 +27,9 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   if (service.serviceEnv.unavailable) {
-    process.stderr.write(`WARNING: the service environment is not running (sessions binding it are refused with sandbox_unavailable): ${service.serviceEnv.unavailable}\n`);
+    process.stderr.write(
+      `WARNING: the service environment is not running (sessions binding it are refused with sandbox_unavailable): ${service.serviceEnv.unavailable}\n`,
+    );
   }
   if (service.devKeyFile) {
     process.stderr.write(`no SERVICE_API_KEYS set: development key for workspace "dev" is in ${service.devKeyFile}\n`);

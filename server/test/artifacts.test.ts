@@ -187,7 +187,13 @@ describe("component admission over REST", () => {
     ["a tool importing wasi:sockets", "/v1/tools", "import_not_grantable", "wasi:sockets/tcp@0.2.3", () => component("tool-sockets", "sockets")],
     ["a tool importing wasi:cli/run", "/v1/tools", "import_not_grantable", "wasi:cli/run@0.2.3", () => component("tool-wasi-unprovided", "cli-run")],
     ["a tool importing WASI 0.3", "/v1/tools", "import_not_grantable", "wasi:io/streams@0.3.0", () => component("tool-wasi-03", "wasi-03")],
-    ["a tool importing an Object.prototype name", "/v1/tools", "import_not_grantable", "wasi:constructor/call@0.2.3", () => component("tool-wasi-prototype", "proto")],
+    [
+      "a tool importing an Object.prototype name",
+      "/v1/tools",
+      "import_not_grantable",
+      "wasi:constructor/call@0.2.3",
+      () => component("tool-wasi-prototype", "proto"),
+    ],
     ["a tool importing the agent-loop host", "/v1/tools", "import_not_grantable", "skillenv:env/host@0.1.0", () => component("tool-host", "host")],
     ["a tool importing a vendor interface", "/v1/tools", "import_not_grantable", "acme:vault/secrets@1.0.0", () => component("tool-vendor", "vendor")],
     ["a tool importing a resource and a function", "/v1/tools", "import_not_grantable", "handle", () => component("tool-resource", "resource")],
@@ -225,7 +231,11 @@ describe("component admission over REST", () => {
 
   it("refuses malformed ids and missing keys", async () => {
     expect(await get("/v1/tools/ABC")).toEqual(refused(400, "invalid_sha256"));
-    const anonymous = await fetch(`${service.url}/v1/tools`, { method: "POST", headers: { "content-type": "application/wasm" }, body: component("tool", "anon") as BodyInit });
+    const anonymous = await fetch(`${service.url}/v1/tools`, {
+      method: "POST",
+      headers: { "content-type": "application/wasm" },
+      body: component("tool", "anon") as BodyInit,
+    });
     expect(anonymous.status).toBe(401);
   });
 });
@@ -391,7 +401,12 @@ describe("the server-internal API", () => {
     store = await openStore(dataDir);
     const blobs = await FileBlobStore.open(dataDir);
     const assets = await createAssets({ store, blobs, dataDir, maxUploadBytes: COMPONENT_LIMIT, uploadUrlTtlSecs: 60, publicUrl: undefined });
-    artifacts = createArtifacts({ store, blobs, assets, limits: { maxComponentBytes: COMPONENT_LIMIT, maxInlineComponentBytes: INLINE_LIMIT, maxSourceBytes: SOURCE_LIMIT } });
+    artifacts = createArtifacts({
+      store,
+      blobs,
+      assets,
+      limits: { maxComponentBytes: COMPONENT_LIMIT, maxInlineComponentBytes: INLINE_LIMIT, maxSourceBytes: SOURCE_LIMIT },
+    });
   });
   afterAll(async () => {
     await store.close();
@@ -437,7 +452,11 @@ describe("the server-internal API", () => {
     const failure = await stableCode(artifacts.service(broken).prepare(create(PrepareRequestSchema, { agentloops: [id] }), context("w")) as Promise<unknown>);
     expect(failure).toBe("preparation_failed");
     const busy: Preparer = { prepare: () => Promise.reject(serviceError("unavailable", "shutting down")) };
-    expect(await stableCode(artifacts.service(busy).prepare(create(PrepareRequestSchema, { agentloops: [id] }), context("w")) as Promise<unknown>)).toBe("unavailable");
-    expect(await stableCode(artifacts.service(fine).prepare(create(PrepareRequestSchema, { agentloops: [id] }), context("other")) as Promise<unknown>)).toBe("not_found");
+    expect(await stableCode(artifacts.service(busy).prepare(create(PrepareRequestSchema, { agentloops: [id] }), context("w")) as Promise<unknown>)).toBe(
+      "unavailable",
+    );
+    expect(await stableCode(artifacts.service(fine).prepare(create(PrepareRequestSchema, { agentloops: [id] }), context("other")) as Promise<unknown>)).toBe(
+      "not_found",
+    );
   });
 });

@@ -25,7 +25,16 @@ async function authenticate(gate: ReturnType<typeof authenticationGate>, authori
 }
 
 describe("authentication gate", () => {
-  const gate = () => authenticationGate(new ApiKeys(new Map([[KEY_A, "a"], [KEY_B, "b"]])), new Set());
+  const gate = () =>
+    authenticationGate(
+      new ApiKeys(
+        new Map([
+          [KEY_A, "a"],
+          [KEY_B, "b"],
+        ]),
+      ),
+      new Set(),
+    );
 
   it("keeps answering each key with its own workspace once it has seen it", async () => {
     const check = gate();

@@ -20,7 +20,12 @@ afterAll(() => service.close());
 
 /** A Connect unary call over HTTP/1.1 (fetch). */
 async function connectCall(path: string, body: string, headers: Record<string, string>): Promise<{ status: number; body: any }> {
-  const response = await fetch(service.url + path, { method: "POST", headers: { ...bearer(KEY_A), ...headers }, body, signal: AbortSignal.timeout(EVENTUALLY_MS) });
+  const response = await fetch(service.url + path, {
+    method: "POST",
+    headers: { ...bearer(KEY_A), ...headers },
+    body,
+    signal: AbortSignal.timeout(EVENTUALLY_MS),
+  });
   const text = await response.text();
   return { status: response.status, body: text === "" ? undefined : JSON.parse(text) };
 }
@@ -68,7 +73,9 @@ function grpcCall(headers: Record<string, string>, body: Buffer): Promise<{ code
     stream.once("error", reject);
     stream.once("close", () => {
       const details = status["grpc-status-details-bin"];
-      const info = details ? fromBinary(StatusSchema, Buffer.from(String(details), "base64")).details.find((any) => any.typeUrl.endsWith("/google.rpc.ErrorInfo")) : undefined;
+      const info = details
+        ? fromBinary(StatusSchema, Buffer.from(String(details), "base64")).details.find((any) => any.typeUrl.endsWith("/google.rpc.ErrorInfo"))
+        : undefined;
       resolve({
         code: Number(status["grpc-status"]),
         message: decodeURIComponent(String(status["grpc-message"] ?? "")),
@@ -105,7 +112,10 @@ describe("errors Connect raises itself carry the stable code in their details", 
     for (const encoding of ["gzip", "br", "x-unknown"]) {
       const answer = await connectCall(PRESIGN, "{}", { "content-type": "application/json", "content-encoding": encoding });
       expect(answer.status, encoding).toBe(501);
-      expect(answer.body).toMatchObject({ code: "unimplemented", message: "the request is compressed, but this server accepts no compression: send it uncompressed" });
+      expect(answer.body).toMatchObject({
+        code: "unimplemented",
+        message: "the request is compressed, but this server accepts no compression: send it uncompressed",
+      });
       expect(connectReason(answer.body), encoding).toBe("compression_unsupported");
     }
   });
@@ -162,7 +172,11 @@ describe("requests no protocol of a procedure takes get the API's JSON error", (
 
 describe("HTTP/1.1 requests that do not parse get the API's JSON error", () => {
   it("bytes a URL may not hold (raw UTF-8 in a path parameter) are 400 malformed_request", async () => {
-    const request = Buffer.concat([Buffer.from("GET /skills/"), Buffer.from("été", "utf8"), Buffer.from(` HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY_A}\r\n\r\n`)]);
+    const request = Buffer.concat([
+      Buffer.from("GET /skills/"),
+      Buffer.from("été", "utf8"),
+      Buffer.from(` HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${KEY_A}\r\n\r\n`),
+    ]);
     const answer = parseRaw(await rawExchange(request));
     expect(answer.status).toBe(400);
     expect(answer.headers).toContain("connection: close");

@@ -60,9 +60,7 @@ describe("test vectors", () => {
   it("the test helper's independent writer produces the same canonical bytes", () => {
     for (const vector of vectors) {
       const sorted = [...filesOf(vector)].sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-      expect(Buffer.from(rawZip(sorted.map(([path, data]) => storedEntry(path, data))))).toEqual(
-        Buffer.from(canonicalZip(filesOf(vector))),
-      );
+      expect(Buffer.from(rawZip(sorted.map(([path, data]) => storedEntry(path, data))))).toEqual(Buffer.from(canonicalZip(filesOf(vector))));
     }
   });
 
@@ -130,10 +128,24 @@ describe("refusals", () => {
 
     ["too many entries", "bundle_too_many_entries", () => canonical({ "SKILL.md": SKILL_MD, a: "", b: "" }), { ...defaultBundleLimits, maxEntries: 2 }],
     ["an entry count above the limit in the end record", "bundle_too_many_entries", () => rawZip([skill()], { entryCount: 65535 })],
-    ["an entry declared too large", "bundle_entry_too_large", () => canonical({ "SKILL.md": SKILL_MD, big: "x".repeat(101) }), { ...defaultBundleLimits, maxEntryBytes: 100 }],
-    ["entries declared too large together", "bundle_too_large", () => canonical({ "SKILL.md": SKILL_MD, a: "x".repeat(60), b: "x".repeat(60) }), { ...defaultBundleLimits, maxTotalBytes: 150 }],
+    [
+      "an entry declared too large",
+      "bundle_entry_too_large",
+      () => canonical({ "SKILL.md": SKILL_MD, big: "x".repeat(101) }),
+      { ...defaultBundleLimits, maxEntryBytes: 100 },
+    ],
+    [
+      "entries declared too large together",
+      "bundle_too_large",
+      () => canonical({ "SKILL.md": SKILL_MD, a: "x".repeat(60), b: "x".repeat(60) }),
+      { ...defaultBundleLimits, maxTotalBytes: 150 },
+    ],
     ["a 20 MB zip bomb", "bundle_compression_ratio", () => rawZip([skill(), deflatedEntry("bomb", new Uint8Array(20 * MiB))])],
-    ["a 4 GB declared size", "bundle_entry_too_large", () => rawZip([skill(), storedEntry("x", "", { compressedSize: 0xfffffffe, uncompressedSize: 0xfffffffe })])],
+    [
+      "a 4 GB declared size",
+      "bundle_entry_too_large",
+      () => rawZip([skill(), storedEntry("x", "", { compressedSize: 0xfffffffe, uncompressedSize: 0xfffffffe })]),
+    ],
   ];
 
   it.each(cases)("%s -> %s", async (_, code, build, limits) => {
@@ -193,7 +205,11 @@ describe("refusals", () => {
     const order: [string, ErrorCode, () => Uint8Array][] = [
       ["a deflated zip bomb", "bundle_compression_ratio", () => rawZip([deflatedEntry("SKILL.md", SKILL_MD), deflatedEntry("bomb", new Uint8Array(20 * MiB))])],
       ["a deflated zip slip", "bundle_path_invalid", () => rawZip([deflatedEntry("SKILL.md", SKILL_MD), deflatedEntry("../../evil", "x")])],
-      ["a deflated symlink", "bundle_special_entry", () => rawZip([deflatedEntry("SKILL.md", SKILL_MD), deflatedEntry("l", "/", { externalAttributes: (0o120777 << 16) >>> 0 })])],
+      [
+        "a deflated symlink",
+        "bundle_special_entry",
+        () => rawZip([deflatedEntry("SKILL.md", SKILL_MD), deflatedEntry("l", "/", { externalAttributes: (0o120777 << 16) >>> 0 })]),
+      ],
       ["a deflated duplicate", "bundle_duplicate_entry", () => rawZip([deflatedEntry("SKILL.md", SKILL_MD), deflatedEntry("SKILL.md", SKILL_MD)])],
       ["a deflated SKILL.md with bad frontmatter", "frontmatter_missing", () => rawZip([deflatedEntry("SKILL.md", "no frontmatter")])],
     ];

@@ -25,10 +25,13 @@ async function layout(): Promise<{ base: string; workspace: string; outside: str
 
 /** Runs `body` (a loop of fs calls on `workspace`, errors ignored) on a thread until terminated. */
 function racer(workspace: string, body: string): Worker {
-  return new Worker(`const fs = require("node:fs"); const ws = require("node:worker_threads").workerData; const t = (f) => { try { f(); } catch {} }; ${body}`, {
-    eval: true,
-    workerData: workspace,
-  });
+  return new Worker(
+    `const fs = require("node:fs"); const ws = require("node:worker_threads").workerData; const t = (f) => { try { f(); } catch {} }; ${body}`,
+    {
+      eval: true,
+      workerData: workspace,
+    },
+  );
 }
 
 describe("confined writes and removals under a racing guest", () => {
@@ -72,7 +75,9 @@ describe("confined writes and removals under a racing guest", () => {
     );
     cleanup.push(() => guest.terminate());
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      await removeConfined(workspace, "skills/alpha", `${workspace}.removing-${attempt}`).catch((error: unknown) => expect(error).toBeInstanceOf(ConfinementError));
+      await removeConfined(workspace, "skills/alpha", `${workspace}.removing-${attempt}`).catch((error: unknown) =>
+        expect(error).toBeInstanceOf(ConfinementError),
+      );
     }
     expect(await fs.readFile(path.join(outside, "alpha", "precious.txt"), "utf8")).toBe("keep me");
   });

@@ -127,7 +127,12 @@ describe("a plaintext connection before it has said which protocol it speaks", (
 describe("connection limits", () => {
   let service: TestService;
   beforeAll(async () => {
-    service = await startTestService({ SERVICE_MAX_CONNECTIONS: "3", SERVICE_MAX_CONCURRENT_STREAMS: "7", SERVICE_IDLE_CONNECTION_SECS: "1", SERVICE_ENV_WORKERS: "1" });
+    service = await startTestService({
+      SERVICE_MAX_CONNECTIONS: "3",
+      SERVICE_MAX_CONCURRENT_STREAMS: "7",
+      SERVICE_IDLE_CONNECTION_SECS: "1",
+      SERVICE_ENV_WORKERS: "1",
+    });
   });
   afterAll(() => service.close());
 
@@ -161,6 +166,15 @@ describe("connection limits", () => {
     const extra = await connect(service.url);
     expect(await closedByServer(extra)).toBe("");
     for (const socket of held) socket.destroy();
-    await expect.poll(() => postJson(service.url, "/assets/presign", { sha256: "0".repeat(64), sizeBytes: 1 }, KEY_A).then((r) => r.status, () => 0), { timeout: EVENTUALLY_MS }).toBe(200);
+    await expect
+      .poll(
+        () =>
+          postJson(service.url, "/assets/presign", { sha256: "0".repeat(64), sizeBytes: 1 }, KEY_A).then(
+            (r) => r.status,
+            () => 0,
+          ),
+        { timeout: EVENTUALLY_MS },
+      )
+      .toBe(200);
   });
 });

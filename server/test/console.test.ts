@@ -22,7 +22,16 @@ import { KEY_A } from "./helpers/service.ts";
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const CHROMIUM = "/usr/bin/chromium";
 /** The flags this machine kind needs: root has no sandbox, and the network outside loopback is closed. */
-const CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--headless",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 const MODEL = "console-model";
 const QUESTION = "Which version should the release notes cover?";
 const ANSWER = "2.4.0";
@@ -60,7 +69,11 @@ afterAll(async () => {
 });
 
 /** A request exactly as written, dot segments and escapes included (fetch would normalise the path first). */
-function rawGet(pathAndQuery: string, headers: http.OutgoingHttpHeaders = {}, method = "GET"): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function rawGet(
+  pathAndQuery: string,
+  headers: http.OutgoingHttpHeaders = {},
+  method = "GET",
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   const { hostname, port } = new URL(service.url);
   return new Promise((resolve, reject) => {
     const request = http.request({ hostname, port, path: pathAndQuery, method, headers }, (response) => {
@@ -97,7 +110,12 @@ describe("the console's static files", () => {
     ];
     for (const [route, contentType, cacheControl] of expected) {
       const { status, headers } = await rawGet(route);
-      expect({ route, status, type: headers["content-type"], cache: headers["cache-control"] }).toEqual({ route, status: 200, type: contentType, cache: cacheControl });
+      expect({ route, status, type: headers["content-type"], cache: headers["cache-control"] }).toEqual({
+        route,
+        status: 200,
+        type: contentType,
+        cache: cacheControl,
+      });
       expect(headers["content-security-policy"]).toBe(CONSOLE_CSP);
       expect(headers["x-content-type-options"]).toBe("nosniff");
     }
@@ -157,7 +175,11 @@ describe("the console in Chromium", () => {
 
   beforeAll(async () => {
     await client.skills.upload(Skill.fromDir(path.join(ROOT, "examples/skills/release-notes")));
-    await client.skills.upload(Skill.fromContent("---\nname: weekly-status\ndescription: Writes the weekly status report from the week's merged changes and open issues.\n---\n# Weekly status\n"));
+    await client.skills.upload(
+      Skill.fromContent(
+        "---\nname: weekly-status\ndescription: Writes the weekly status report from the week's merged changes and open issues.\n---\n# Weekly status\n",
+      ),
+    );
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     page = await browser.newPage({ viewport: { width: 1280, height: 800 }, locale: "en-US", timezoneId: "UTC" });
     page.on("request", (request) => requests.push({ url: request.url(), method: request.method(), authorized: request.headers().authorization !== undefined }));
@@ -185,7 +207,11 @@ describe("the console in Chromium", () => {
     await page.getByLabel("API key").fill(KEY_A);
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByRole("link", { name: "release-notes" }).waitFor();
-    expect(await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.values(localStorage), cookie: document.cookie }))).toEqual({ session: [KEY_A], local: [], cookie: "" });
+    expect(await page.evaluate(() => ({ session: Object.values(sessionStorage), local: Object.values(localStorage), cookie: document.cookie }))).toEqual({
+      session: [KEY_A],
+      local: [],
+      cookie: "",
+    });
   });
 
   it("lists the workspace's skills and shows one", async () => {
@@ -212,17 +238,32 @@ describe("the console in Chromium", () => {
     expect(receipt).toMatchObject({ outcome: "returned", output: { title: `Session ${id} · skillenv console` } });
     expect(await page.title()).toBe(`Session ${id} · skillenv console`);
     const journaled = await eventsUntil(session, (event) => event.type === "operation.receipt" && event.data.operationId === receipt.operationId);
-    expect(journaled.data).toMatchObject({ environment: "browser", kind: "execute", receipt: { returned: { output: { title: `Session ${id} · skillenv console` } } } });
+    expect(journaled.data).toMatchObject({
+      environment: "browser",
+      kind: "execute",
+      receipt: { returned: { output: { title: `Session ${id} · skillenv console` } } },
+    });
     // The call appears in the live transcript too.
     await page.locator(".entry-tool", { hasText: "page_title" }).locator(".badge-returned").waitFor();
   });
 
   it("serves a run's tool calls, asks the person through ask_user, and shows the run's transcript live", async () => {
     provider.script(MODEL, [
-      { text: "Let me check the date and ask you.", toolCalls: [{ id: "call_time", name: "browser_time", input: {} }, { id: "call_ask", name: "ask_user", input: { question: QUESTION } }] },
+      {
+        text: "Let me check the date and ask you.",
+        toolCalls: [
+          { id: "call_time", name: "browser_time", input: {} },
+          { id: "call_ask", name: "ask_user", input: { question: QUESTION } },
+        ],
+      },
       { text: FINAL_TEXT, chunkChars: 12 },
     ]);
-    const run = await session.run({ message: "Draft the release notes for acme-cli.", model: { provider: "anthropic", name: MODEL }, providerKeys: { anthropic: "scripted" }, skills: ["release-notes"] });
+    const run = await session.run({
+      message: "Draft the release notes for acme-cli.",
+      model: { provider: "anthropic", name: MODEL },
+      providerKeys: { anthropic: "scripted" },
+      skills: ["release-notes"],
+    });
 
     const question = page.locator(".question", { hasText: QUESTION });
     await question.waitFor();
@@ -246,7 +287,15 @@ describe("the console in Chromium", () => {
     expect(asked.data).toMatchObject({ outcome: "returned", output: { answer: ANSWER } });
 
     const transcript = (await page.locator(".transcript").textContent()) ?? "";
-    for (const text of ["Draft the release notes for acme-cli.", "Let me check the date and ask you.", "browser_time", QUESTION, `"answer": "${ANSWER}"`, FINAL_TEXT, "Completed (end_turn)"]) {
+    for (const text of [
+      "Draft the release notes for acme-cli.",
+      "Let me check the date and ask you.",
+      "browser_time",
+      QUESTION,
+      `"answer": "${ANSWER}"`,
+      FINAL_TEXT,
+      "Completed (end_turn)",
+    ]) {
       expect(transcript).toContain(text);
     }
     expect(await page.locator(".run").textContent()).toContain(FINAL_TEXT);

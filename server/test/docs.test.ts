@@ -26,6 +26,11 @@ describe("docs stay true", () => {
     const comment = /service sets itself are refused: ([^.]+)\./.exec(proto.replace(/\n\s*\/\/ /g, " "))?.[1];
     expect(comment?.split(", ").sort()).toEqual(reserved);
     const listed = /\((`model`[^)]+)\), which are refused/.exec(read("docs/runs.md").replace(/\n\s*/g, " "))?.[1];
-    expect(listed?.split(", ").map((name) => name.replaceAll("`", "")).sort()).toEqual(reserved);
+    expect(
+      listed
+        ?.split(", ")
+        .map((name) => name.replaceAll("`", ""))
+        .sort(),
+    ).toEqual(reserved);
   });
 });

@@ -70,7 +70,12 @@ describe("an extension without Stage", () => {
     });
     const { run } = await runClient(service.url, KEY_A).createRun({
       sessionId: session!.id,
-      run: { model: { provider: "anthropic", name: model, maxTokens: 0 }, message: "go", skills: skills.map((name) => ({ kind: "skill", name })), providerKeys: { anthropic: "k" } } as never,
+      run: {
+        model: { provider: "anthropic", name: model, maxTokens: 0 },
+        message: "go",
+        skills: skills.map((name) => ({ kind: "skill", name })),
+        providerKeys: { anthropic: "k" },
+      } as never,
     });
     return eventsUntil(sessions, session!.id, runEnded(run!.id));
   }

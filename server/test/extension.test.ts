@@ -30,7 +30,10 @@ describe("extension environments", () => {
     extension = await new TestExtension().start();
     provider = await startScriptedProvider();
     laterPort = await freePort();
-    service = await startTestService({ SERVICE_ENV_NETWORK_ALLOW: `${extension.url},http://127.0.0.1:${laterPort}`, SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl });
+    service = await startTestService({
+      SERVICE_ENV_NETWORK_ALLOW: `${extension.url},http://127.0.0.1:${laterPort}`,
+      SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+    });
     sessions = sessionClient(service.url, KEY_A);
   });
   afterAll(async () => {
@@ -41,8 +44,14 @@ describe("extension environments", () => {
 
   async function extensionSession(url = extension.url): Promise<string> {
     const { session } = await sessions.createSession({
-      environments: [{ name: "remote", kind: { case: "extension", value: { url, credential: CREDENTIAL, configuration: fromJson(ValueSchema, { region: "test" }) } } }],
-      tools: ["echo", "hang", "drop", "refuse", "leak", "whoami"].map((name) => ({ name, environment: "remote", implementation: { kind: { case: "opaque" as const, value: fromJson(ValueSchema, { kind: name }) } } })),
+      environments: [
+        { name: "remote", kind: { case: "extension", value: { url, credential: CREDENTIAL, configuration: fromJson(ValueSchema, { region: "test" }) } } },
+      ],
+      tools: ["echo", "hang", "drop", "refuse", "leak", "whoami"].map((name) => ({
+        name,
+        environment: "remote",
+        implementation: { kind: { case: "opaque" as const, value: fromJson(ValueSchema, { kind: name }) } },
+      })),
     });
     return session!.id;
   }
@@ -101,14 +110,22 @@ describe("extension environments", () => {
     // A run: the model's call of the leaking tool, then a run whose staging the extension refuses.
     const runs = runClient(service.url, KEY_A);
     provider.script("leaky-model", [{ toolCalls: [{ id: "l1", name: "leak", input: {} }] }, { text: "noted" }]);
-    const first = await runs.createRun({ sessionId, run: { model: { provider: "anthropic", name: "leaky-model", maxTokens: 0 }, message: "go", providerKeys: { anthropic: "k" } } as never });
+    const first = await runs.createRun({
+      sessionId,
+      run: { model: { provider: "anthropic", name: "leaky-model", maxTokens: 0 }, message: "go", providerKeys: { anthropic: "k" } } as never,
+    });
     expect((await eventsUntil(sessions, sessionId, runEnded(first.run!.id))).at(-1)?.type).toBe("turn.completed");
     await publish(service, "leak-skill", bundleOf({ "SKILL.md": skillMd({ description: "Staged where it cannot be." }) }));
     extension.leakOnStage = true;
     try {
       const second = await runs.createRun({
         sessionId,
-        run: { model: { provider: "anthropic", name: "leaky-model", maxTokens: 0 }, message: "go", skills: [{ kind: "skill", name: "leak-skill" }], providerKeys: { anthropic: "k" } } as never,
+        run: {
+          model: { provider: "anthropic", name: "leaky-model", maxTokens: 0 },
+          message: "go",
+          skills: [{ kind: "skill", name: "leak-skill" }],
+          providerKeys: { anthropic: "k" },
+        } as never,
       });
       expect((await eventsUntil(sessions, sessionId, runEnded(second.run!.id))).at(-1)?.type).toBe("turn.failed");
       const { run } = await runs.getRun({ sessionId, runId: second.run!.id });
@@ -158,7 +175,10 @@ describe("extension environments", () => {
     extension.garbage();
     expect((await call(sessionId, "echo")).receipt?.outcome.case).toBe("unknown");
     expect((await call(sessionId, "drop")).receipt?.outcome.case).toBe("unknown");
-    expect((await call(sessionId, "refuse")).receipt?.outcome).toMatchObject({ case: "failure", value: { code: "extension_permission_denied", retryable: false } });
+    expect((await call(sessionId, "refuse")).receipt?.outcome).toMatchObject({
+      case: "failure",
+      value: { code: "extension_permission_denied", retryable: false },
+    });
   });
 
   it("reports a timeout at the deadline and sends the extension a cancel", async () => {
@@ -184,7 +204,12 @@ describe("extension environments", () => {
     provider.script("ext-model", [{ toolCalls: [{ id: "e1", name: "echo", input: { from: "model" } }] }, { text: "done" }]);
     const { run } = await runClient(service.url, KEY_A).createRun({
       sessionId,
-      run: { model: { provider: "anthropic", name: "ext-model", maxTokens: 0 }, message: "go", skills: [{ kind: "skill", name: "ext-skill" }], providerKeys: { anthropic: "k" } } as never,
+      run: {
+        model: { provider: "anthropic", name: "ext-model", maxTokens: 0 },
+        message: "go",
+        skills: [{ kind: "skill", name: "ext-skill" }],
+        providerKeys: { anthropic: "k" },
+      } as never,
     });
     const events = await eventsUntil(sessions, sessionId, runEnded(run!.id));
     expect(events.at(-1)?.type).toBe("turn.completed");
@@ -232,8 +257,12 @@ describe("an extension's sealed credential at rest", () => {
     return { dataDir, sessionId: await onDataDir(dataDir, credentialSession) };
   }
 
-  const echo = (sessions: Client<typeof SessionService>, sessionId: string) => sessions.callTool({ sessionId, tool: "echo", input: fromJson(ValueSchema, { sent: sessionId }) });
-  const executesOf = (sessionId: string) => extension.calls.filter((call) => call.method === "execute" && (jsonOf((call.request as ExecuteRequest).input) as { sent?: string } | undefined)?.sent === sessionId);
+  const echo = (sessions: Client<typeof SessionService>, sessionId: string) =>
+    sessions.callTool({ sessionId, tool: "echo", input: fromJson(ValueSchema, { sent: sessionId }) });
+  const executesOf = (sessionId: string) =>
+    extension.calls.filter(
+      (call) => call.method === "execute" && (jsonOf((call.request as ExecuteRequest).input) as { sent?: string } | undefined)?.sent === sessionId,
+    );
 
   it("is unsealed again after a restart", async () => {
     const { dataDir, sessionId } = await sessionAtRest();
@@ -304,16 +333,35 @@ describe("the example shell extension, behind the service", () => {
     const provider = await startScriptedProvider();
     const service = await startTestService({ SERVICE_ENV_NETWORK_ALLOW: url, SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl });
     try {
-      await publish(service, "shell-skill", bundleOf({ "SKILL.md": skillMd({ description: "Has a script." }), "scripts/hello.sh": "echo hello from the skill" }));
+      await publish(
+        service,
+        "shell-skill",
+        bundleOf({ "SKILL.md": skillMd({ description: "Has a script." }), "scripts/hello.sh": "echo hello from the skill" }),
+      );
       const sessions = sessionClient(service.url, KEY_A);
       const { session } = await sessions.createSession({
         environments: [{ name: "shell", kind: { case: "extension", value: { url, credential: "shell-token-for-test" } } }],
-        tools: [{ name: "sh", description: "Runs a shell command.", environment: "shell", implementation: { kind: { case: "opaque", value: fromJson(ValueSchema, { tool: "shell" }) } } }],
+        tools: [
+          {
+            name: "sh",
+            description: "Runs a shell command.",
+            environment: "shell",
+            implementation: { kind: { case: "opaque", value: fromJson(ValueSchema, { tool: "shell" }) } },
+          },
+        ],
       });
-      provider.script("shell-model", [{ toolCalls: [{ id: "s1", name: "sh", input: { command: "bash skills/shell-skill/scripts/hello.sh" } }] }, { text: "ran it" }]);
+      provider.script("shell-model", [
+        { toolCalls: [{ id: "s1", name: "sh", input: { command: "bash skills/shell-skill/scripts/hello.sh" } }] },
+        { text: "ran it" },
+      ]);
       const { run } = await runClient(service.url, KEY_A).createRun({
         sessionId: session!.id,
-        run: { model: { provider: "anthropic", name: "shell-model", maxTokens: 0 }, message: "run the script", skills: [{ kind: "skill", name: "shell-skill" }], providerKeys: { anthropic: "k" } } as never,
+        run: {
+          model: { provider: "anthropic", name: "shell-model", maxTokens: 0 },
+          message: "run the script",
+          skills: [{ kind: "skill", name: "shell-skill" }],
+          providerKeys: { anthropic: "k" },
+        } as never,
       });
       const events = await eventsUntil(sessions, session!.id, runEnded(run!.id));
       const result = events.find((event) => event.type === "tool.result");

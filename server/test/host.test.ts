@@ -175,7 +175,10 @@ describe("host environments", () => {
     const flooded = await startTestService({ SERVICE_LOG_MAX_LINE_BYTES: "600", SERVICE_LOG_HOST_REFUSALS_PER_MIN: "5" });
     try {
       const client = sessionClient(flooded.url, KEY_A);
-      const { session } = await client.createSession({ environments: [{ name: "laptop", kind: { case: "host", value: {} } }], tools: [{ name: "greet", environment: "laptop" }] });
+      const { session } = await client.createSession({
+        environments: [{ name: "laptop", kind: { case: "host", value: {} } }],
+        tools: [{ name: "greet", environment: "laptop" }],
+      });
       const host = new TestHost(hostClient(flooded.url, KEY_A), session!.id, "laptop");
       await host.attached();
       const startedAt = Date.now();
@@ -198,7 +201,11 @@ describe("host environments", () => {
       const longPath = `/v1/sessions/ses_${"y".repeat(8000)}`;
       expect((await fetch(flooded.url + longPath, { headers: { authorization: `Bearer ${KEY_A}` } })).status).toBe(404);
       const logged = await flooded.logged((line) => line.includes("ses_yyyy"));
-      expect(JSON.parse(logged)).toMatchObject({ code: "session_not_found", httpStatus: 404, path: expect.stringMatching(/^\/v1\/sessions\/ses_y+…\(\d+ more\)$/) });
+      expect(JSON.parse(logged)).toMatchObject({
+        code: "session_not_found",
+        httpStatus: 404,
+        path: expect.stringMatching(/^\/v1\/sessions\/ses_y+…\(\d+ more\)$/),
+      });
       for (const line of flooded.logs) expect(Buffer.byteLength(line)).toBeLessThanOrEqual(600);
       host.close();
     } finally {
@@ -257,7 +264,9 @@ describe("host environments", () => {
     await hosts.report({ connectionId, receipt: { operationId, receipt: { case: "returned", value: { output: fromJson(ValueSchema, "from the tab") } } } });
     expect((await calling).receipt?.outcome).toMatchObject({ case: "returned" });
     expect(await refusedWith(hosts.report({ connectionId, receipt: { operationId, receipt: { case: "returned", value: {} } } }))).toBe("operation_not_found");
-    expect(await refusedWith(hostClient(service.url, KEY_B).report({ connectionId, receipt: { operationId: "x", receipt: { case: "accepted", value: {} } } }))).toBe("host_connection_not_found");
+    expect(
+      await refusedWith(hostClient(service.url, KEY_B).report({ connectionId, receipt: { operationId: "x", receipt: { case: "accepted", value: {} } } })),
+    ).toBe("host_connection_not_found");
 
     const dropped = call(sessionId, "greet", { via: "browser" });
     await stream.next();

@@ -36,7 +36,15 @@ function requestsFor(name: string): RecordedRequest[] {
 }
 
 function request(name: string, fields: Partial<ModelRequest> = {}): ModelRequest {
-  return { model: name, system: "", messages: [{ role: "user", content: [{ type: "text", text: "Hi" }] }], tools: [], maxTokens: 1024, parameters: {}, ...fields };
+  return {
+    model: name,
+    system: "",
+    messages: [{ role: "user", content: [{ type: "text", text: "Hi" }] }],
+    tools: [],
+    maxTokens: 1024,
+    parameters: {},
+    ...fields,
+  };
 }
 
 interface Outcome {
@@ -71,12 +79,21 @@ interface AdapterCase {
 const adapters: AdapterCase[] = [
   {
     name: "anthropic",
-    create: (options) => createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
-    stopReasons: { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "stop_sequence", refusal: "refusal", pause_turn: "other" },
+    create: (options) =>
+      createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
+    stopReasons: {
+      end_turn: "end_turn",
+      tool_use: "tool_use",
+      max_tokens: "max_tokens",
+      stop_sequence: "stop_sequence",
+      refusal: "refusal",
+      pause_turn: "other",
+    },
   },
   {
     name: "openai",
-    create: (options) => createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
+    create: (options) =>
+      createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
     // Chat Completions says "stop" for a stop sequence too.
     stopReasons: { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "end_turn", refusal: "refusal", pause_turn: "other" },
   },
@@ -103,7 +120,11 @@ const conversation: ConversationMessage[] = [
   },
 ];
 
-const weatherTool = { name: "weather", description: "Current weather of a city", inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } };
+const weatherTool = {
+  name: "weather",
+  description: "Current weather of a city",
+  inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+};
 
 describe.each(adapters)("the $name adapter", (adapter) => {
   it("streams text: the deltas arrive in order and join to the reply's text", async () => {
@@ -305,7 +326,9 @@ describe.each(adapters)("the $name adapter", (adapter) => {
     send();
     expect((await call).content).toEqual([{ type: "text", text: "late" }]);
 
-    const refused = adapter.create().complete(request(name), { apiKey: KEY, signal: new AbortController().signal, sendAfter: Promise.reject(new Error("not recorded")) });
+    const refused = adapter
+      .create()
+      .complete(request(name), { apiKey: KEY, signal: new AbortController().signal, sendAfter: Promise.reject(new Error("not recorded")) });
     expect((await failure(refused)).code).toBe("model_unavailable");
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(requestsFor(name)).toHaveLength(1);
@@ -328,7 +351,10 @@ describe.each(adapters)("the $name adapter", (adapter) => {
 describe("the anthropic adapter reading the stream", () => {
   const provider = () => createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
   const sse = (...events: object[]) => events.map((event) => `event: ${(event as { type: string }).type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
-  const start = { type: "message_start", message: { usage: { input_tokens: 10, cache_creation_input_tokens: 5, cache_read_input_tokens: 100, output_tokens: 1 } } };
+  const start = {
+    type: "message_start",
+    message: { usage: { input_tokens: 10, cache_creation_input_tokens: 5, cache_read_input_tokens: 100, output_tokens: 1 } },
+  };
 
   it("maps an error event after the stream started, and counts cached input as input", async () => {
     const overloaded = sse(start, { type: "error", error: { type: "overloaded_error", message: "Overloaded" } });

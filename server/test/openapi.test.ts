@@ -75,7 +75,10 @@ describe("gen/openapi.json describes the JSON HTTP API the transcoder serves", (
     for (const { path, operation } of operations()) {
       const variables = [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
       const inPath = operation.parameters.filter((parameter) => parameter.in === "path");
-      expect(inPath.map((parameter) => parameter.name), path).toEqual(variables);
+      expect(
+        inPath.map((parameter) => parameter.name),
+        path,
+      ).toEqual(variables);
       expect(inPath.every((parameter) => parameter.required)).toBe(true);
     }
   });
@@ -128,7 +131,10 @@ describe("gen/openapi.json describes the JSON HTTP API the transcoder serves", (
           schema: {
             type: "object",
             required: ["data"],
-            properties: { event: { enum: ["error"] }, data: { anyOf: [{ $ref: "#/components/schemas/skillenv.sessions.v1.WatchSessionResponse" }, { $ref: "#/components/schemas/Error" }] } },
+            properties: {
+              event: { enum: ["error"] },
+              data: { anyOf: [{ $ref: "#/components/schemas/skillenv.sessions.v1.WatchSessionResponse" }, { $ref: "#/components/schemas/Error" }] },
+            },
           },
         },
       },
@@ -177,7 +183,10 @@ describe("the service serves the document", () => {
 
 describe("rules the API does not use yet (the transcoder's test protos)", () => {
   // Built with their comments by buf, like scripts/openapi.ts builds the API's.
-  const set = fromBinary(FileDescriptorSetSchema, execFileSync(path.join(root, "node_modules/.bin/buf"), ["build", "server/test/proto", "--as-file-descriptor-set", "-o", "-"], { cwd: root }));
+  const set = fromBinary(
+    FileDescriptorSetSchema,
+    execFileSync(path.join(root, "node_modules/.bin/buf"), ["build", "server/test/proto", "--as-file-descriptor-set", "-o", "-"], { cwd: root }),
+  );
   const fixture = createFileRegistry(set).getService("skillenv.testing.v1.TranscodingTestService");
   if (fixture === undefined) throw new Error("no TranscodingTestService in server/test/proto");
   const comments: Comments = readComments(set);

@@ -33,7 +33,9 @@ function grpcJsClient(): { client: grpc.Client; metadata: grpc.Metadata } {
 }
 
 function grpcCall(client: any, method: string, request: object, metadata: grpc.Metadata): Promise<any> {
-  return new Promise((resolve, reject) => client[method](request, metadata, (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response))));
+  return new Promise((resolve, reject) =>
+    client[method](request, metadata, (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response))),
+  );
 }
 
 describe("one port, four protocols", () => {

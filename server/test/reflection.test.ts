@@ -9,11 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNodeTransport } from "@skillenv/client/node";
 import { http } from "../../gen/google/api/annotations_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
-import {
-  ServerReflection,
-  ServerReflectionRequestSchema,
-  type ServerReflectionResponse,
-} from "../../gen/grpc/reflection/v1/reflection_pb.js";
+import { ServerReflection, ServerReflectionRequestSchema, type ServerReflectionResponse } from "../../gen/grpc/reflection/v1/reflection_pb.js";
 import { SkillService } from "../../gen/skillenv/skills/v1/skills_pb.js";
 import { API_SERVICES } from "../src/app.ts";
 import { reflectionServices } from "../src/reflection/index.ts";
@@ -97,12 +93,20 @@ describe("gRPC server reflection, request by request", () => {
   });
 
   it("finds the file declaring a service, a method, a message, a field and an extension", async () => {
-    const symbols = ["skillenv.skills.v1.SkillService", "skillenv.skills.v1.SkillService.GetSkill", "skillenv.skills.v1.Skill", "skillenv.skills.v1.Skill.content_hash"];
+    const symbols = [
+      "skillenv.skills.v1.SkillService",
+      "skillenv.skills.v1.SkillService.GetSkill",
+      "skillenv.skills.v1.Skill",
+      "skillenv.skills.v1.Skill.content_hash",
+    ];
     const responses = await reflect([
       ...symbols.map((value) => ({ case: "fileContainingSymbol" as const, value })),
       { case: "fileContainingExtension", value: { containingType: "google.protobuf.MethodOptions", extensionNumber: http.number } },
     ]);
-    expect(responses.map((response) => fileNames(response)[0])).toEqual([...symbols.map(() => "skillenv/skills/v1/skills.proto"), "google/api/annotations.proto"]);
+    expect(responses.map((response) => fileNames(response)[0])).toEqual([
+      ...symbols.map(() => "skillenv/skills/v1/skills.proto"),
+      "google/api/annotations.proto",
+    ]);
   });
 
   it("finds the files of a failed call's status and its details: google.rpc.Status, google.rpc.ErrorInfo", async () => {
@@ -115,7 +119,10 @@ describe("gRPC server reflection, request by request", () => {
 
   it("lets a client decode an error's details as grpcurl does: the stable code, not bytes", async () => {
     const skills = createClient(SkillService, createNodeTransport({ baseUrl: service.url, apiKey: KEY_A, protocol: "grpc" }));
-    const failure = await skills.getSkill({ name: "no-such-skill" }).then(() => undefined, (error: unknown) => ConnectError.from(error));
+    const failure = await skills.getSkill({ name: "no-such-skill" }).then(
+      () => undefined,
+      (error: unknown) => ConnectError.from(error),
+    );
     const details = (failure?.details ?? []) as Array<{ type: string; value: Uint8Array }>;
     expect(details.map((detail) => detail.type)).toEqual(["google.rpc.ErrorInfo"]);
     // Each detail's type by reflection: the file declaring it and its imports, then the message.
@@ -133,7 +140,10 @@ describe("gRPC server reflection, request by request", () => {
       { case: "allExtensionNumbersOfType", value: "google.protobuf.MethodOptions" },
       { case: "allExtensionNumbersOfType", value: "skillenv.skills.v1.Skill" },
     ]);
-    expect(options?.messageResponse).toMatchObject({ case: "allExtensionNumbersResponse", value: { baseTypeName: "google.protobuf.MethodOptions", extensionNumber: [http.number] } });
+    expect(options?.messageResponse).toMatchObject({
+      case: "allExtensionNumbersResponse",
+      value: { baseTypeName: "google.protobuf.MethodOptions", extensionNumber: [http.number] },
+    });
     expect(plain?.messageResponse).toMatchObject({ case: "allExtensionNumbersResponse", value: { extensionNumber: [] } });
   });
 

@@ -27,7 +27,10 @@ interface Answer {
  * An HTTP/1.1 request that declares `declaredBytes` but sends only `sent`, and keeps the rest back
  * until `finish` or `abort`: a slow or stalled sender. `answer` settles when the response is complete.
  */
-function partialRequest(url: string, options: { method?: string; headers?: Record<string, string>; declaredBytes: number; sent?: Uint8Array; agent?: http.Agent }) {
+function partialRequest(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; declaredBytes: number; sent?: Uint8Array; agent?: http.Agent },
+) {
   const request = http.request(url, {
     method: options.method ?? "POST",
     agent: options.agent,
@@ -63,7 +66,10 @@ function request(url: string, body: Uint8Array | string, headers: Record<string,
 }
 
 function withTimeout<T>(promise: Promise<T>, what: string): Promise<T> {
-  return Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: no answer within ${EVENTUALLY_MS} ms`)), EVENTUALLY_MS))]);
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: no answer within ${EVENTUALLY_MS} ms`)), EVENTUALLY_MS)),
+  ]);
 }
 
 /** A JSON Presign body padded with spaces to `size` bytes. */
@@ -175,7 +181,11 @@ describe("requests without a valid key", () => {
     try {
       const refused = await request(`${service.url}/assets/presign`, presignBody(128 * KiB), {}, agent);
       expect(refused.status).toBe(401);
-      const accepted = http.request(`${service.url}/assets/presign`, { method: "POST", agent, headers: { "content-type": "application/json", ...bearer(KEY_A) } });
+      const accepted = http.request(`${service.url}/assets/presign`, {
+        method: "POST",
+        agent,
+        headers: { "content-type": "application/json", ...bearer(KEY_A) },
+      });
       accepted.end(presignBody(100));
       const reused = await new Promise<boolean>((resolve) => accepted.once("response", (response) => (response.resume(), resolve(accepted.reusedSocket))));
       expect(reused).toBe(true);
@@ -212,7 +222,11 @@ describe("requests without a valid key", () => {
 describe("bodies that cannot be decoded", () => {
   let service: TestService;
   beforeAll(async () => {
-    service = await startTestService({ SERVICE_ENV_WORKERS: "1", SERVICE_MAX_REQUEST_BYTES: String(MiB), SERVICE_MAX_CONNECTION_BODY_BYTES_IN_FLIGHT: String(2 * MiB) });
+    service = await startTestService({
+      SERVICE_ENV_WORKERS: "1",
+      SERVICE_MAX_REQUEST_BYTES: String(MiB),
+      SERVICE_MAX_CONNECTION_BODY_BYTES_IN_FLIGHT: String(2 * MiB),
+    });
   });
   afterAll(() => service.close());
 
@@ -227,7 +241,11 @@ describe("bodies that cannot be decoded", () => {
   });
 
   it("Connect: invalid protobuf binary is 400 invalid_argument with a plain message", async () => {
-    const response = await request(`${service.url}${PRESIGN}`, GARBAGE, { "content-type": "application/proto", "connect-protocol-version": "1", ...bearer(KEY_A) });
+    const response = await request(`${service.url}${PRESIGN}`, GARBAGE, {
+      "content-type": "application/proto",
+      "connect-protocol-version": "1",
+      ...bearer(KEY_A),
+    });
     expect(response.status).toBe(400);
     expect(JSON.parse(response.body)).toMatchObject({ code: "invalid_argument", message: "the request message is not valid protobuf binary" });
     const line = await loggedLine(service, (l) => l.protocol === "connect" && l.code !== "ok");
@@ -270,7 +288,12 @@ describe("bodies that cannot be decoded", () => {
   it("an upload the client abandons is logged as canceled and stores nothing", async () => {
     const bytes = randomBytes(256 * KiB);
     const presigned = (await postJson(service.url, "/assets/presign", { sha256: sha256(bytes), sizeBytes: bytes.byteLength }, KEY_A)).body;
-    const upload = partialRequest(presigned.uploadUrl, { method: "PUT", headers: presigned.uploadHeaders, declaredBytes: bytes.byteLength, sent: bytes.subarray(0, 64 * KiB) });
+    const upload = partialRequest(presigned.uploadUrl, {
+      method: "PUT",
+      headers: presigned.uploadHeaders,
+      declaredBytes: bytes.byteLength,
+      sent: bytes.subarray(0, 64 * KiB),
+    });
     upload.answer.catch(() => {});
     await expect.poll(() => fs.readdir(path.join(service.dataDir, "blobs/tmp")), { timeout: EVENTUALLY_MS }).toHaveLength(1);
     upload.abort();
@@ -289,7 +312,12 @@ describe("bodies that stall", () => {
   it("an upload that stalls is abandoned: its connection closes and its temp file goes", async () => {
     const bytes = randomBytes(256 * KiB);
     const presigned = (await postJson(service.url, "/assets/presign", { sha256: sha256(bytes), sizeBytes: bytes.byteLength }, KEY_A)).body;
-    const upload = partialRequest(presigned.uploadUrl, { method: "PUT", headers: presigned.uploadHeaders, declaredBytes: bytes.byteLength, sent: bytes.subarray(0, 64 * KiB) });
+    const upload = partialRequest(presigned.uploadUrl, {
+      method: "PUT",
+      headers: presigned.uploadHeaders,
+      declaredBytes: bytes.byteLength,
+      sent: bytes.subarray(0, 64 * KiB),
+    });
     upload.answer.catch(() => {});
     await withTimeout(upload.closed, "stalled upload");
     await expect.poll(() => fs.readdir(path.join(service.dataDir, "blobs/tmp")), { timeout: EVENTUALLY_MS }).toEqual([]);
@@ -362,7 +390,13 @@ describe("request bodies held in memory", () => {
     const session = http2.connect(service.url);
     try {
       const stream = (end: Uint8Array | undefined, size: number) => {
-        const s = session.request({ ":method": "POST", ":path": "/assets/presign", "content-type": "application/json", "content-length": String(size), ...bearer(KEY_A) });
+        const s = session.request({
+          ":method": "POST",
+          ":path": "/assets/presign",
+          "content-type": "application/json",
+          "content-length": String(size),
+          ...bearer(KEY_A),
+        });
         if (end) s.end(end);
         else s.write("{");
         return s;

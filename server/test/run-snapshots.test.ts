@@ -8,7 +8,11 @@ import { KEY_A, startTestService, type TestService } from "./helpers/service.ts"
 import { eventsUntil, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, publish, skillMd } from "./helpers/skills.ts";
 
-const exists = (file: string) => fs.stat(file).then(() => true, () => false);
+const exists = (file: string) =>
+  fs.stat(file).then(
+    () => true,
+    () => false,
+  );
 
 describe("run snapshots (SPEC 3.8)", () => {
   let provider: ScriptedProvider;
@@ -39,7 +43,12 @@ describe("run snapshots (SPEC 3.8)", () => {
     provider.script("snapshot-restart-model", [{ text: "done" }]);
     const { run } = await runClient(first.url, KEY_A).createRun({
       sessionId,
-      run: { model: { provider: "anthropic", name: "snapshot-restart-model", maxTokens: 0 }, skills: [{ kind: "skill", name: "kept" }], message: "go", providerKeys: { anthropic: "sk-snap" } } as never,
+      run: {
+        model: { provider: "anthropic", name: "snapshot-restart-model", maxTokens: 0 },
+        skills: [{ kind: "skill", name: "kept" }],
+        message: "go",
+        providerKeys: { anthropic: "sk-snap" },
+      } as never,
     });
     await eventsUntil(sessionClient(first.url, KEY_A), sessionId, runEnded(run!.id));
     const runs = path.join(dataDir, "runs");

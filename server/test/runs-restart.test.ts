@@ -42,7 +42,10 @@ describe("a server killed in the middle of a run", () => {
       tools: [{ name: "append", environment: "box", implementation: { kind: { case: "tool", value: tool } } }],
     });
     const sessionId = session!.id;
-    provider.script("restart-model", [{ toolCalls: [{ id: "a", name: "append", input: { v: 1, file: "log", line: "once", holdMs: 60_000 } }] }, { text: "never asked" }]);
+    provider.script("restart-model", [
+      { toolCalls: [{ id: "a", name: "append", input: { v: 1, file: "log", line: "once", holdMs: 60_000 } }] },
+      { text: "never asked" },
+    ]);
     const { run } = await runClient(first.url, KEY_A).createRun({
       sessionId,
       run: { model: { provider: "anthropic", name: "restart-model", maxTokens: 0 }, message: "go", providerKeys: { anthropic: "sk-restart" } } as never,

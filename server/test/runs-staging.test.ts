@@ -75,7 +75,14 @@ describe("run staging", () => {
   async function runOnce(sessionId: string, fields: Partial<RunInput>): Promise<Sent> {
     const model = `staging-${Math.random().toString(36).slice(2)}`;
     provider.script(model, [{ text: "ok" }]);
-    const input = { model: { provider: "anthropic", name: model, maxTokens: 0 }, message: "go", providerKeys: { anthropic: "k" }, skills: [], files: [], ...fields };
+    const input = {
+      model: { provider: "anthropic", name: model, maxTokens: 0 },
+      message: "go",
+      providerKeys: { anthropic: "k" },
+      skills: [],
+      files: [],
+      ...fields,
+    };
     const { run } = await runs.createRun({ sessionId, run: input as never });
     const events = await eventsUntil(sessions, sessionId, runEnded(run!.id));
     expect(events.at(-1)?.type, JSON.stringify(events.at(-1)?.data)).toBe("turn.completed");
@@ -93,15 +100,32 @@ describe("run staging", () => {
 
     await runOnce(sessionId, { ...skills("alpha", "beta"), files: [{ path: "data/input.csv", assetSha256: data }] as never });
     expect(await tree(dir)).toEqual([
-      "data", "data/input.csv",
-      "skills", "skills/alpha", "skills/alpha/SKILL.md", "skills/alpha/lib", "skills/alpha/lib/shared.py", "skills/alpha/old.py",
-      "skills/beta", "skills/beta/SKILL.md", "skills/beta/beta.sh",
+      "data",
+      "data/input.csv",
+      "skills",
+      "skills/alpha",
+      "skills/alpha/SKILL.md",
+      "skills/alpha/lib",
+      "skills/alpha/lib/shared.py",
+      "skills/alpha/old.py",
+      "skills/beta",
+      "skills/beta/SKILL.md",
+      "skills/beta/beta.sh",
     ]);
 
     // alpha re-published without old.py (SPEC 3 rule 7): the next run referencing it sees v2 only.
     await publish(service, "alpha", bundleOf({ "SKILL.md": skillMd({ description: "Alpha v2." }), "new.py": "print('v2')", "lib/shared.py": "V2" }));
     await runOnce(sessionId, skills("alpha"));
-    expect(await tree(dir)).toEqual(["data", "data/input.csv", "skills", "skills/alpha", "skills/alpha/SKILL.md", "skills/alpha/lib", "skills/alpha/lib/shared.py", "skills/alpha/new.py"]);
+    expect(await tree(dir)).toEqual([
+      "data",
+      "data/input.csv",
+      "skills",
+      "skills/alpha",
+      "skills/alpha/SKILL.md",
+      "skills/alpha/lib",
+      "skills/alpha/lib/shared.py",
+      "skills/alpha/new.py",
+    ]);
     expect(await fs.readFile(path.join(dir, "skills/alpha/lib/shared.py"), "utf8")).toBe("V2");
     expect(await fs.readFile(path.join(dir, "skills/alpha/SKILL.md"), "utf8")).toContain("Alpha v2.");
     expect(await fs.readFile(path.join(dir, "data/input.csv"), "utf8")).toBe("a,b\n1,2\n");
@@ -180,7 +204,7 @@ describe("run staging", () => {
     }
   });
 
-  it("sends the extension replace_directories [\"skills\"] with the run's files", async () => {
+  it('sends the extension replace_directories ["skills"] with the run\'s files', async () => {
     await publish(service, "epsilon", bundleOf({ "SKILL.md": skillMd({ description: "Epsilon." }) }));
     const { session } = await sessions.createSession({ environments: [{ name: "remote", kind: { case: "extension", value: { url: extension.url } } }] });
     const before = extension.calls.length;

@@ -109,26 +109,37 @@ describe("runs", () => {
     const types = events.map((event) => event.type);
     expect(types[0]).toBe("run.submitted");
     expect(types).toEqual(expect.arrayContaining(["turn.started", "model.request", "assistant.delta", "assistant.message", "model.usage", "turn.completed"]));
-    expect(events.filter((event) => event.type === "assistant.delta").map((event) => event.data?.text).join("")).toBe("Hello there, friend.");
-    const request = (provider.requests.at(-1) as Sent);
+    expect(
+      events
+        .filter((event) => event.type === "assistant.delta")
+        .map((event) => event.data?.text)
+        .join(""),
+    ).toBe("Hello there, friend.");
+    const request = provider.requests.at(-1) as Sent;
     expect(request.headers["x-api-key"]).toBe(PROVIDER_KEY);
     expect(JSON.stringify(request.body.system)).toContain("Always be brief.");
     expect(request.body.tools.map((tool: { name: string }) => tool.name).sort()).toEqual(["fs", "trap"]);
   });
 
   it("lists and loads skills, reads their staged files, and returns tool failures to the model", async () => {
-    await publish(service, "report-writer", bundleOf({
-      "SKILL.md": skillMd({ description: "Writes weekly reports.", body: "# Reports\nRead reference/template.txt first." }),
-      "reference/template.txt": "TEMPLATE v1",
-    }));
+    await publish(
+      service,
+      "report-writer",
+      bundleOf({
+        "SKILL.md": skillMd({ description: "Writes weekly reports.", body: "# Reports\nRead reference/template.txt first." }),
+        "reference/template.txt": "TEMPLATE v1",
+      }),
+    );
     provider.script("skills-model", [
       { toolCalls: [{ id: "c1", name: "skills", input: { action: "list" } }] },
       { toolCalls: [{ id: "c2", name: "skills", input: { action: "load", name: "report-writer" } }] },
-      { toolCalls: [
-        { id: "c3", name: "fs", input: { v: 1, op: "read", path: "/workspace/skills/report-writer/reference/template.txt" } },
-        { id: "c4", name: "trap", input: {} },
-        { id: "c5", name: "skills", input: { action: "delete" } },
-      ] },
+      {
+        toolCalls: [
+          { id: "c3", name: "fs", input: { v: 1, op: "read", path: "/workspace/skills/report-writer/reference/template.txt" } },
+          { id: "c4", name: "trap", input: {} },
+          { id: "c5", name: "skills", input: { action: "delete" } },
+        ],
+      },
       { text: "Done." },
     ]);
     const sessionId = await workspaceSession();
@@ -155,7 +166,13 @@ describe("runs", () => {
     const outcomes = Object.fromEntries(toolResults.map((event) => [event.data?.callId, event.data?.outcome]));
     expect(outcomes).toEqual({ c1: "returned", c2: "returned", c3: "returned", c4: "failure", c5: "failure" });
     const staged = await fs.readdir(path.join(root, "workspaces", "a", sessionId, "box"), { recursive: true });
-    expect(staged.sort()).toEqual(["skills", "skills/report-writer", "skills/report-writer/SKILL.md", "skills/report-writer/reference", "skills/report-writer/reference/template.txt"]);
+    expect(staged.sort()).toEqual([
+      "skills",
+      "skills/report-writer",
+      "skills/report-writer/SKILL.md",
+      "skills/report-writer/reference",
+      "skills/report-writer/reference/template.txt",
+    ]);
   });
 
   it("offers the skills tool only to runs that reference skills", async () => {
@@ -176,9 +193,27 @@ describe("runs", () => {
     ["an empty message", { message: "" }, "invalid_argument"],
     ["a message over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { message: "m".repeat(1024 * 1024 + 1) }, "field_too_large"],
     ["an agentsMd over SERVICE_JOURNAL_MAX_PAYLOAD_BYTES", { agentsMd: "a".repeat(1024 * 1024 + 1) }, "field_too_large"],
-    ["a model name over SERVICE_MAX_FIELD_BYTES", { model: { provider: "anthropic", name: "m".repeat(64 * 1024 + 1), maxTokens: 0 } as never }, "field_too_large"],
-    ["model parameters over SERVICE_MAX_FIELD_BYTES", { model: { provider: "anthropic", name: "m", maxTokens: 0, parameters: { metadata: { user_id: "u".repeat(64 * 1024) } } } as never }, "field_too_large"],
-    ["an agent loop configuration over SERVICE_MAX_FIELD_BYTES", { agentloop: { environment: "box", implementation: { kind: { case: "agentloop", value: "0".repeat(64) } }, configuration: { kind: { case: "stringValue", value: "c".repeat(64 * 1024) } } } } as never, "field_too_large"],
+    [
+      "a model name over SERVICE_MAX_FIELD_BYTES",
+      { model: { provider: "anthropic", name: "m".repeat(64 * 1024 + 1), maxTokens: 0 } as never },
+      "field_too_large",
+    ],
+    [
+      "model parameters over SERVICE_MAX_FIELD_BYTES",
+      { model: { provider: "anthropic", name: "m", maxTokens: 0, parameters: { metadata: { user_id: "u".repeat(64 * 1024) } } } as never },
+      "field_too_large",
+    ],
+    [
+      "an agent loop configuration over SERVICE_MAX_FIELD_BYTES",
+      {
+        agentloop: {
+          environment: "box",
+          implementation: { kind: { case: "agentloop", value: "0".repeat(64) } },
+          configuration: { kind: { case: "stringValue", value: "c".repeat(64 * 1024) } },
+        },
+      } as never,
+      "field_too_large",
+    ],
     ["a file path escaping the workspace", { files: [{ path: "../etc/passwd", assetSha256: "0".repeat(64) }] as never }, "invalid_argument"],
     ["a file that is not an asset", { files: [{ path: "data.csv", assetSha256: "0".repeat(64) }] as never }, "asset_not_found"],
   ])("refuses %s and creates nothing", async (_, fields, code) => {
@@ -193,7 +228,9 @@ describe("runs", () => {
 
   it("names the unknown skill in the refusal", async () => {
     const sessionId = await workspaceSession();
-    await expect(runs.createRun({ sessionId, run: runInput("unused", { skills: [{ kind: "skill", name: "missing-one" }] as never }) })).rejects.toThrow(/missing-one/);
+    await expect(runs.createRun({ sessionId, run: runInput("unused", { skills: [{ kind: "skill", name: "missing-one" }] as never }) })).rejects.toThrow(
+      /missing-one/,
+    );
   });
 
   it("keeps a run's skill snapshot when the skill changes or goes away mid-run; later runs see the new bytes", async () => {
@@ -255,7 +292,10 @@ describe("runs", () => {
       tools: [{ name: "append", environment: "box", implementation: { kind: { case: "tool", value: append } } }],
     });
     const sessionId = session!.id;
-    provider.script("slow-tool-model", [{ toolCalls: [{ id: "a", name: "append", input: { v: 1, file: "log", line: "x", holdMs: 20_000 } }] }, { text: "never" }]);
+    provider.script("slow-tool-model", [
+      { toolCalls: [{ id: "a", name: "append", input: { v: 1, file: "log", line: "x", holdMs: 20_000 } }] },
+      { text: "never" },
+    ]);
     const { run } = await runs.createRun({ sessionId, run: runInput("slow-tool-model") });
     await eventsUntil(sessions, sessionId, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
     expect(await refusedWith(runs.createRun({ sessionId, run: runInput("slow-tool-model") }))).toBe("run_in_progress");
@@ -265,17 +305,27 @@ describe("runs", () => {
     expect(cancelled.run?.status).toBe("cancelled");
     const events = await eventsUntil(sessions, sessionId, runEnded(run!.id));
     const execute = events.find((event) => event.type === "operation.sent" && event.data?.kind === "execute")!;
-    expect(events.some((event) => event.type === "operation.sent" && event.data?.kind === "cancel" && event.data?.targetOperationId === execute.data?.operationId)).toBe(true);
+    expect(
+      events.some((event) => event.type === "operation.sent" && event.data?.kind === "cancel" && event.data?.targetOperationId === execute.data?.operationId),
+    ).toBe(true);
     expect(events.at(-1)?.type).toBe("run.cancelled");
     // The tool was waiting on a timer, so the cancel stopped it: its receipt says so.
-    const stopped = await eventsUntil(sessions, sessionId, (event) => event.type === "operation.receipt" && event.data?.operationId === execute.data?.operationId);
+    const stopped = await eventsUntil(
+      sessions,
+      sessionId,
+      (event) => event.type === "operation.receipt" && event.data?.operationId === execute.data?.operationId,
+    );
     expect(stopped.at(-1)?.data?.receipt).toMatchObject({ failure: { code: "cancelled" } });
     await runs.deleteRun({ sessionId, runId: run!.id });
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
   });
 
   it("fails a turn that passes SERVICE_MAX_TURN_SECS", async () => {
-    const bounded = await startTestService({ SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl, SERVICE_MAX_TURN_SECS: "1", SERVICE_MODEL_MAX_RETRIES: "0" });
+    const bounded = await startTestService({
+      SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+      SERVICE_MAX_TURN_SECS: "1",
+      SERVICE_MODEL_MAX_RETRIES: "0",
+    });
     try {
       provider.script("slow-model", [{ delayMs: 5000, text: "late" }]);
       const client = sessionClient(bounded.url, KEY_A);
@@ -326,7 +376,10 @@ describe("runs", () => {
   it("drives the OpenAI provider the same way", async () => {
     provider.script("gpt-test", [{ toolCalls: [{ id: "call_1", name: "fs", input: { v: 1, op: "list", path: "/workspace" } }] }, { text: "listed" }]);
     const sessionId = await workspaceSession();
-    const { run } = await runs.createRun({ sessionId, run: runInput("gpt-test", { model: { provider: "openai", name: "gpt-test", maxTokens: 0 } as never, providerKeys: { openai: PROVIDER_KEY } }) });
+    const { run } = await runs.createRun({
+      sessionId,
+      run: runInput("gpt-test", { model: { provider: "openai", name: "gpt-test", maxTokens: 0 } as never, providerKeys: { openai: PROVIDER_KEY } }),
+    });
     const { run: done } = await finish(sessionId, run!.id);
     expect(done.status).toBe("completed");
     expect(done.outputText).toBe("listed");
@@ -436,7 +489,10 @@ describe("runs", () => {
   it("runs a custom agent loop component whose model and tool calls go through the same path", async () => {
     const loop = await admitTool(service.url, KEY_A, "agent-loop-js", "agentloops");
     const sessionId = await workspaceSession();
-    provider.script("loop-model", [{ toolCalls: [{ id: "c1", name: "fs", input: { v: 1, op: "write", path: "/workspace/out.txt", data: "from the loop" } }] }, { text: "written by a custom loop" }]);
+    provider.script("loop-model", [
+      { toolCalls: [{ id: "c1", name: "fs", input: { v: 1, op: "write", path: "/workspace/out.txt", data: "from the loop" } }] },
+      { text: "written by a custom loop" },
+    ]);
     const agentloop = { environment: "box", implementation: { kind: { case: "agentloop", value: loop } } };
     const { run } = await runs.createRun({ sessionId, run: runInput("loop-model", { agentloop } as never) });
     const { run: done, events } = await finish(sessionId, run!.id);
@@ -452,14 +508,22 @@ describe("runs", () => {
   it("runs an agent loop written as a program, keeping its source out of the journal, and refuses a loop that is not admitted as one", async () => {
     const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
     const marker = "loop-source-marker-5c27a0";
-    const program = await admitProgram(service.url, KEY_A, `
+    const program = await admitProgram(
+      service.url,
+      KEY_A,
+      `
       function turn(input, configuration, host) { /* ${marker} */
         const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.message + configuration.suffix }] });
         return { v: 1, message: answer.message.content.toUpperCase() };
-      }`);
+      }`,
+    );
     const sessionId = await workspaceSession();
     provider.script("program-loop-model", [{ text: "quiet answer" }]);
-    const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } }, configuration: { kind: { case: "structValue", value: { fields: { suffix: { kind: { case: "stringValue", value: "!" } } } } } } };
+    const agentloop = {
+      environment: "box",
+      implementation: { kind: { case: "program", value: { id: program, runtime } } },
+      configuration: { kind: { case: "structValue", value: { fields: { suffix: { kind: { case: "stringValue", value: "!" } } } } } },
+    };
     const { run } = await runs.createRun({ sessionId, run: runInput("program-loop-model", { agentloop, message: "hi" } as never) });
     const { run: done } = await finish(sessionId, run!.id);
     expect(done.outputText).toBe("QUIET ANSWER");
@@ -489,14 +553,18 @@ describe("runs", () => {
 
   it("delivers every event a custom loop records, its too deep parts as their JSON text", async () => {
     const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
-    const program = await admitProgram(service.url, KEY_A, `
+    const program = await admitProgram(
+      service.url,
+      KEY_A,
+      `
       function turn(input, configuration, host) {
         let deep = 0;
         for (let i = 0; i < 60; i++) deep = [deep];
         host.emit({ deep });
         const { results } = host.dispatchTools({ v: 1, calls: [{ id: "c1", name: "fs", input: { deep } }] });
         return { v: 1, message: results[0].error.code };
-      }`);
+      }`,
+    );
     const sessionId = await workspaceSession();
     const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } } };
     const { run } = await runs.createRun({ sessionId, run: runInput("unused-model", { agentloop } as never) });
@@ -511,12 +579,16 @@ describe("runs", () => {
 
   it("journals at most SERVICE_JOURNAL_MAX_PROGRESS_EVENTS of a custom loop's emits, none above _BYTES, and counts the rest", async () => {
     const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
-    const program = await admitProgram(service.url, KEY_A, `
+    const program = await admitProgram(
+      service.url,
+      KEY_A,
+      `
       function turn(input, configuration, host) {
         for (let i = 0; i < 3; i++) host.emit({ big: "x".repeat(20 * 1024) });
         for (let i = 0; i < 150; i++) host.emit({ i });
         return { v: 1, message: "emitted" };
-      }`);
+      }`,
+    );
     const sessionId = await workspaceSession();
     const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } } };
     const { run } = await runs.createRun({ sessionId, run: runInput("unused", { agentloop } as never) });
@@ -530,7 +602,11 @@ describe("runs", () => {
   }, 120_000);
 
   it("ends a page of runs early, with a token, before the run that would pass SERVICE_LIST_MAX_BYTES", async () => {
-    const small = await startTestService({ SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl, SERVICE_LIST_MAX_BYTES: "8192", SERVICE_SESSION_MAX_BYTES: "8192" });
+    const small = await startTestService({
+      SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+      SERVICE_LIST_MAX_BYTES: "8192",
+      SERVICE_SESSION_MAX_BYTES: "8192",
+    });
     try {
       const client = sessionClient(small.url, KEY_A);
       const runsOfSmall = runClient(small.url, KEY_A);

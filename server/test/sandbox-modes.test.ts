@@ -25,13 +25,22 @@ beforeAll(async () => {
 const dataDir = () => fs.mkdtemp(path.join(os.tmpdir(), "skillenv-sandbox-mode-"));
 
 async function admit(url: string): Promise<string> {
-  const response = await fetch(`${url}/v1/tools`, { method: "POST", headers: { authorization: `Bearer ${KEY_A}`, "content-type": "application/wasm" }, body: echo });
+  const response = await fetch(`${url}/v1/tools`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY_A}`, "content-type": "application/wasm" },
+    body: echo,
+  });
   expect(response.status).toBe(200);
   return ((await response.json()) as { id: string }).id;
 }
 
 function createSession(url: string, tool: string) {
-  return postJson(url, "/v1/sessions", { environments: [{ name: "sandbox", service: {} }], tools: [{ name: "echo", environment: "sandbox", implementation: { tool } }] }, KEY_A);
+  return postJson(
+    url,
+    "/v1/sessions",
+    { environments: [{ name: "sandbox", service: {} }], tools: [{ name: "echo", environment: "sandbox", implementation: { tool } }] },
+    KEY_A,
+  );
 }
 
 describe("a host where the sandbox cannot start", () => {
@@ -63,7 +72,13 @@ describe("a host where the sandbox cannot start", () => {
     const dir = await dataDir();
     await fs.writeFile(path.join(dir, "echo.wasm"), echo);
     await fs.writeFile(path.join(dir, "prepare.json"), JSON.stringify({ tools: ["echo.wasm"] }));
-    const result = await runUntilExit({ SERVICE_DATA_DIR: path.join(dir, "data"), SERVICE_API_KEYS: KEYS, SERVICE_ENV_PREPARATION: path.join(dir, "prepare.json"), SERVICE_LISTEN: "127.0.0.1:0", PATH: NO_BUBBLEWRAP });
+    const result = await runUntilExit({
+      SERVICE_DATA_DIR: path.join(dir, "data"),
+      SERVICE_API_KEYS: KEYS,
+      SERVICE_ENV_PREPARATION: path.join(dir, "prepare.json"),
+      SERVICE_LISTEN: "127.0.0.1:0",
+      PATH: NO_BUBBLEWRAP,
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("bubblewrap");
   });

@@ -55,7 +55,10 @@ describe("the service environment in the server", () => {
 describe("SERVICE_ENV_PREPARATION at startup", () => {
   it("admits the listed artifacts into every workspace and prepares them before serving", async () => {
     const echo = await fs.readFile(path.join(BUILD, "echo-wat.wasm"));
-    const file = await preparationDir({ tools: ["echo.wasm"], programs: ["hello.js"] }, { "echo.wasm": echo, "hello.js": "function run(input) { return input; }" });
+    const file = await preparationDir(
+      { tools: ["echo.wasm"], programs: ["hello.js"] },
+      { "echo.wasm": echo, "hello.js": "function run(input) { return input; }" },
+    );
     const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-prep-data-"));
     const service = await spawnService({ SERVICE_DATA_DIR: dataDir, SERVICE_API_KEYS: KEYS, SERVICE_ENV_PREPARATION: file });
     try {
@@ -109,7 +112,12 @@ describe("SERVICE_ENV_PREPARATION at startup", () => {
   });
 
   it("stops startup when the preparation file itself is missing", async () => {
-    const result = await runUntilExit({ SERVICE_DATA_DIR: await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-prep-data-")), SERVICE_API_KEYS: KEYS, SERVICE_ENV_PREPARATION: "/nonexistent/prepare.json", SERVICE_LISTEN: "127.0.0.1:0" });
+    const result = await runUntilExit({
+      SERVICE_DATA_DIR: await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-prep-data-")),
+      SERVICE_API_KEYS: KEYS,
+      SERVICE_ENV_PREPARATION: "/nonexistent/prepare.json",
+      SERVICE_LISTEN: "127.0.0.1:0",
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("cannot read the preparation file");
   });

@@ -56,12 +56,19 @@ describe("a server killed with a tool call in flight", () => {
     });
     const sessionId = session!.id;
     const log = path.join(root, "workspaces", "a", sessionId, "files", "runs.log");
-    const input = (line: string, holdMs: number) => ({ kind: { case: "structValue" as const, value: { fields: {
-      v: { kind: { case: "numberValue" as const, value: 1 } },
-      file: { kind: { case: "stringValue" as const, value: "runs.log" } },
-      line: { kind: { case: "stringValue" as const, value: line } },
-      holdMs: { kind: { case: "numberValue" as const, value: holdMs } },
-    } } } });
+    const input = (line: string, holdMs: number) => ({
+      kind: {
+        case: "structValue" as const,
+        value: {
+          fields: {
+            v: { kind: { case: "numberValue" as const, value: 1 } },
+            file: { kind: { case: "stringValue" as const, value: "runs.log" } },
+            line: { kind: { case: "stringValue" as const, value: line } },
+            holdMs: { kind: { case: "numberValue" as const, value: holdMs } },
+          },
+        },
+      },
+    });
 
     void client.callTool({ sessionId, tool: "append", input: input("slow", 60_000) }).catch(() => undefined);
     // The guest has written its line and holds on: its operation is journaled as sent, without a receipt.

@@ -53,12 +53,28 @@ describe("bounds on what a session stores", () => {
   it.each<[string, Record<string, unknown>, string]>([
     ["a tool's inputSchema", { environments: [laptop], tools: [{ name: "t", environment: "laptop", inputSchema: struct(FIELD) }] }, "tools[0].inputSchema"],
     ["a tool's configuration", { environments: [laptop], tools: [{ name: "t", environment: "laptop", configuration: big(FIELD) }] }, "tools[0].configuration"],
-    ["a tool's opaque implementation", { environments: [laptop], tools: [{ name: "t", environment: "laptop", implementation: { kind: { case: "opaque", value: big(FIELD) } } }] }, "tools[0].implementation"],
+    [
+      "a tool's opaque implementation",
+      { environments: [laptop], tools: [{ name: "t", environment: "laptop", implementation: { kind: { case: "opaque", value: big(FIELD) } } }] },
+      "tools[0].implementation",
+    ],
     ["a tool's description", { environments: [laptop], tools: [{ name: "t", environment: "laptop", description: "d".repeat(4097) }] }, "tools[0].description"],
-    ["an extension's configuration", { environments: [{ name: "x", kind: { case: "extension", value: { url: "https://x.example.com", configuration: big(FIELD) } } }], tools: [] }, "environments[0].extension.configuration"],
-    ["a service environment's grants", { environments: [{ name: "s", kind: { case: "service", value: { grants: { secrets: Array.from({ length: 10_000 }, () => "HOME") } } } }], tools: [] }, "environments[0].service.grants"],
+    [
+      "an extension's configuration",
+      { environments: [{ name: "x", kind: { case: "extension", value: { url: "https://x.example.com", configuration: big(FIELD) } } }], tools: [] },
+      "environments[0].extension.configuration",
+    ],
+    [
+      "a service environment's grants",
+      { environments: [{ name: "s", kind: { case: "service", value: { grants: { secrets: Array.from({ length: 10_000 }, () => "HOME") } } } }], tools: [] },
+      "environments[0].service.grants",
+    ],
     // 40 schemas of 60 KB are each within SERVICE_MAX_FIELD_BYTES, together above SERVICE_SESSION_MAX_BYTES (2 MiB).
-    ["the whole session", { environments: [laptop], tools: Array.from({ length: 40 }, (_, i) => ({ name: `t${i}`, environment: "laptop", inputSchema: struct(60_000) })) }, "session"],
+    [
+      "the whole session",
+      { environments: [laptop], tools: Array.from({ length: 40 }, (_, i) => ({ name: `t${i}`, environment: "laptop", inputSchema: struct(60_000) })) },
+      "session",
+    ],
   ])("refuses %s above its limit with field_too_large naming it, and creates nothing", async (_, request, field) => {
     const before = (await client.listSessions({})).sessions.length;
     const refusal = await client.createSession(request as never).then(
@@ -72,7 +88,8 @@ describe("bounds on what a session stores", () => {
 
   it("keeps an inputSchema of exactly SERVICE_MAX_FIELD_BYTES and refuses one of a byte more", async () => {
     // The JSON text of {"description":"v...v"} is 18 bytes more than its string.
-    const placed = (bytes: number) => ({ environments: [laptop], tools: [{ name: "t", environment: "laptop", description: "d".repeat(4096), inputSchema: struct(bytes - 18) }] }) as never;
+    const placed = (bytes: number) =>
+      ({ environments: [laptop], tools: [{ name: "t", environment: "laptop", description: "d".repeat(4096), inputSchema: struct(bytes - 18) }] }) as never;
     const { session } = await client.createSession(placed(FIELD));
     expect(session?.tools[0]?.inputSchema).toEqual(struct(FIELD - 18));
     expect(await refusedWith(client.createSession(placed(FIELD + 1)))).toBe("field_too_large");
@@ -144,10 +161,15 @@ describe("sessions with the service environment", () => {
   });
 
   it("serves the same calls as JSON over HTTP, with every field present", async () => {
-    const created = await postJson(service.url, "/v1/sessions", {
-      environments: [{ name: "sandbox", service: {} }],
-      tools: [{ name: "echo", environment: "sandbox", implementation: { tool: echo } }],
-    }, KEY_A);
+    const created = await postJson(
+      service.url,
+      "/v1/sessions",
+      {
+        environments: [{ name: "sandbox", service: {} }],
+        tools: [{ name: "echo", environment: "sandbox", implementation: { tool: echo } }],
+      },
+      KEY_A,
+    );
     expect(created.status).toBe(200);
     const id = created.body.session.id as string;
     const called = await postJson(service.url, `/v1/sessions/${id}/tools/echo:call`, { input: { v: 1, text: "json" } }, KEY_A);
@@ -190,7 +212,10 @@ describe("sessions with the service environment", () => {
     await a.endSession({ sessionId: id });
     const response = await fetch(`${service.url}/v1/sessions/${id}/events?after=4`, { headers: bearer(KEY_A) });
     expect(response.headers.get("content-type")).toBe("text/event-stream");
-    const events = (await response.text()).trim().split("\n\n").map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event);
+    const events = (await response.text())
+      .trim()
+      .split("\n\n")
+      .map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event);
     expect(events.map((event: { seq: string; type: string }) => [event.seq, event.type])).toEqual([
       ["5", "operation.sent"],
       ["6", "operation.receipt"],
@@ -215,21 +240,89 @@ describe("sessions with the service environment", () => {
   });
 
   it.each<[string, (ids: { echo: string }) => object, string]>([
-    ["two environments with one name", () => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }, { name: "x", kind: { case: "service", value: {} } }] }), "invalid_argument"],
+    [
+      "two environments with one name",
+      () => ({
+        environments: [
+          { name: "x", kind: { case: "service", value: {} } },
+          { name: "x", kind: { case: "service", value: {} } },
+        ],
+      }),
+      "invalid_argument",
+    ],
     ["an environment name with a slash", () => ({ environments: [{ name: "a/b", kind: { case: "service", value: {} } }] }), "invalid_argument"],
     ["an environment without a kind", () => ({ environments: [{ name: "x" }] }), "invalid_argument"],
-    ["an extension outside the network allow-list", () => ({ environments: [{ name: "x", kind: { case: "extension", value: { url: "https://ext.example.com" } } }] }), "grant_not_allowed"],
+    [
+      "an extension outside the network allow-list",
+      () => ({ environments: [{ name: "x", kind: { case: "extension", value: { url: "https://ext.example.com" } } }] }),
+      "grant_not_allowed",
+    ],
     ["an unknown setup mode", () => ({ environments: [{ name: "x", setup: "lazy", kind: { case: "service", value: {} } }] }), "invalid_argument"],
-    ["a tool named skills", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "skills", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
-    ["a tool name with __", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "a__b", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
-    ["a tool name with a dot", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "a.b", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
-    ["a tool in an unknown environment", ({ echo }) => ({ environments: [], tools: [{ name: "t", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }), "invalid_argument"],
-    ["a tool placed twice", ({ echo }) => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [1, 2].map(() => ({ name: "t", environment: "x", implementation: { kind: { case: "tool", value: echo } } })) }), "invalid_argument"],
-    ["a tool without implementation", () => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "t", environment: "x" }] }), "invalid_argument"],
-    ["a tool that is not admitted", () => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "t", environment: "x", implementation: { kind: { case: "tool", value: "0".repeat(64) } } }] }), "not_found"],
-    ["a network origin outside the allow-list", () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { network: ["https://evil.example.com"] } } } }] }), "grant_not_allowed"],
-    ["a secret outside the allow-list", () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { secrets: ["PATH"] } } } }] }), "grant_not_allowed"],
-    ["a malformed grant", () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { filesystem: { workspace: "admin" } } } } }] }), "invalid_grant"],
+    [
+      "a tool named skills",
+      ({ echo }) => ({
+        environments: [{ name: "x", kind: { case: "service", value: {} } }],
+        tools: [{ name: "skills", environment: "x", implementation: { kind: { case: "tool", value: echo } } }],
+      }),
+      "invalid_argument",
+    ],
+    [
+      "a tool name with __",
+      ({ echo }) => ({
+        environments: [{ name: "x", kind: { case: "service", value: {} } }],
+        tools: [{ name: "a__b", environment: "x", implementation: { kind: { case: "tool", value: echo } } }],
+      }),
+      "invalid_argument",
+    ],
+    [
+      "a tool name with a dot",
+      ({ echo }) => ({
+        environments: [{ name: "x", kind: { case: "service", value: {} } }],
+        tools: [{ name: "a.b", environment: "x", implementation: { kind: { case: "tool", value: echo } } }],
+      }),
+      "invalid_argument",
+    ],
+    [
+      "a tool in an unknown environment",
+      ({ echo }) => ({ environments: [], tools: [{ name: "t", environment: "x", implementation: { kind: { case: "tool", value: echo } } }] }),
+      "invalid_argument",
+    ],
+    [
+      "a tool placed twice",
+      ({ echo }) => ({
+        environments: [{ name: "x", kind: { case: "service", value: {} } }],
+        tools: [1, 2].map(() => ({ name: "t", environment: "x", implementation: { kind: { case: "tool", value: echo } } })),
+      }),
+      "invalid_argument",
+    ],
+    [
+      "a tool without implementation",
+      () => ({ environments: [{ name: "x", kind: { case: "service", value: {} } }], tools: [{ name: "t", environment: "x" }] }),
+      "invalid_argument",
+    ],
+    [
+      "a tool that is not admitted",
+      () => ({
+        environments: [{ name: "x", kind: { case: "service", value: {} } }],
+        tools: [{ name: "t", environment: "x", implementation: { kind: { case: "tool", value: "0".repeat(64) } } }],
+      }),
+      "not_found",
+    ],
+    [
+      "a network origin outside the allow-list",
+      () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { network: ["https://evil.example.com"] } } } }] }),
+      "grant_not_allowed",
+    ],
+    [
+      "a secret outside the allow-list",
+      () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { secrets: ["PATH"] } } } }] }),
+      "grant_not_allowed",
+    ],
+    [
+      "a malformed grant",
+      () => ({ environments: [{ name: "x", kind: { case: "service", value: { grants: { filesystem: { workspace: "admin" } } } } }] }),
+      "invalid_grant",
+    ],
   ])("refuses %s and creates nothing", async (_, request, code) => {
     // What workspace a has, in its listing and on disk, before and after its own refusal.
     const sessionIds = async () => (await a.listSessions({ pageSize: 1000 })).sessions.map((session) => session.id);
@@ -241,7 +334,10 @@ describe("sessions with the service environment", () => {
   });
 
   it("refuses a workspace grant when the workspace root is outside the filesystem allow-list", async () => {
-    const strict = await startTestService({ SERVICE_ENV_FILESYSTEM_ALLOW: path.join(service.root, "elsewhere"), SERVICE_ENV_WORKSPACE_ROOT: path.join(service.root, "workspaces") });
+    const strict = await startTestService({
+      SERVICE_ENV_FILESYSTEM_ALLOW: path.join(service.root, "elsewhere"),
+      SERVICE_ENV_WORKSPACE_ROOT: path.join(service.root, "workspaces"),
+    });
     try {
       const client = sessionClient(strict.url, KEY_A);
       const request = { environments: [{ name: "x", kind: { case: "service" as const, value: { grants: { filesystem: { workspace: "write" } } } } }] };
@@ -278,7 +374,10 @@ describe("sessions with the service environment", () => {
   });
 
   it("gives each session its own workspace", async () => {
-    const files = { environments: [{ name: "files", kind: { case: "service" as const, value: { grants: { filesystem: { workspace: "write" } } } } }], tools: [{ name: "fs", environment: "files", implementation: { kind: { case: "tool" as const, value: workspaceTool } } }] };
+    const files = {
+      environments: [{ name: "files", kind: { case: "service" as const, value: { grants: { filesystem: { workspace: "write" } } } } }],
+      tools: [{ name: "fs", environment: "files", implementation: { kind: { case: "tool" as const, value: workspaceTool } } }],
+    };
     const first = (await a.createSession(files)).session!.id;
     const second = (await a.createSession(files)).session!.id;
     await postJson(service.url, `/v1/sessions/${first}/tools/fs:call`, { input: { v: 1, op: "write", path: "/workspace/mine", data: "1" } }, KEY_A);
@@ -286,7 +385,7 @@ describe("sessions with the service environment", () => {
     expect(read.body.receipt.failure.code).toBe("no-entry");
   });
 
-  it("gives each call the granted /scratch, read-only when the grant is \"read\"", async () => {
+  it('gives each call the granted /scratch, read-only when the grant is "read"', async () => {
     const scratchSession = async (scratch: "read" | "write") =>
       (
         await a.createSession({
@@ -294,7 +393,9 @@ describe("sessions with the service environment", () => {
           tools: [{ name: "fs", environment: "tmp", implementation: { kind: { case: "tool", value: workspaceTool } } }],
         })
       ).session!.id;
-    const write = async (id: string) => (await postJson(service.url, `/v1/sessions/${id}/tools/fs:call`, { input: { v: 1, op: "write", path: "/scratch/note.txt", data: "x" } }, KEY_A)).body.receipt;
+    const write = async (id: string) =>
+      (await postJson(service.url, `/v1/sessions/${id}/tools/fs:call`, { input: { v: 1, op: "write", path: "/scratch/note.txt", data: "x" } }, KEY_A)).body
+        .receipt;
     expect(await write(await scratchSession("write"))).toEqual({ returned: { output: { v: 1, ok: true, bytes: 1 } } });
     expect((await write(await scratchSession("read"))).failure.code).toBe("read-only");
   });
@@ -307,7 +408,8 @@ describe("sessions with the service environment", () => {
           tools: [{ name: "secret", environment: "keys", implementation: { kind: { case: "tool", value: secretsTool } } }],
         })
       ).session!.id;
-    const call = async (id: string, name: string) => (await postJson(service.url, `/v1/sessions/${id}/tools/secret:call`, { input: { v: 1, name } }, KEY_A)).body.receipt;
+    const call = async (id: string, name: string) =>
+      (await postJson(service.url, `/v1/sessions/${id}/tools/secret:call`, { input: { v: 1, name } }, KEY_A)).body.receipt;
     const granted = await secretSession("SKILLENV_TEST_SECRET");
     expect((await call(granted, "SKILLENV_TEST_SECRET")).returned.output.value).toBe(SECRET_VALUE);
     expect((await call(granted, "HOME")).failure.code).toBe("no-entry");
@@ -321,7 +423,11 @@ describe("sessions with the service environment", () => {
   });
 
   it("gives every tool of an environment its grants, and the tools of another environment only theirs (SPEC 4.5.7)", async () => {
-    const placed = (name: string, environment: string, tool: string) => ({ name, environment, implementation: { kind: { case: "tool" as const, value: tool } } });
+    const placed = (name: string, environment: string, tool: string) => ({
+      name,
+      environment,
+      implementation: { kind: { case: "tool" as const, value: tool } },
+    });
     const { session } = await a.createSession({
       environments: [
         { name: "files", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" }, secrets: ["SKILLENV_TEST_SECRET"] } } } },
@@ -335,16 +441,25 @@ describe("sessions with the service environment", () => {
         placed("plain-secret", "plain", secretsTool),
       ],
     });
-    const call = async (tool: string, input: object) => (await postJson(service.url, `/v1/sessions/${session!.id}/tools/${tool}:call`, { input }, KEY_A)).body.receipt;
+    const call = async (tool: string, input: object) =>
+      (await postJson(service.url, `/v1/sessions/${session!.id}/tools/${tool}:call`, { input }, KEY_A)).body.receipt;
     // Two placements of one environment: one workspace, the same write grant, the same secrets.
     expect(await call("writer", { v: 1, op: "write", path: "/workspace/shared.txt", data: "from writer" })).toMatchObject({ returned: {} });
-    expect(await call("reader", { v: 1, op: "read", path: "/workspace/shared.txt" })).toEqual({ returned: { output: { v: 1, ok: true, data: "from writer" } } });
+    expect(await call("reader", { v: 1, op: "read", path: "/workspace/shared.txt" })).toEqual({
+      returned: { output: { v: 1, ok: true, data: "from writer" } },
+    });
     expect(await call("reader", { v: 1, op: "write", path: "/workspace/by-reader.txt", data: "x" })).toMatchObject({ returned: {} });
     expect((await call("secret", { v: 1, name: "SKILLENV_TEST_SECRET" })).returned.output.value).toBe(SECRET_VALUE);
     // The same components placed in an environment granted nothing reach neither.
-    expect((await call("plain-fs", { v: 1, op: "read", path: "/workspace/shared.txt" })).failure).toMatchObject({ code: "not-permitted", message: "no directory is preopened" });
+    expect((await call("plain-fs", { v: 1, op: "read", path: "/workspace/shared.txt" })).failure).toMatchObject({
+      code: "not-permitted",
+      message: "no directory is preopened",
+    });
     expect((await call("plain-fs", { v: 1, op: "write", path: "/workspace/shared.txt", data: "overwritten" })).failure.code).toBe("not-permitted");
-    expect((await call("plain-secret", { v: 1, name: "SKILLENV_TEST_SECRET" })).failure).toMatchObject({ code: "not-permitted", message: expect.stringContaining("no secrets are granted") });
+    expect((await call("plain-secret", { v: 1, name: "SKILLENV_TEST_SECRET" })).failure).toMatchObject({
+      code: "not-permitted",
+      message: expect.stringContaining("no secrets are granted"),
+    });
     expect(await fs.readFile(path.join(service.root, "workspaces", "a", session!.id, "files", "shared.txt"), "utf8")).toBe("from writer");
   });
 
@@ -363,10 +478,14 @@ describe("sessions with the service environment", () => {
     const setup = await postJson(service.url, `/v1/sessions/${sessionId}/environments/ro:setup`, asking, KEY_A);
     expect(setup.body.environment).toMatchObject({ state: "ready", service: { grants: { filesystem: { workspace: "read" } } } });
 
-    const call = async (tool: string, input: object) => (await postJson(service.url, `/v1/sessions/${sessionId}/tools/${tool}:call`, { input }, KEY_A)).body.receipt;
+    const call = async (tool: string, input: object) =>
+      (await postJson(service.url, `/v1/sessions/${sessionId}/tools/${tool}:call`, { input }, KEY_A)).body.receipt;
     expect(await call("fs", { v: 1, op: "list", path: "/workspace" })).toEqual({ returned: { output: { v: 1, ok: true, entries: [] } } });
     expect((await call("fs", { v: 1, op: "write", path: "/workspace/x.txt", data: "x", ...asking })).failure.code).toBe("read-only");
-    expect((await call("secret", { v: 1, name: "SKILLENV_TEST_SECRET", ...asking })).failure).toMatchObject({ code: "not-permitted", message: expect.stringContaining("no secrets are granted") });
+    expect((await call("secret", { v: 1, name: "SKILLENV_TEST_SECRET", ...asking })).failure).toMatchObject({
+      code: "not-permitted",
+      message: expect.stringContaining("no secrets are granted"),
+    });
     expect((await a.getSession({ sessionId })).session?.environments[0]).toMatchObject({ state: "ready" });
     expect(await fs.readdir(path.join(service.root, "workspaces", "a", sessionId, "ro"))).toEqual([]);
   });
@@ -428,7 +547,13 @@ describe("sessions with the service environment", () => {
     expect(await refusedWith(b.endSession({ sessionId }))).toBe("session_not_found");
     expect(await refusedWith(b.deleteSession({ sessionId }))).toBe("session_not_found");
     expect(await refusedWith(b.setupEnvironment({ sessionId, environment: "sandbox" }))).toBe("session_not_found");
-    expect(await refusedWith((async () => { for await (const _ of b.watchSession({ sessionId })) break; })())).toBe("session_not_found");
+    expect(
+      await refusedWith(
+        (async () => {
+          for await (const _ of b.watchSession({ sessionId })) break;
+        })(),
+      ),
+    ).toBe("session_not_found");
     expect((await b.listSessions({})).sessions.map((s) => s.id)).not.toContain(sessionId);
     expect((await a.getSession({ sessionId })).session?.state).toBe("ready");
   });
@@ -467,10 +592,15 @@ describe("sessions with the service environment", () => {
     try {
       const client = sessionClient(small.url, KEY_A);
       const tool = await admitTool(small.url, KEY_A, "echo-wat");
-      const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "echo", environment: "s", implementation: { kind: { case: "tool", value: tool } } }] });
+      const { session } = await client.createSession({
+        environments: [{ name: "s", kind: { case: "service", value: {} } }],
+        tools: [{ name: "echo", environment: "s", implementation: { kind: { case: "tool", value: tool } } }],
+      });
       const sessionId = session!.id;
       expect(await refusedWith(client.callTool({ sessionId, tool: "missing" }))).toBe("tool_not_found");
-      expect(await refusedWith(client.callTool({ sessionId, tool: "echo", input: { kind: { case: "stringValue", value: "x".repeat(100) } } }))).toBe("input_too_large");
+      expect(await refusedWith(client.callTool({ sessionId, tool: "echo", input: { kind: { case: "stringValue", value: "x".repeat(100) } } }))).toBe(
+        "input_too_large",
+      );
       await client.endSession({ sessionId });
       const sent = [];
       for await (const { event } of client.watchSession({ sessionId })) if (event!.type === "operation.sent") sent.push(event!.data?.kind);
@@ -504,7 +634,11 @@ describe("sessions with the service environment", () => {
 
   it("ends an output nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH as output_too_deep, refuses such an input, and keeps the events readable", async () => {
     const runtime = await admitTool(service.url, KEY_A, "js-program-tool");
-    const program = await admitProgram(service.url, KEY_A, `function run(input) { let value = 0; for (let i = 0; i < input.depth; i++) value = [value]; return value; }`);
+    const program = await admitProgram(
+      service.url,
+      KEY_A,
+      `function run(input) { let value = 0; for (let i = 0; i < input.depth; i++) value = [value]; return value; }`,
+    );
     const { session } = await a.createSession({
       environments: [{ name: "s", kind: { case: "service", value: {} } }],
       tools: [{ name: "nest", environment: "s", implementation: { kind: { case: "program", value: { id: program, runtime } } } }],
@@ -535,7 +669,12 @@ describe("sessions with the service environment", () => {
     expect(executes.map((event) => (event.data!.receipt as { failure?: { code: string } }).failure?.code)).toEqual([undefined, "output_too_deep"]);
     expect(events.at(-1)?.type).toBe("session.ended");
     const sse = await fetch(`${service.url}/v1/sessions/${sessionId}/events`, { headers: bearer(KEY_A) });
-    expect((await sse.text()).trim().split("\n\n").map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event.type)).toEqual(events.map((event) => event.type));
+    expect(
+      (await sse.text())
+        .trim()
+        .split("\n\n")
+        .map((chunk) => JSON.parse(chunk.replace(/^data: /, "")).event.type),
+    ).toEqual(events.map((event) => event.type));
   });
 
   it("keeps a tool's failure code and message within SERVICE_MAX_FIELD_BYTES each, saying what was cut", async () => {
@@ -559,7 +698,10 @@ describe("sessions with the service environment", () => {
     try {
       const client = sessionClient(bounded.url, KEY_A);
       const loop = await admitTool(bounded.url, KEY_A, "loop-wat");
-      const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
+      const { session } = await client.createSession({
+        environments: [{ name: "s", kind: { case: "service", value: {} } }],
+        tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }],
+      });
       const called = await client.callTool({ sessionId: session!.id, tool: "spin", timeout: { seconds: 3600n, nanos: 0 } });
       expect(called.receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout" } });
     } finally {
@@ -572,9 +714,15 @@ describe("sessions with the service environment", () => {
     try {
       const client = sessionClient(metered.url, KEY_A);
       const loop = await admitTool(metered.url, KEY_A, "loop-wat");
-      const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
+      const { session } = await client.createSession({
+        environments: [{ name: "s", kind: { case: "service", value: {} } }],
+        tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }],
+      });
       const called = await client.callTool({ sessionId: session!.id, tool: "spin" });
-      expect(called.receipt?.outcome).toMatchObject({ case: "failure", value: { code: "fuel_exhausted", message: expect.stringContaining("(1000000 units)") } });
+      expect(called.receipt?.outcome).toMatchObject({
+        case: "failure",
+        value: { code: "fuel_exhausted", message: expect.stringContaining("(1000000 units)") },
+      });
     } finally {
       await metered.close();
     }
@@ -585,7 +733,9 @@ describe("sessions with the service environment", () => {
     try {
       const client = sessionClient(own.url, KEY_A);
       const tool = await admitTool(own.url, KEY_A, "echo-wat");
-      expect((await postJson(own.url, "/v1/service-env/prepare", { tools: [tool] }, KEY_A)).body).toEqual({ artifacts: [{ id: tool, kind: "tool", ready: true }] });
+      expect((await postJson(own.url, "/v1/service-env/prepare", { tools: [tool] }, KEY_A)).body).toEqual({
+        artifacts: [{ id: tool, kind: "tool", ready: true }],
+      });
       const pool = own.serviceEnv.pool!;
       // Loaded on every worker, and nothing prepared, transpiled, reloaded or unloaded since.
       const preparation = () => {
@@ -595,7 +745,10 @@ describe("sessions with the service environment", () => {
       const before = preparation();
       expect(before.ready).toBe(true);
       const echo = async () => {
-        const { session } = await client.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "echo", environment: "s", implementation: { kind: { case: "tool", value: tool } } }] });
+        const { session } = await client.createSession({
+          environments: [{ name: "s", kind: { case: "service", value: {} } }],
+          tools: [{ name: "echo", environment: "s", implementation: { kind: { case: "tool", value: tool } } }],
+        });
         const called = await client.callTool({ sessionId: session!.id, tool: "echo", input: fromJson(ValueSchema, { v: 1 }) });
         expect(called.receipt?.outcome).toMatchObject({ case: "returned" });
         return session!.id;
@@ -615,7 +768,10 @@ describe("sessions with the service environment", () => {
 
   it("reports a worker that dies mid-call as unknown, once", async () => {
     const loop = await admitTool(service.url, KEY_A, "loop-wat");
-    const { session } = await a.createSession({ environments: [{ name: "s", kind: { case: "service", value: {} } }], tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }] });
+    const { session } = await a.createSession({
+      environments: [{ name: "s", kind: { case: "service", value: {} } }],
+      tools: [{ name: "spin", environment: "s", implementation: { kind: { case: "tool", value: loop } } }],
+    });
     const sessionId = session!.id;
     const calling = a.callTool({ sessionId, tool: "spin", timeout: { seconds: 30n, nanos: 0 } });
     const pool = service.serviceEnv.pool!;
@@ -627,7 +783,8 @@ describe("sessions with the service environment", () => {
     expect(called.receipt?.outcome.case).toBe("unknown");
     await a.endSession({ sessionId });
     const receipts = [];
-    for await (const { event } of a.watchSession({ sessionId })) if (event?.type === "operation.receipt" && event.data?.operationId === called.operationId) receipts.push(event);
+    for await (const { event } of a.watchSession({ sessionId }))
+      if (event?.type === "operation.receipt" && event.data?.operationId === called.operationId) receipts.push(event);
     expect(receipts).toHaveLength(1);
   });
 });

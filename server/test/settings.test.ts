@@ -6,7 +6,15 @@ describe("settings", () => {
     const settings = loadSettings({});
     expect(settings.listen).toEqual({ host: "127.0.0.1", port: 8080 });
     expect(settings.apiKeys).toBeUndefined();
-    expect(settings.env).toMatchObject({ filesystemAllow: [], networkAllow: [], secretAllow: [], workers: 2, preparationFile: undefined, compiledMemoryMib: 0, fuel: 10_000_000_000 });
+    expect(settings.env).toMatchObject({
+      filesystemAllow: [],
+      networkAllow: [],
+      secretAllow: [],
+      workers: 2,
+      preparationFile: undefined,
+      compiledMemoryMib: 0,
+      fuel: 10_000_000_000,
+    });
     expect(settings.sessions.maxJsonDepth).toBe(32);
     expect(settings).toMatchObject({ logMaxLineBytes: 4096, logHostRefusalsPerMin: 10 });
   });
@@ -76,7 +84,9 @@ describe("settings", () => {
   });
 
   it("keeps allowed origins in the canonical form grants are compared in, IPv6 literals included", () => {
-    const settings = loadSettings({ SERVICE_ENV_NETWORK_ALLOW: "HTTP://[::1]:8080,https://API.Example.com:443,https://*.Example.org,http://[0:0:0:0:0:0:0:1]:9000" });
+    const settings = loadSettings({
+      SERVICE_ENV_NETWORK_ALLOW: "HTTP://[::1]:8080,https://API.Example.com:443,https://*.Example.org,http://[0:0:0:0:0:0:0:1]:9000",
+    });
     expect(settings.env.networkAllow).toEqual(["http://[::1]:8080", "https://api.example.com", "https://*.example.org", "http://[::1]:9000"]);
   });
 
@@ -85,7 +95,9 @@ describe("settings", () => {
   });
 
   it("requires every session to fit a page of a listing", () => {
-    expect(() => loadSettings({ SERVICE_SESSION_MAX_BYTES: "8192", SERVICE_LIST_MAX_BYTES: "4096" })).toThrow(/SERVICE_SESSION_MAX_BYTES, SERVICE_LIST_MAX_BYTES/);
+    expect(() => loadSettings({ SERVICE_SESSION_MAX_BYTES: "8192", SERVICE_LIST_MAX_BYTES: "4096" })).toThrow(
+      /SERVICE_SESSION_MAX_BYTES, SERVICE_LIST_MAX_BYTES/,
+    );
     expect(loadSettings({ SERVICE_SESSION_MAX_BYTES: "4096", SERVICE_LIST_MAX_BYTES: "4096" }).limits.listMaxBytes).toBe(4096);
   });
 

@@ -208,7 +208,9 @@ describe("client.skills.uploadAll", () => {
   it("concurrent uploads of distinct skills from several clients all land", async () => {
     const names = Array.from({ length: 10 }, (_, i) => `parallel-${i}`);
     const results = await Promise.all(
-      names.map((name) => clientFor().skills.upload(Skill.fromFiles({ name, files: { "SKILL.md": skillMd({ description: `Parallel ${name}.` }), "n.txt": name } }))),
+      names.map((name) =>
+        clientFor().skills.upload(Skill.fromFiles({ name, files: { "SKILL.md": skillMd({ description: `Parallel ${name}.` }), "n.txt": name } })),
+      ),
     );
     expect(results.map((result) => result.name)).toEqual(names);
     const listed = (await clientFor().skills.list({ pageSize: 1000 })).skills;

@@ -88,7 +88,9 @@ describe("gRPC with @grpc/grpc-js from the protos", () => {
   });
 
   function call(client: any, method: string, request: object): Promise<any> {
-    return new Promise((resolve, reject) => client[method](request, metadata, (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response))));
+    return new Promise((resolve, reject) =>
+      client[method](request, metadata, (error: grpc.ServiceError | null, response: any) => (error ? reject(error) : resolve(response))),
+    );
   }
 
   async function refusalOf(client: any, method: string, request: object): Promise<{ code: grpc.status; reason: string }> {
@@ -139,7 +141,15 @@ describe("gRPC with @grpc/grpc-js from the protos", () => {
 
     const lines = await requestLogSince(service, mark);
     const skillCalls = lines.filter((line) => line.procedure?.startsWith("skillenv.skills.v1.SkillService/"));
-    expect(skillCalls.map((line) => line.procedure.split("/")[1])).toEqual(["PutSkill", "GetSkill", "ListSkills", "PutSkill", "PutSkill", "DeleteSkill", "GetSkill"]);
+    expect(skillCalls.map((line) => line.procedure.split("/")[1])).toEqual([
+      "PutSkill",
+      "GetSkill",
+      "ListSkills",
+      "PutSkill",
+      "PutSkill",
+      "DeleteSkill",
+      "GetSkill",
+    ]);
     for (const line of skillCalls) expect(line).toMatchObject({ protocol: "grpc", workspace: "a" });
   });
 

@@ -91,9 +91,7 @@ describe("skill names (PUT /skills/{name})", () => {
 
   it("refuses a body without contentHash with invalid_sha256, and unknown fields with malformed_request", async () => {
     expect(await rest(service, "PUT", "/skills/no-hash", {})).toMatchObject(refusal(400, "invalid_sha256"));
-    expect(await rest(service, "PUT", "/skills/no-hash", { contentHash: hash, bytes: "UEsDBA==" })).toMatchObject(
-      refusal(400, "malformed_request"),
-    );
+    expect(await rest(service, "PUT", "/skills/no-hash", { contentHash: hash, bytes: "UEsDBA==" })).toMatchObject(refusal(400, "malformed_request"));
     expect((await getSkill(service, "no-hash")).body.code).toBe("skill_not_found");
   });
 
@@ -405,9 +403,7 @@ describe("concurrent upserts of one name", () => {
       [two.bundle.hash, expectedMetadata(two.bundle, two.description)],
     ]);
 
-    const replies = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => putSkill(service, "contended", i % 2 === 0 ? one.bundle.hash : two.bundle.hash)),
-    );
+    const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => putSkill(service, "contended", i % 2 === 0 ? one.bundle.hash : two.bundle.hash)));
     for (const reply of replies) {
       expect(reply.status).toBe(200);
       expect(reply.body.skill).toMatchObject(expected.get(reply.body.skill.contentHash)!);

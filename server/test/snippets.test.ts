@@ -93,14 +93,18 @@ describe.concurrent("every snippet of README.md and docs/ runs as pasted", () =>
   });
   for (const { file, blocks } of files) {
     for (const block of blocks) {
-      it(`${file}:${block.line} (${block.language})`, async () => {
-        const run = await fileRun(file);
-        const result = run.results.get(block.line);
-        // The service the run starts first is line 0: when it failed, no block ran.
-        const service = run.results.get(0);
-        expect(result, `${file}:${block.line} did not run (run-file exited ${run.exit}):\n${service?.output ?? run.log}`).toBeDefined();
-        expect(result!.ok, `${file}:${block.line} ${block.language} failed (exit ${result!.exit}):\n${result!.output}`).toBe(true);
-      }, FILE_LIMIT_MS);
+      it(
+        `${file}:${block.line} (${block.language})`,
+        async () => {
+          const run = await fileRun(file);
+          const result = run.results.get(block.line);
+          // The service the run starts first is line 0: when it failed, no block ran.
+          const service = run.results.get(0);
+          expect(result, `${file}:${block.line} did not run (run-file exited ${run.exit}):\n${service?.output ?? run.log}`).toBeDefined();
+          expect(result!.ok, `${file}:${block.line} ${block.language} failed (exit ${result!.exit}):\n${result!.output}`).toBe(true);
+        },
+        FILE_LIMIT_MS,
+      );
     }
   }
 });

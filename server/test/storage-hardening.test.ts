@@ -52,7 +52,9 @@ describe.runIf(process.platform === "linux")("no timing oracle for bytes another
     expect(blobSyncs(first, id)).toEqual({ tmp: 1, directory: 1 });
     const stored = await fs.stat(blobPath(id));
 
-    const again = await recordingSyncs(async () => expect(await postJson(service.url, "/v1/programs", { source }, KEY_B)).toEqual({ status: 200, body: { id } }));
+    const again = await recordingSyncs(async () =>
+      expect(await postJson(service.url, "/v1/programs", { source }, KEY_B)).toEqual({ status: 200, body: { id } }),
+    );
     // The same work as the first write: a file written and synced, then dropped; the directory synced.
     expect(blobSyncs(again, id)).toEqual({ tmp: 1, directory: 1 });
     const after = await fs.stat(blobPath(id));

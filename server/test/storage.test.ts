@@ -84,7 +84,9 @@ describe("storage failures at the API edge", () => {
         }),
       { router: { interceptors: [storageErrorInterceptor()] } },
     );
-    const error = await createClient(Health, transport).check({}).catch((thrown: unknown) => ConnectError.from(thrown));
+    const error = await createClient(Health, transport)
+      .check({})
+      .catch((thrown: unknown) => ConnectError.from(thrown));
     expect(error).toBeInstanceOf(ConnectError);
     expect((error as ConnectError).code).toBe(Code.Unavailable);
     expect((error as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe("storage_unavailable");

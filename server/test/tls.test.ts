@@ -14,8 +14,29 @@ let ca: Buffer;
 beforeAll(async () => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-tls-"));
   const [cert, key] = [path.join(dir, "cert.pem"), path.join(dir, "key.pem")];
-  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=localhost",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+    ],
+    { stdio: "ignore" },
+  );
   ca = await fs.readFile(cert);
   service = await startTestService({ SERVICE_TLS_CERT: cert, SERVICE_TLS_KEY: key });
 });
@@ -31,11 +52,15 @@ describe("optional TLS on the same single port", () => {
   it("serves the JSON API over HTTP/1.1, with https upload URLs", async () => {
     const body = JSON.stringify({ sha256: "a".repeat(64), sizeBytes: 1 });
     const answer = await new Promise<{ status: number; json: any }>((resolve, reject) => {
-      const request = https.request(`${service.url}/assets/presign`, { method: "POST", ca, headers: { authorization: `Bearer ${KEY_A}`, "content-type": "application/json" } }, (response) => {
-        let text = "";
-        response.on("data", (chunk) => (text += chunk));
-        response.on("end", () => resolve({ status: response.statusCode ?? 0, json: JSON.parse(text) }));
-      });
+      const request = https.request(
+        `${service.url}/assets/presign`,
+        { method: "POST", ca, headers: { authorization: `Bearer ${KEY_A}`, "content-type": "application/json" } },
+        (response) => {
+          let text = "";
+          response.on("data", (chunk) => (text += chunk));
+          response.on("end", () => resolve({ status: response.statusCode ?? 0, json: JSON.parse(text) }));
+        },
+      );
       request.on("error", reject);
       request.end(body);
     });

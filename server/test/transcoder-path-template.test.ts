@@ -7,15 +7,30 @@ const deep = { kind: "deep-wildcard" };
 
 describe("parseTemplate", () => {
   it.each([
-    { source: "/v1/messages/{message_id}", segments: [literal("v1"), literal("messages"), wildcard], variables: [{ fieldPath: ["message_id"], start: 2, end: 3 }], verb: undefined },
-    { source: "/v1/{name=messages/*}", segments: [literal("v1"), literal("messages"), wildcard], variables: [{ fieldPath: ["name"], start: 1, end: 3 }], verb: undefined },
+    {
+      source: "/v1/messages/{message_id}",
+      segments: [literal("v1"), literal("messages"), wildcard],
+      variables: [{ fieldPath: ["message_id"], start: 2, end: 3 }],
+      verb: undefined,
+    },
+    {
+      source: "/v1/{name=messages/*}",
+      segments: [literal("v1"), literal("messages"), wildcard],
+      variables: [{ fieldPath: ["name"], start: 1, end: 3 }],
+      verb: undefined,
+    },
     {
       source: "/v1/{book.name=shelves/*/books/*}",
       segments: [literal("v1"), literal("shelves"), wildcard, literal("books"), wildcard],
       variables: [{ fieldPath: ["book", "name"], start: 1, end: 5 }],
       verb: undefined,
     },
-    { source: "/v1/{name=operations/**}:cancel", segments: [literal("v1"), literal("operations"), deep], variables: [{ fieldPath: ["name"], start: 1, end: 3 }], verb: "cancel" },
+    {
+      source: "/v1/{name=operations/**}:cancel",
+      segments: [literal("v1"), literal("operations"), deep],
+      variables: [{ fieldPath: ["name"], start: 1, end: 3 }],
+      verb: "cancel",
+    },
     { source: "/v1/*/x/**", segments: [literal("v1"), wildcard, literal("x"), deep], variables: [], verb: undefined },
     { source: "/{path=**}", segments: [deep], variables: [{ fieldPath: ["path"], start: 0, end: 1 }], verb: undefined },
     {

@@ -150,7 +150,11 @@ const mappings: { name: string; call: Call; request: unknown }[] = [
   { name: 'custom kind "*" matches any method', call: { method: "DELETE", path: "/v1/cancel/abc" }, request: { name: "abc" } },
   { name: "a literal rule beats an overlapping pattern", call: { path: "/v1/messages/latest" }, request: {} },
   { name: "a verb rule beats the same template without it", call: { path: "/v1/buckets/b/objects/a/b:metadata" }, request: { bucket: "b", object: "a/b" } },
-  { name: "another verb falls back to the multi-segment variable", call: { path: "/v1/buckets/b/objects/a:other" }, request: { bucket: "b", object: "a:other" } },
+  {
+    name: "another verb falls back to the multi-segment variable",
+    call: { path: "/v1/buckets/b/objects/a:other" },
+    request: { bucket: "b", object: "a:other" },
+  },
   {
     name: "google.api.HttpBody as the body field takes the raw bytes and Content-Type",
     call: { method: "POST", path: "/v1/blobs/x?note=n", body: "{not json", headers: { "content-type": "text/plain" } },
@@ -186,7 +190,9 @@ describe("HTTP/JSON transcoding (google/api/http.proto semantics)", () => {
 
   it("ends a server-sent event stream with an error event in the API's error shape", async () => {
     const response = await call({ path: "/v1/watch?count=1&fail=true" });
-    expect(response.text).toBe(`data: {"n":1,"tags":[]}\n\nevent: error\ndata: {"code":"invalid_argument","message":"the stream was asked to fail","status":"invalid_argument"}\n\n`);
+    expect(response.text).toBe(
+      `data: {"n":1,"tags":[]}\n\nevent: error\ndata: {"code":"invalid_argument","message":"the stream was asked to fail","status":"invalid_argument"}\n\n`,
+    );
   });
 
   it("reads a google.api.HttpBody request raw and writes a google.api.HttpBody response raw", async () => {

@@ -7,13 +7,20 @@ export const anthropic: WireFormat = {
   },
 
   whole(reply) {
-    return { ...head(reply), content: blocks(reply), stop_reason: reply.stopReason, usage: { input_tokens: reply.usage.inputTokens, output_tokens: reply.usage.outputTokens } };
+    return {
+      ...head(reply),
+      content: blocks(reply),
+      stop_reason: reply.stopReason,
+      usage: { input_tokens: reply.usage.inputTokens, output_tokens: reply.usage.outputTokens },
+    };
   },
 
   events(reply) {
     return [
       // The real API reports a first output token at the start, and a ping before the content.
-      event("message_start", { message: { ...head(reply), content: [], stop_reason: null, usage: { input_tokens: reply.usage.inputTokens, output_tokens: 1 } } }),
+      event("message_start", {
+        message: { ...head(reply), content: [], stop_reason: null, usage: { input_tokens: reply.usage.inputTokens, output_tokens: 1 } },
+      }),
       event("ping", {}),
       ...blocks(reply).flatMap((block, index) => blockEvents(block, index, reply.chunkChars)),
       event("message_delta", { delta: { stop_reason: reply.stopReason, stop_sequence: null }, usage: { output_tokens: reply.usage.outputTokens } }),

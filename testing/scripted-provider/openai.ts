@@ -49,7 +49,9 @@ function head(reply: Reply, object: string) {
 
 function toolCalls(reply: Reply) {
   if (reply.toolCalls.length === 0) return {};
-  return { tool_calls: reply.toolCalls.map((call) => ({ id: call.id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.input) } })) };
+  return {
+    tool_calls: reply.toolCalls.map((call) => ({ id: call.id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.input) } })),
+  };
 }
 
 function usage(reply: Reply) {

@@ -53,7 +53,10 @@ export function fencedBlocks(markdown: string): FencedBlock[] {
     const body: string[] = [];
     let end = index + 1;
     for (; end < lines.length && !closing.test(lines[end] ?? ""); end++) body.push(stripIndent(lines[end] ?? "", indent.length));
-    const [language = "", ...attributes] = info.trim().split(/\s+/).filter((word) => word !== "");
+    const [language = "", ...attributes] = info
+      .trim()
+      .split(/\s+/)
+      .filter((word) => word !== "");
     blocks.push({ line: index + 1, language: language.toLowerCase(), attributes, text: body.map((line) => `${line}\n`).join("") });
     index = end;
   }

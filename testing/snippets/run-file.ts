@@ -93,7 +93,9 @@ async function runFile(file: string, dir: string): Promise<number> {
     const report = (result: SnippetResult) => {
       if (!result.ok) failed++;
       process.stdout.write(`${JSON.stringify(result)}\n`);
-      process.stderr.write(`${result.file}:${result.line} ${result.language} ${result.ok ? "ok" : `FAILED (${result.exit})`} ${(result.ms / 1000).toFixed(1)} s\n`);
+      process.stderr.write(
+        `${result.file}:${result.line} ${result.language} ${result.ok ? "ok" : `FAILED (${result.exit})`} ${(result.ms / 1000).toFixed(1)} s\n`,
+      );
       if (!result.ok) process.stderr.write(`${result.output.replace(/^/gm, "  | ")}\n`);
     };
     // The service a reader has running: `npm start` in the repository, no settings.
@@ -123,7 +125,9 @@ async function mirrorRepository(work: string): Promise<void> {
 
 /** A reader's environment: their PATH (the system's Node first), their own key for a model. */
 function snippetEnvironment(dir: string, provider: { anthropicBaseUrl: string; openaiBaseUrl: string }): NodeJS.ProcessEnv {
-  const inherited = Object.entries(process.env).filter(([key]) => !/^(SERVICE_|SHELL_EXTENSION_|npm_|NODE_OPTIONS$|VITEST|ANTHROPIC_|OPENAI_|BASH_ENV$)/.test(key) && key !== INSIDE);
+  const inherited = Object.entries(process.env).filter(
+    ([key]) => !/^(SERVICE_|SHELL_EXTENSION_|npm_|NODE_OPTIONS$|VITEST|ANTHROPIC_|OPENAI_|BASH_ENV$)/.test(key) && key !== INSIDE,
+  );
   // npm and vitest put the project's node_modules/.bin (its Node 24) first; a reader's shell does not.
   const PATH = (process.env.PATH ?? "")
     .split(path.delimiter)

@@ -178,7 +178,15 @@ export class BrowserHost {
   /** The tool's handler, recording each call in the activity list. */
   #handler(browserTool: BrowserTool): HostToolHandler {
     return async (input, context) => {
-      const activity: Activity = { operationId: context.operationId, sessionId: context.sessionId, tool: browserTool.name, input, startedAt: new Date(), state: "running", output: undefined };
+      const activity: Activity = {
+        operationId: context.operationId,
+        sessionId: context.sessionId,
+        tool: browserTool.name,
+        input,
+        startedAt: new Date(),
+        state: "running",
+        output: undefined,
+      };
       this.#activity.unshift(activity);
       this.#activity.splice(ACTIVITY_KEPT);
       this.#changed();

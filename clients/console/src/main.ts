@@ -21,7 +21,10 @@ const app = document.getElementById("app")!;
 
 function showSignIn(notice?: string): void {
   document.title = `Sign in · ${APP_NAME}`;
-  replaceChildren(app, signInView(async (apiKey) => showConsole(await signIn(apiKey)), notice));
+  replaceChildren(
+    app,
+    signInView(async (apiKey) => showConsole(await signIn(apiKey)), notice),
+  );
 }
 
 function showConsole(client: ServiceClient): void {
@@ -67,7 +70,12 @@ function showConsole(client: ServiceClient): void {
     { class: "top" },
     h("a", { class: "brand", href: href({ page: "skills" }) }, "skillenv", h("span", null, "console")),
     h("nav", null, [...links.values()]),
-    h("div", { class: "top-actions" }, h("a", { href: OPENAPI_URL, target: "_blank", rel: "noopener", title: "The OpenAPI document of the JSON HTTP API" }, "API (OpenAPI)"), h("button", { type: "button", class: "secondary small", onclick: () => signOut() }, "Sign out")),
+    h(
+      "div",
+      { class: "top-actions" },
+      h("a", { href: OPENAPI_URL, target: "_blank", rel: "noopener", title: "The OpenAPI document of the JSON HTTP API" }, "API (OpenAPI)"),
+      h("button", { type: "button", class: "secondary small", onclick: () => signOut() }, "Sign out"),
+    ),
   );
   replaceChildren(app, top, main, questionDock(host));
   window.addEventListener("hashchange", render);

@@ -3,12 +3,7 @@
  * the one index.html the service serves, links can be shared, and Back works.
  */
 
-export type Route =
-  | { page: "skills" }
-  | { page: "skill"; name: string }
-  | { page: "sessions" }
-  | { page: "session"; id: string }
-  | { page: "host" };
+export type Route = { page: "skills" } | { page: "skill"; name: string } | { page: "sessions" } | { page: "session"; id: string } | { page: "host" };
 
 export function currentRoute(): Route {
   const [section, id] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);

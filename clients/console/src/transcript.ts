@@ -110,7 +110,15 @@ export class Transcript {
       case "session.ended":
         return this.#add({ ...base, kind: "note", tone: "info", text: "The session ended" });
       case "run.submitted":
-        return this.#add({ ...base, kind: "user", runId: data.runId, message: data.message, model: `${data.model.provider} ${data.model.name}`, skills: names(data.skills, "name"), files: names(data.files, "path") });
+        return this.#add({
+          ...base,
+          kind: "user",
+          runId: data.runId,
+          message: data.message,
+          model: `${data.model.provider} ${data.model.name}`,
+          skills: names(data.skills, "name"),
+          files: names(data.files, "path"),
+        });
       case "assistant.delta":
         return this.#delta(base, data);
       case "assistant.message":
@@ -178,7 +186,15 @@ export class Transcript {
   }
 
   #toolCall(base: Base, data: Data): ToolEntry {
-    const entry = this.#add<ToolEntry>({ ...base, kind: "tool", runId: data.runId, name: data.name, input: data.input, operation: undefined, result: undefined });
+    const entry = this.#add<ToolEntry>({
+      ...base,
+      kind: "tool",
+      runId: data.runId,
+      name: data.name,
+      input: data.input,
+      operation: undefined,
+      result: undefined,
+    });
     this.#calls.set(`${data.runId}/${data.callId}`, entry);
     const key = `${data.runId}/${data.name}`;
     this.#unsent.set(key, [...(this.#unsent.get(key) ?? []), entry]);

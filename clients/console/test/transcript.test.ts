@@ -45,7 +45,10 @@ describe("the console's transcript", () => {
         ["operation.sent", { operationId: "op_1", environment: "browser", kind: "execute", tool: "ask_user", input: {}, runId: RUN }],
         ["operation.accepted", { operationId: "op_1", runId: RUN }],
         ["operation.progress", { operationId: "op_1", data: "waiting for the user", runId: RUN }],
-        ["operation.receipt", { operationId: "op_1", environment: "browser", kind: "execute", receipt: { returned: { output: { answer: "2.4.0" } } }, runId: RUN }],
+        [
+          "operation.receipt",
+          { operationId: "op_1", environment: "browser", kind: "execute", receipt: { returned: { output: { answer: "2.4.0" } } }, runId: RUN },
+        ],
         ["tool.result", { runId: RUN, round: 1, callId: "c1", name: "ask_user", outcome: "returned", output: { answer: "2.4.0" }, operationId: "op_1" }],
       ),
     );
@@ -54,7 +57,13 @@ describe("the console's transcript", () => {
         kind: "tool",
         name: "ask_user",
         input: { question: "Which version?" },
-        operation: { id: "op_1", environment: "browser", accepted: true, progress: ["waiting for the user"], receipt: { outcome: "returned", output: { answer: "2.4.0" } } },
+        operation: {
+          id: "op_1",
+          environment: "browser",
+          accepted: true,
+          progress: ["waiting for the user"],
+          receipt: { outcome: "returned", output: { answer: "2.4.0" } },
+        },
         result: { outcome: "returned", output: { answer: "2.4.0" } },
       }),
     ]);
@@ -66,7 +75,10 @@ describe("the console's transcript", () => {
         ["operation.sent", { operationId: "op_s", environment: "browser", kind: "setup" }],
         ["operation.receipt", { operationId: "op_s", environment: "browser", kind: "setup", receipt: { returned: {} } }],
         ["operation.sent", { operationId: "op_c", environment: "browser", kind: "execute", tool: "page_title", input: {} }],
-        ["operation.receipt", { operationId: "op_c", environment: "browser", kind: "execute", receipt: { failure: { code: "host_unavailable", message: "no host" } } }],
+        [
+          "operation.receipt",
+          { operationId: "op_c", environment: "browser", kind: "execute", receipt: { failure: { code: "host_unavailable", message: "no host" } } },
+        ],
       ),
     );
     expect(transcript.entries).toMatchObject([
@@ -78,7 +90,9 @@ describe("the console's transcript", () => {
   it("ends a run with its outcome, and ignores events it has applied already", () => {
     const events = journal(["turn.failed", { runId: RUN, code: "model_rate_limited", message: "slow down", rounds: 1, toolCalls: 0, usage: USAGE }]);
     const { transcript } = fold([...events, ...events]);
-    expect(transcript.entries).toEqual([expect.objectContaining({ kind: "end", status: "failed", text: "Failed: model_rate_limited: slow down (1 round, 0 tool calls, 30 + 12 tokens)" })]);
+    expect(transcript.entries).toEqual([
+      expect.objectContaining({ kind: "end", status: "failed", text: "Failed: model_rate_limited: slow down (1 round, 0 tool calls, 30 + 12 tokens)" }),
+    ]);
     expect(transcript.lastSeq).toBe(1);
   });
 

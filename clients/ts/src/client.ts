@@ -64,7 +64,11 @@ export function createServiceClient(transport: Transport, options: ServiceClient
   // and agent loops are admitted through the resolver tools use, so a component or program is admitted once for both.
   const runs: RunsDeps = {
     rpc: createClient(RunService, transport),
-    uploads: { uploadSkill: (skill) => skills.upload(skill), uploadAsset: uploadBytes, admitAgentLoop: (implementation) => resolveImplementation(implementation, "agentloop") },
+    uploads: {
+      uploadSkill: (skill) => skills.upload(skill),
+      uploadAsset: uploadBytes,
+      admitAgentLoop: (implementation) => resolveImplementation(implementation, "agentloop"),
+    },
   };
   const hosts: HostDeps = {
     rpc: createClient(HostService, transport),

@@ -81,7 +81,12 @@ describe("test vectors", () => {
 describe("canonicalZip", () => {
   it("sorts by UTF-8 bytes, not UTF-16 code units", () => {
     // U+1F600 is F0 9F 98 80 in UTF-8 but D83D DE00 in UTF-16; U+FF21 is EF BC A1 / FF21.
-    const zip = canonicalZip(new Map([["\u{1F600}", new Uint8Array()], ["\uFF21", new Uint8Array()]]));
+    const zip = canonicalZip(
+      new Map([
+        ["\u{1F600}", new Uint8Array()],
+        ["\uFF21", new Uint8Array()],
+      ]),
+    );
     const text = Buffer.from(zip).toString("utf8");
     expect(text.indexOf("\uFF21")).toBeLessThan(text.indexOf("\u{1F600}"));
     expect(["\u{1F600}", "\uFF21"].sort()[0]).toBe("\u{1F600}");
@@ -113,12 +118,19 @@ describe("canonicalZip", () => {
   });
 
   it("refuses a path that is also another path's directory", () => {
-    const files = new Map([["docs/a.md", new Uint8Array()], ["docs", new Uint8Array()]]);
+    const files = new Map([
+      ["docs/a.md", new Uint8Array()],
+      ["docs", new Uint8Array()],
+    ]);
     expect(codeOf(() => canonicalZip(files))).toBe("bundle_duplicate_entry");
   });
 
   it("keeps paths that only share a prefix", () => {
-    const files = new Map([["docs-a", new Uint8Array()], ["docs/a", new Uint8Array()], ["doc", new Uint8Array()]]);
+    const files = new Map([
+      ["docs-a", new Uint8Array()],
+      ["docs/a", new Uint8Array()],
+      ["doc", new Uint8Array()],
+    ]);
     expect(codeOf(() => canonicalZip(files))).toBeUndefined();
   });
 });
@@ -178,12 +190,9 @@ describe("validateBundlePath", () => {
 });
 
 describe("skill names", () => {
-  it.each(["a", "0", "my-skill", "my_skill", "a-", "a_b-c", "skills-helper", "skill1", "myskills", "a".repeat(128)])(
-    "accepts %j",
-    (name) => {
-      expect(validateSkillName(name)).toBeUndefined();
-    },
-  );
+  it.each(["a", "0", "my-skill", "my_skill", "a-", "a_b-c", "skills-helper", "skill1", "myskills", "a".repeat(128)])("accepts %j", (name) => {
+    expect(validateSkillName(name)).toBeUndefined();
+  });
 
   it.each(["", "A", "My-skill", "-a", "_a", "a".repeat(129), "a__b", "a___b", "__", "skills", "skill", "a b", "a.b", "caf\u00e9", "a/b"])(
     "refuses %j",
@@ -211,15 +220,12 @@ describe("skill names", () => {
     expect(resolveSkillName({ name: "explicit", frontmatterName: "Not Valid" })).toBe("explicit");
   });
 
-  it.each([
-    [{}],
-    [{ name: "Bad" }],
-    [{ frontmatterName: "a__b" }],
-    [{ directoryBasename: "skills" }],
-    [{ directoryBasename: "\u65e5\u672c" }],
-  ])("refuses %j with invalid_skill_name", (sources) => {
-    expect(codeOf(() => resolveSkillName(sources))).toBe("invalid_skill_name");
-  });
+  it.each([[{}], [{ name: "Bad" }], [{ frontmatterName: "a__b" }], [{ directoryBasename: "skills" }], [{ directoryBasename: "\u65e5\u672c" }]])(
+    "refuses %j with invalid_skill_name",
+    (sources) => {
+      expect(codeOf(() => resolveSkillName(sources))).toBe("invalid_skill_name");
+    },
+  );
 });
 
 describe("parseSkillMd", () => {
@@ -287,7 +293,8 @@ describe("frontmatter bounds", () => {
   /** `depth` collections nested in flow style: description's sibling x holds [[...]]. */
   const flowNesting = (depth: number) => `description: d\nx: ${"[".repeat(depth - 1)}${"]".repeat(depth - 1)}\n`;
   /** `depth` collections nested in block style: a mapping of mappings. */
-  const blockNesting = (depth: number) => `description: d\n${Array.from({ length: depth - 1 }, (_, i) => `${" ".repeat(i)}k:\n`).join("")}${" ".repeat(depth - 1)}leaf: 1\n`;
+  const blockNesting = (depth: number) =>
+    `description: d\n${Array.from({ length: depth - 1 }, (_, i) => `${" ".repeat(i)}k:\n`).join("")}${" ".repeat(depth - 1)}leaf: 1\n`;
   /** `count` anchors, each aliased once (so no anchor is expanded often). */
   const aliases = (count: number) => {
     const indices = Array.from({ length: count }, (_, i) => i);

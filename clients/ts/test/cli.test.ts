@@ -99,14 +99,26 @@ describe("skillenv CLI errors carry a stable code", () => {
   }
 
   it.each([
-    ["a SKILL.md that is not UTF-8", "frontmatter_invalid", (dir: string) => fs.writeFile(path.join(dir, "SKILL.md"), Buffer.from("---\ndescription: caf\xe9\n---\n", "latin1"))],
-    ["a file name that is not UTF-8", "bundle_path_invalid", (dir: string) => fs.writeFile(Buffer.concat([Buffer.from(`${dir}/caf`), Buffer.from([0xe9])]), "x")],
+    [
+      "a SKILL.md that is not UTF-8",
+      "frontmatter_invalid",
+      (dir: string) => fs.writeFile(path.join(dir, "SKILL.md"), Buffer.from("---\ndescription: caf\xe9\n---\n", "latin1")),
+    ],
+    [
+      "a file name that is not UTF-8",
+      "bundle_path_invalid",
+      (dir: string) => fs.writeFile(Buffer.concat([Buffer.from(`${dir}/caf`), Buffer.from([0xe9])]), "x"),
+    ],
     ["a symbolic link", "bundle_special_entry", (dir: string) => fs.symlink("/etc/passwd", path.join(dir, "passwd"))],
     ["a directory that does not exist", "file_unreadable", (dir: string) => fs.rm(dir, { recursive: true })],
     ["an 11 MiB file", "bundle_entry_too_large", (dir: string) => fs.writeFile(path.join(dir, "big.bin"), new Uint8Array(11 * MiB))],
-    ["54 MiB of files", "bundle_too_large", async (dir: string) => {
-      for (let i = 0; i < 6; i++) await fs.writeFile(path.join(dir, `part-${i}.bin`), new Uint8Array(9 * MiB));
-    }],
+    [
+      "54 MiB of files",
+      "bundle_too_large",
+      async (dir: string) => {
+        for (let i = 0; i < 6; i++) await fs.writeFile(path.join(dir, `part-${i}.bin`), new Uint8Array(9 * MiB));
+      },
+    ],
   ])("refuses %s with %s before sending anything", async (_label, code, prepare) => {
     const dir = await skillDirWith(prepare);
     const before = service.logs.length;

@@ -30,7 +30,14 @@ describe("client.env.admitComponent and the server's inline limit (issue #7, ite
     const twoMiB = withCustomSection(tool, "two-mib", 2 * MiB);
     let mark = service.logs.length;
     expect(await client.env.admitComponent({ kind: "tool", bytes: twoMiB })).toBe(sha256(twoMiB));
-    expect(await callsSince(mark)).toEqual(["GetTool not_found", "AdmitTool component_too_large", "Presign ok", "object-store PUT", "Finalize ok", "AdmitTool ok"]);
+    expect(await callsSince(mark)).toEqual([
+      "GetTool not_found",
+      "AdmitTool component_too_large",
+      "Presign ok",
+      "object-store PUT",
+      "Finalize ok",
+      "AdmitTool ok",
+    ]);
 
     const oneAndAHalf = withCustomSection(tool, "one-and-a-half-mib", 1.5 * MiB);
     mark = service.logs.length;

@@ -33,7 +33,14 @@ describe("environment(...)", () => {
     const calls = extension.calls.length;
     const remote = remoteShell({ name: "remote", baseUrl: extension.url, token: TOKEN, region: "eu", packages: ["git"] });
 
-    expect(remote).toEqual({ kind: "extension", name: "remote", setup: "automatic", url: extension.url, configuration: { region: "eu", packages: ["git"], limits: null }, hasCredential: true });
+    expect(remote).toEqual({
+      kind: "extension",
+      name: "remote",
+      setup: "automatic",
+      url: extension.url,
+      configuration: { region: "eu", packages: ["git"], limits: null },
+      hasCredential: true,
+    });
     expect(Object.isFrozen(remote)).toBe(true);
     // The credential travels with the definition, but nothing prints or serialises it.
     expect(JSON.stringify(remote)).not.toContain(TOKEN);
@@ -48,14 +55,18 @@ describe("environment(...)", () => {
     expect(instance({ region: 3 })).toThrow(new TypeError('extension environment "remote": option region must be a string, not 3 (a number)'));
     expect(instance({ packages: ["git", 7] })).toThrow(/option packages must be a string\[\], not an array/);
     expect(instance({ limits: { cpu: 1n } })).toThrow(/option limits must be a JSON value, not an object/);
-    expect(instance({ regoin: "eu" })).toThrow(new TypeError('extension environment "remote": unknown option regoin; the options are name, setup, baseUrl, token, region, packages, limits'));
+    expect(instance({ regoin: "eu" })).toThrow(
+      new TypeError('extension environment "remote": unknown option regoin; the options are name, setup, baseUrl, token, region, packages, limits'),
+    );
     expect(instance({ baseUrl: "ftp://files.example.com" })).toThrow(/the url must be an http\(s\) URL, not "ftp:\/\/files.example.com"/);
     expect(instance({ token: "" })).toThrow(/the credential must be a non-empty string or undefined/);
   });
 
   it("refuses a schema it cannot check, or one that declares what every instance takes", () => {
     const url = () => "http://127.0.0.1:1";
-    expect(() => environment({ options: { size: "integer" } as never, url })).toThrow(new TypeError('option size: "integer" is not one of string, number, boolean, string[], json (with "?" when optional)'));
+    expect(() => environment({ options: { size: "integer" } as never, url })).toThrow(
+      new TypeError('option size: "integer" is not one of string, number, boolean, string[], json (with "?" when optional)'),
+    );
     expect(() => environment({ options: { name: "string" }, url })).toThrow(/cannot declare name: every instance takes it/);
     const unserialisable = environment({ options: {}, url, configure: () => ({ at: 1n }) });
     expect(() => unserialisable({ name: "x" })).toThrow(/extension environment "x": the configuration is not JSON/);
@@ -67,14 +78,19 @@ describe("environment(...)", () => {
     expect(() => tool({ name: "echo", environment: remote, implementation: "a".repeat(64) })).toThrow(
       new PlacementError("tool echo is placed in the extension environment remote, which takes an opaque implementation ({ opaque: <any JSON> }) or none"),
     );
-    expect(() => tool({ name: "echo", environment: serviceEnv({ name: "sandbox" }), implementation: { opaque: "x" } })).toThrow(/which runs a tool id, a component or a program/);
+    expect(() => tool({ name: "echo", environment: serviceEnv({ name: "sandbox" }), implementation: { opaque: "x" } })).toThrow(
+      /which runs a tool id, a component or a program/,
+    );
   });
 });
 
 describe("a session with an extension environment", () => {
   it("carries url, credential and configuration to the extension, and runs its tools", async () => {
     const remote = remoteShell({ name: "remote", baseUrl: extension.url, token: TOKEN, region: "eu", limits: { cpu: 2 } });
-    const session = await client.sessions.create({ environments: [remote], tools: [tool({ name: "echo", environment: remote, implementation: { opaque: { kind: "echo" } } })] });
+    const session = await client.sessions.create({
+      environments: [remote],
+      tools: [tool({ name: "echo", environment: remote, implementation: { opaque: { kind: "echo" } } })],
+    });
     expect(session.environments).toEqual([{ name: "remote", kind: "extension", setup: "automatic", state: "ready" }]);
 
     const setup = extension.calls.findLast((call) => call.method === "setup")!;
@@ -110,7 +126,9 @@ describe("a session with an extension environment", () => {
   it("refuses, before calling anything, a tool placed by name with an implementation its kind does not take", async () => {
     const remote = remoteShell({ name: "remote", baseUrl: extension.url, region: "eu" });
     const from = service.logs.length;
-    await expect(client.sessions.create({ environments: [remote], tools: [tool({ name: "echo", environment: "remote", implementation: "a".repeat(64) })] })).rejects.toThrow(PlacementError);
+    await expect(
+      client.sessions.create({ environments: [remote], tools: [tool({ name: "echo", environment: "remote", implementation: "a".repeat(64) })] }),
+    ).rejects.toThrow(PlacementError);
     expect(await requestLogSince(service, from)).toEqual([]);
   });
 });

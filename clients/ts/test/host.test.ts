@@ -134,7 +134,13 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     const result = await session.callTool("lookup", { key: "ada" });
 
     expect(result).toMatchObject({ outcome: "returned", output: { value: "ADA" } });
-    expect(contexts[0]).toMatchObject({ operationId: result.operationId, implementation: { handler: "lookup-v2" }, configuration: { table: "users" }, sessionId: session.id, tool: "lookup" });
+    expect(contexts[0]).toMatchObject({
+      operationId: result.operationId,
+      implementation: { handler: "lookup-v2" },
+      configuration: { table: "users" },
+      sessionId: session.id,
+      tool: "lookup",
+    });
     expect(contexts[0]?.deadline.getTime()).toBeGreaterThan(Date.now());
     const events = await eventsUntil(session, receiptOf(result.operationId));
     const operation = events.filter((event) => event.data.operationId === result.operationId);
@@ -164,10 +170,20 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
       tools: ["strict", "broken", "silent", "ghost"].map((name) => tool({ name, environment: "laptop" })),
     });
 
-    expect(await session.callTool("strict", {})).toMatchObject({ outcome: "failure", code: "invalid_date", message: "no such day", retryable: true, details: { field: "date" } });
+    expect(await session.callTool("strict", {})).toMatchObject({
+      outcome: "failure",
+      code: "invalid_date",
+      message: "no such day",
+      retryable: true,
+      details: { field: "date" },
+    });
     expect(await session.callTool("broken", {})).toMatchObject({ outcome: "failure", code: "tool_error", message: "the handler broke", retryable: false });
     expect(await session.callTool("silent", {})).toMatchObject({ outcome: "returned", output: null });
-    expect(await session.callTool("ghost", {})).toMatchObject({ outcome: "failure", code: "tool_not_served", message: "this host does not serve tool ghost; it serves strict, broken, silent" });
+    expect(await session.callTool("ghost", {})).toMatchObject({
+      outcome: "failure",
+      code: "tool_not_served",
+      message: "this host does not serve tool ghost; it serves strict, broken, silent",
+    });
     await session.delete();
   });
 
@@ -181,7 +197,10 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
         second: () => (secondStarted.resolve(), "second"),
       },
     });
-    const session = await client.sessions.create({ environments: [laptop], tools: [tool({ name: "first", environment: laptop }), tool({ name: "second", environment: laptop })] });
+    const session = await client.sessions.create({
+      environments: [laptop],
+      tools: [tool({ name: "first", environment: laptop }), tool({ name: "second", environment: laptop })],
+    });
     const first = session.callTool("first", {});
     const second = session.callTool("second", {});
     expect(await Promise.all([first, second])).toMatchObject([{ output: "first" }, { output: "second" }]);
@@ -325,7 +344,9 @@ describe("placing tools in a host environment", () => {
       new PlacementError("tool echo is placed in the host environment laptop, which takes an opaque implementation ({ opaque: <any JSON> }) or none"),
     );
     expect(() => tool({ name: "echo", environment: laptop, implementation: { opaque: 1n } })).toThrow(/an opaque implementation must be a JSON value/);
-    expect(() => hostEnv({ name: "laptop", tools: { echo: "not a function" as never } })).toThrow(new TypeError("host environment laptop: the handler of tool echo is not a function"));
+    expect(() => hostEnv({ name: "laptop", tools: { echo: "not a function" as never } })).toThrow(
+      new TypeError("host environment laptop: the handler of tool echo is not a function"),
+    );
 
     // Another definition of the same name has other handlers: which would serve the tool?
     const other = hostEnv({ name: "laptop", tools: { echo: () => "other" } });
@@ -402,7 +423,9 @@ describe("Reports on the server-streaming form", () => {
     // accepted, returned; and when the answer was lost, the copy sent again after a backoff,
     // which the service refuses: the operation had ended.
     if (lost === "answer") await service.logged((line) => line.includes('"skillenv.env.v1.HostService/Report"') && line.includes('"operation_not_found"'));
-    const reportCodes = (await requestLogSince(service, from)).filter((line) => line.procedure === "skillenv.env.v1.HostService/Report").map((line) => line.code);
+    const reportCodes = (await requestLogSince(service, from))
+      .filter((line) => line.procedure === "skillenv.env.v1.HostService/Report")
+      .map((line) => line.code);
     expect(reportCodes).toEqual(lost === "answer" ? ["ok", "ok", "operation_not_found"] : ["ok", "ok"]);
     await session.delete();
   });

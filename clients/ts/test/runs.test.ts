@@ -194,7 +194,15 @@ describe("session.run", () => {
 
     const done = await run.result();
 
-    expect(done).toMatchObject({ id: run.id, sessionId: session.id, status: "completed", outputText: "All good.", stopReason: "end_turn", rounds: 1, toolCalls: 0 });
+    expect(done).toMatchObject({
+      id: run.id,
+      sessionId: session.id,
+      status: "completed",
+      outputText: "All good.",
+      stopReason: "end_turn",
+      rounds: 1,
+      toolCalls: 0,
+    });
     expect(done.usage).toEqual({ inputTokens: 11, outputTokens: 4 });
     expect(done.error).toBeUndefined();
     expect(done.finishedAt).toBeInstanceOf(Date);
@@ -271,7 +279,9 @@ describe("client.sessions.create with a run", () => {
     const items = 8;
     const tag = crypto.randomUUID();
     const echo = await fs.readFile(path.join(COMPONENTS_DIR, "echo-wat.wasm"));
-    const tools = Array.from({ length: items }, (_, i) => tool({ name: `echo${i}`, environment: sandbox, implementation: { kind: "tool", bytes: unique(echo) } }));
+    const tools = Array.from({ length: items }, (_, i) =>
+      tool({ name: `echo${i}`, environment: sandbox, implementation: { kind: "tool", bytes: unique(echo) } }),
+    );
     const skills = Array.from({ length: items }, (_, i) => Skill.fromContent(`---\nname: overlap-${i}\ndescription: Skill ${i}.\n---\n# ${tag}\n`));
     const runFiles = Array.from({ length: items }, (_, i) => ({ path: `overlap/${i}.txt`, bytes: encode(`${tag} ${i}`) }));
     const fileHashes = new Set(runFiles.map(({ bytes }) => sha256(bytes)));
@@ -308,7 +318,9 @@ describe("client.sessions.create with a run", () => {
         inFlight[pass]--;
       }
     };
-    const instrumented = createServiceClient(createConnectTransport({ baseUrl: service.url, httpVersion: "1.1", interceptors: [apiKeyInterceptor(KEY_A), holding] }));
+    const instrumented = createServiceClient(
+      createConnectTransport({ baseUrl: service.url, httpVersion: "1.1", interceptors: [apiKeyInterceptor(KEY_A), holding] }),
+    );
     provider.script("overlap-model", [{ text: "All staged." }]);
 
     const { session, run } = await instrumented.sessions.create({
@@ -350,7 +362,12 @@ describe("a run's custom agent loop", () => {
     const session = await newSession();
     const from = service.logs.length;
 
-    const run = await session.run({ message: "Write it.", model: model("component-loop-model"), providerKeys, agentLoop: { environment: sandbox, implementation: loop } });
+    const run = await session.run({
+      message: "Write it.",
+      model: model("component-loop-model"),
+      providerKeys,
+      agentLoop: { environment: sandbox, implementation: loop },
+    });
     const done = await run.result();
 
     const calls = await proceduresSince(from);
@@ -362,20 +379,32 @@ describe("a run's custom agent loop", () => {
     expect(done).toMatchObject({ status: "completed", outputText: "Written by a custom loop.", rounds: 2, toolCalls: 1 });
     const events = await collect(run.events());
     expect(loopOperation(events)?.data).toMatchObject({ kind: "execute", environment: "sandbox", runId: run.id });
-    expect(events.filter((event) => event.type === "turn.progress").map((event) => event.data.event)).toEqual([{ v: 1, kind: "turn_started" }, { v: 1, kind: "tool_calls", round: 1, count: 1 }]);
+    expect(events.filter((event) => event.type === "turn.progress").map((event) => event.data.event)).toEqual([
+      { v: 1, kind: "turn_started" },
+      { v: 1, kind: "tool_calls", round: 1, count: 1 },
+    ]);
     expect(events.find((event) => event.type === "tool.result")?.data).toMatchObject({ callId: "write", outcome: "returned" });
     expect(await fs.readFile(path.join(root, "workspaces", "a", session.id, "sandbox", "loop.txt"), "utf8")).toBe("from the loop");
 
     // The same bytes again, by environment name this time: admitted once per instance and client, nothing is looked up.
     provider.script("component-loop-model", [{ text: "Again." }]);
     const again = service.logs.length;
-    const second = await session.run({ message: "Again.", model: model("component-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: loop } });
+    const second = await session.run({
+      message: "Again.",
+      model: model("component-loop-model"),
+      providerKeys,
+      agentLoop: { environment: "sandbox", implementation: loop },
+    });
     expect((await second.result()).outputText).toBe("Again.");
     expect((await proceduresSince(again)).filter((procedure) => !procedure.startsWith("skillenv.sessions.v1."))).toEqual([]);
   }, 120_000);
 
   it("runs a program on an agent-loop runtime given by its bytes, with the program's configuration, in a session created with its run", async () => {
-    const shouting = program({ runtime: { kind: "agentloop", bytes: await component("qjs-program-agent-loop") }, source: SHOUTING_LOOP, configuration: { suffix: "!" } });
+    const shouting = program({
+      runtime: { kind: "agentloop", bytes: await component("qjs-program-agent-loop") },
+      source: SHOUTING_LOOP,
+      configuration: { suffix: "!" },
+    });
     provider.script("program-loop-model", [{ text: "quiet answer" }]);
     const from = service.logs.length;
 
@@ -398,7 +427,12 @@ describe("a run's custom agent loop", () => {
 
     // The placement's own configuration wins over the program's.
     provider.script("program-loop-model", [{ text: "louder" }]);
-    const louder = await session.run({ message: "hey", model: model("program-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: shouting, configuration: { suffix: "?" } } });
+    const louder = await session.run({
+      message: "hey",
+      model: model("program-loop-model"),
+      providerKeys,
+      agentLoop: { environment: "sandbox", implementation: shouting, configuration: { suffix: "?" } },
+    });
     expect((await louder.result()).outputText).toBe("LOUDER");
     expect(lastSent()).toBe("hey?");
   }, 120_000);
@@ -411,21 +445,33 @@ describe("a run's custom agent loop", () => {
     provider.script("prepared-loop-model", [{ text: "prepared" }]);
     const from = service.logs.length;
 
-    const run = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: prepared } });
+    const run = await session.run({
+      message: "go",
+      model: model("prepared-loop-model"),
+      providerKeys,
+      agentLoop: { environment: "sandbox", implementation: prepared },
+    });
 
     expect((await run.result()).outputText).toBe("PREPARED");
     expect((await proceduresSince(from)).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
     // A tool's id is not an agent loop's; nor is an id nothing was admitted under.
     const toolId = await client.env.admitComponent({ kind: "tool", bytes: await component("echo-wat") });
     for (const id of [toolId, "0".repeat(64)]) {
-      const refused = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: id } }).catch((error: unknown) => error);
+      const refused = await session
+        .run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: id } })
+        .catch((error: unknown) => error);
       expect(serviceErrorCode(refused)).toBe("not_found");
     }
     // An agent loop's id is sent as it is, with nothing looked up.
     const loopId = await client.env.admitComponent({ kind: "agentloop", bytes: await component("agent-loop-js") });
     provider.script("prepared-loop-model", [{ text: "by id" }]);
     const byId = service.logs.length;
-    const idRun = await session.run({ message: "go", model: model("prepared-loop-model"), providerKeys, agentLoop: { environment: "sandbox", implementation: loopId } });
+    const idRun = await session.run({
+      message: "go",
+      model: model("prepared-loop-model"),
+      providerKeys,
+      agentLoop: { environment: "sandbox", implementation: loopId },
+    });
     expect((await idRun.result()).outputText).toBe("by id");
     expect((await proceduresSince(byId)).filter((procedure) => procedure.includes("ArtifactService/"))).toEqual([]);
     expect((await collect(idRun.events())).find((event) => event.type === "turn.progress")?.data.event).toEqual({ v: 1, kind: "turn_started" });
@@ -439,7 +485,11 @@ describe("a run's custom agent loop", () => {
 
     // Looked up, admitted (as an asset: 12 MB), then prepared as an agent loop.
     const calls = (await proceduresSince(from)).filter((procedure) => procedure.includes("ArtifactService/"));
-    expect(calls).toEqual(["skillenv.env.v1.ArtifactService/GetAgentLoop", "skillenv.env.v1.ArtifactService/AdmitAgentLoop", "skillenv.env.v1.ArtifactService/Prepare"]);
+    expect(calls).toEqual([
+      "skillenv.env.v1.ArtifactService/GetAgentLoop",
+      "skillenv.env.v1.ArtifactService/AdmitAgentLoop",
+      "skillenv.env.v1.ArtifactService/Prepare",
+    ]);
     expect(prepared).toEqual({ environment: sandbox, implementation: sha256(bytes), configuration: { note: "kept" } });
     expect(Object.isFrozen(prepared)).toBe(true);
     expect(service.serviceEnv.pool!.isPrepared(prepared.implementation as string)).toBe(true);
@@ -455,7 +505,10 @@ describe("a run's custom agent loop", () => {
     expect(await run.result()).toMatchObject({ status: "completed", outputText: "Ran the prepared loop.", rounds: 2, toolCalls: 1 });
     const events = await collect(run.events());
     expect(loopOperation(events)?.data).toMatchObject({ kind: "execute", environment: "sandbox", runId: run.id });
-    expect(events.filter((event) => event.type === "turn.progress").map((event) => event.data.event)).toEqual([{ v: 1, kind: "turn_started" }, { v: 1, kind: "tool_calls", round: 1, count: 1 }]);
+    expect(events.filter((event) => event.type === "turn.progress").map((event) => event.data.event)).toEqual([
+      { v: 1, kind: "turn_started" },
+      { v: 1, kind: "tool_calls", round: 1, count: 1 },
+    ]);
     expect(await fs.readFile(path.join(root, "workspaces", "a", session.id, "sandbox", "prepared.txt"), "utf8")).toBe("by the prepared loop");
     provider.script("prepared-component-loop-model", [{ text: "And again, elsewhere." }]);
     const other = await clientOf(service.url).sessions.create({
@@ -469,7 +522,11 @@ describe("a run's custom agent loop", () => {
   }, 120_000);
 
   it("client.prepare keeps a program loop's configuration, or the placement's own, and refuses a loop it cannot prepare before sending anything", async () => {
-    const shouting = program({ runtime: { kind: "agentloop", bytes: await component("qjs-program-agent-loop") }, source: SHOUTING_LOOP, configuration: { suffix: "!" } });
+    const shouting = program({
+      runtime: { kind: "agentloop", bytes: await component("qjs-program-agent-loop") },
+      source: SHOUTING_LOOP,
+      configuration: { suffix: "!" },
+    });
     const from = service.logs.length;
 
     const [own, overridden] = await Promise.all([
@@ -479,13 +536,17 @@ describe("a run's custom agent loop", () => {
 
     expect(own.configuration).toEqual({ suffix: "!" });
     expect(overridden.configuration).toEqual({ suffix: "?" });
-    for (const prepared of [own, overridden]) expect(prepared.implementation).toMatchObject({ type: "service_program", entrypoint: "turn", configuration: { suffix: "!" } });
+    for (const prepared of [own, overridden])
+      expect(prepared.implementation).toMatchObject({ type: "service_program", entrypoint: "turn", configuration: { suffix: "!" } });
     const { runtime } = own.implementation as ResolvedProgram;
     expect(service.serviceEnv.pool!.isPrepared(runtime)).toBe(true);
     expect((await proceduresSince(from)).filter((procedure) => procedure.endsWith("ArtifactService/Prepare"))).toHaveLength(2);
     const session = await newSession();
     const before = service.logs.length;
-    for (const [prepared, suffix] of [[own, "!"], [overridden, "?"]] as const) {
+    for (const [prepared, suffix] of [
+      [own, "!"],
+      [overridden, "?"],
+    ] as const) {
       provider.script("prepared-program-loop-model", [{ text: "prepared" }]);
       const run = await session.run({ message: "hi", model: model("prepared-program-loop-model"), providerKeys, agentLoop: prepared });
       expect((await run.result()).outputText).toBe("PREPARED");
@@ -502,7 +563,9 @@ describe("a run's custom agent loop", () => {
     expect((byName as Error).message).toBe(
       "cannot prepare the agent loop: its environment is given only by name (sandbox); only agent loops placed in a service environment definition (serviceEnv) are prepared",
     );
-    expect(((await refusal({ environment: laptop as never, implementation: shouting })) as Error).message).toMatch(/cannot prepare the agent loop: it is placed in the host environment laptop/);
+    expect(((await refusal({ environment: laptop as never, implementation: shouting })) as Error).message).toMatch(
+      /cannot prepare the agent loop: it is placed in the host environment laptop/,
+    );
     expect(((await refusal({ environment: sandbox, implementation: { kind: "tool", bytes: encode("") } })) as Error).message).toMatch(/kind: "agentloop"/);
     expect(((await refusal({ environment: sandbox, implementation: "not-an-id" })) as Error).message).toMatch(/not an agent loop id/);
     expect(await requestLogSince(service, refused)).toEqual([]);
@@ -521,8 +584,12 @@ describe("a run's custom agent loop", () => {
     expect(inHost).toBeInstanceOf(PlacementError);
     expect((inHost as Error).message).toMatch(/host environment laptop .*service environment/);
     expect(await runWith({ environment: laptop as never, implementation: loopBytes })).toBeInstanceOf(PlacementError);
-    expect(((await runWith({ environment: "elsewhere", implementation: loopBytes })) as Error).message).toMatch(/environment elsewhere, which session \S+ does not define/);
-    expect(((await runWith({ environment: "sandbox", implementation: { kind: "tool", bytes: loopBytes.bytes } })) as Error).message).toMatch(/kind: "agentloop"/);
+    expect(((await runWith({ environment: "elsewhere", implementation: loopBytes })) as Error).message).toMatch(
+      /environment elsewhere, which session \S+ does not define/,
+    );
+    expect(((await runWith({ environment: "sandbox", implementation: { kind: "tool", bytes: loopBytes.bytes } })) as Error).message).toMatch(
+      /kind: "agentloop"/,
+    );
     const onToolRuntime = program({ runtime: { kind: "tool", bytes: new Uint8Array() }, source: SHOUTING_LOOP });
     expect(((await runWith({ environment: "sandbox", implementation: onToolRuntime })) as Error).message).toMatch(/agent-loop runtime/);
     expect(((await runWith({ environment: "sandbox", implementation: "not-an-id" })) as Error).message).toMatch(/not an agent loop id/);
@@ -531,7 +598,11 @@ describe("a run's custom agent loop", () => {
     // sessions.create with a run: nothing is admitted and no session is created.
     const sessionsBefore = (await client.sessions.list()).sessions.length;
     const created = await client.sessions
-      .create({ environments: [sandbox, laptop], tools: [files], run: { message: "hi", model: model("never-called"), providerKeys, agentLoop: { environment: "laptop", implementation: loopBytes } } })
+      .create({
+        environments: [sandbox, laptop],
+        tools: [files],
+        run: { message: "hi", model: model("never-called"), providerKeys, agentLoop: { environment: "laptop", implementation: loopBytes } },
+      })
       .catch((error: unknown) => error);
     expect(created).toBeInstanceOf(PlacementError);
     expect((await client.sessions.list()).sessions.length).toBe(sessionsBefore);
@@ -544,7 +615,12 @@ describe("a run's custom agent loop", () => {
     const from = service.logs.length;
 
     const refused = await session
-      .run({ message: "hi", model: model("never-called"), providerKeys, agentLoop: { environment: sandbox, implementation: program({ runtime: toolRuntime, source: SHOUTING_LOOP }) } })
+      .run({
+        message: "hi",
+        model: model("never-called"),
+        providerKeys,
+        agentLoop: { environment: sandbox, implementation: program({ runtime: toolRuntime, source: SHOUTING_LOOP }) },
+      })
       .catch((error: unknown) => error);
 
     expect(refused).toBeInstanceOf(PlacementError);

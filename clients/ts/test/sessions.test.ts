@@ -30,7 +30,8 @@ const DOUBLER = `function run(input, configuration) {
 const components = new Map<string, Uint8Array>();
 beforeAll(async () => {
   await buildTestComponents();
-  for (const name of ["echo-wat", "workspace-js", "js-program-tool", "loop-wat"]) components.set(name, await fs.readFile(path.join(COMPONENTS_DIR, `${name}.wasm`)));
+  for (const name of ["echo-wat", "workspace-js", "js-program-tool", "loop-wat"])
+    components.set(name, await fs.readFile(path.join(COMPONENTS_DIR, `${name}.wasm`)));
 }, 600_000);
 
 const component = (name: string): ComponentBytes => ({ kind: "tool", bytes: components.get(name)! });
@@ -88,7 +89,10 @@ describe("factories", () => {
 
     const sandbox = serviceEnv({ name: "sandbox", filesystem: { workspace: "write" } });
     const remote = program({ runtime: component("js-program-tool"), source: new URL("https://programs.example.com/double.js") });
-    const tools = [tool({ name: "remote", environment: sandbox, implementation: remote }), tool({ name: "echo", environment: sandbox, implementation: component("echo-wat") })];
+    const tools = [
+      tool({ name: "remote", environment: sandbox, implementation: remote }),
+      tool({ name: "echo", environment: sandbox, implementation: component("echo-wat") }),
+    ];
     expect(fetched).toEqual([]);
     expect(await requestLogSince(service, before)).toEqual([]);
 
@@ -111,7 +115,9 @@ describe("factories", () => {
     expect(sandbox).toEqual({ kind: "service", name: "sandbox", setup: "automatic", filesystem: {}, network: ["https://api.example.com"], secrets: [] });
     expect(Object.isFrozen(sandbox.network)).toBe(true);
     expect(tool({ name: "t", environment: sandbox, implementation: doubler({ unit: "cm" }) }).configuration).toEqual({ unit: "cm" });
-    expect(tool({ name: "t", environment: sandbox, implementation: doubler({ unit: "cm" }), configuration: { unit: "in" } }).configuration).toEqual({ unit: "in" });
+    expect(tool({ name: "t", environment: sandbox, implementation: doubler({ unit: "cm" }), configuration: { unit: "in" } }).configuration).toEqual({
+      unit: "in",
+    });
   });
 });
 
@@ -145,21 +151,37 @@ describe("client.sessions", () => {
 
     expect(await session.callTool("double", { n: 21 })).toMatchObject({ outcome: "returned", output: { doubled: 42, unit: "cm" } });
     const failed = await session.callTool("double", { n: -1 });
-    expect(failed).toEqual({ outcome: "failure", code: "negative_input", message: "n must not be negative", retryable: false, details: {}, operationId: expect.stringMatching(/^op_/) });
+    expect(failed).toEqual({
+      outcome: "failure",
+      code: "negative_input",
+      message: "n must not be negative",
+      retryable: false,
+      details: {},
+      operationId: expect.stringMatching(/^op_/),
+    });
   }, 60_000);
 
   it("carries the environment's grants: a file written to /workspace is read by a later call", async () => {
     const files = serviceEnv({ name: "files", filesystem: { workspace: "write" } });
-    const session = await client.sessions.create({ environments: [files], tools: [tool({ name: "fs", environment: files, implementation: component("workspace-js") })] });
+    const session = await client.sessions.create({
+      environments: [files],
+      tools: [tool({ name: "fs", environment: files, implementation: component("workspace-js") })],
+    });
 
     expect(await session.callTool("fs", { v: 1, op: "write", path: "/workspace/notes.txt", data: "kept" })).toMatchObject({ outcome: "returned" });
-    expect(await session.callTool("fs", { v: 1, op: "read", path: "/workspace/notes.txt" })).toMatchObject({ outcome: "returned", output: { v: 1, ok: true, data: "kept" } });
+    expect(await session.callTool("fs", { v: 1, op: "read", path: "/workspace/notes.txt" })).toMatchObject({
+      outcome: "returned",
+      output: { v: 1, ok: true, data: "kept" },
+    });
     expect(await session.callTool("fs", { v: 1, op: "read", path: "/workspace/missing.txt" })).toMatchObject({ outcome: "failure", code: "no-entry" });
   }, 60_000);
 
   it("admits each component and program instance once per client, however many sessions use it", async () => {
     const programs = serviceEnv({ name: "programs" });
-    const definition = { environments: [sandbox, programs], tools: [echo, tool({ name: "double", environment: programs, implementation: doubler({ unit: "m" }) })] };
+    const definition = {
+      environments: [sandbox, programs],
+      tools: [echo, tool({ name: "double", environment: programs, implementation: doubler({ unit: "m" }) })],
+    };
     await client.sessions.create(definition);
     const before = service.logs.length;
     const again = await client.sessions.create(definition);
@@ -171,14 +193,20 @@ describe("client.sessions", () => {
     const before = service.logs.length;
     const elsewhere = tool({ name: "echo", environment: "elsewhere", implementation: component("echo-wat") });
     await expect(client.sessions.create({ environments: [sandbox], tools: [elsewhere] })).rejects.toThrow(PlacementError);
-    const wider = tool({ name: "echo", environment: serviceEnv({ name: "sandbox", filesystem: { workspace: "write" } }), implementation: component("echo-wat") });
+    const wider = tool({
+      name: "echo",
+      environment: serviceEnv({ name: "sandbox", filesystem: { workspace: "write" } }),
+      implementation: component("echo-wat"),
+    });
     await expect(client.sessions.create({ environments: [sandbox], tools: [wider] })).rejects.toThrow(/differs from the session's/);
     expect(await requestLogSince(service, before)).toEqual([]);
   });
 
   it("surfaces the server's refusals as ConnectErrors carrying the stable code", async () => {
     const outside = serviceEnv({ name: "net", network: ["https://api.example.com"] });
-    const refused = await refusalOf(client.sessions.create({ environments: [outside], tools: [tool({ name: "echo", environment: outside, implementation: component("echo-wat") })] }));
+    const refused = await refusalOf(
+      client.sessions.create({ environments: [outside], tools: [tool({ name: "echo", environment: outside, implementation: component("echo-wat") })] }),
+    );
     expect(serviceErrorCode(refused)).toBe("grant_not_allowed");
 
     const unadmitted = tool({ name: "ghost", environment: sandbox, implementation: "0".repeat(64) });
@@ -232,7 +260,10 @@ describe("client.sessions", () => {
 
   it("sets up a manual environment when asked, then ends and deletes the session", async () => {
     const manual = serviceEnv({ name: "manual", setup: "manual" });
-    const session = await client.sessions.create({ environments: [manual], tools: [tool({ name: "echo", environment: manual, implementation: component("echo-wat") })] });
+    const session = await client.sessions.create({
+      environments: [manual],
+      tools: [tool({ name: "echo", environment: manual, implementation: component("echo-wat") })],
+    });
     expect(session.environments[0]?.state).toBe("pending");
     expect(serviceErrorCode(await refusalOf(session.callTool("echo", 1)))).toBe("environment_not_ready");
 
@@ -305,7 +336,12 @@ describe("client.prepare", () => {
     expect((await artifactCallsSince(service, beforePrepare)).filter((call) => call.endsWith("/Prepare"))).toHaveLength(2);
 
     expect(echo.implementation).toMatch(/^[0-9a-f]{64}$/);
-    expect(double).toMatchObject({ name: "double", environment: sandbox, configuration: { unit: "mm" }, implementation: { type: "service_program", entrypoint: "run" } });
+    expect(double).toMatchObject({
+      name: "double",
+      environment: sandbox,
+      configuration: { unit: "mm" },
+      implementation: { type: "service_program", entrypoint: "run" },
+    });
     const pool = service.serviceEnv.pool!;
     expect(pool.isPrepared(echo.implementation as string)).toBe(true);
     expect(pool.isPrepared((double.implementation as { runtime: string }).runtime)).toBe(true);
@@ -339,7 +375,9 @@ describe("client.prepare", () => {
     await expect(client.prepare(byName)).rejects.toThrow(/only placements in the service environment/);
     const laptop = hostEnv({ name: "laptop", tools: { echo: (input) => input } });
     await expect(client.prepare(tool({ name: "echo", environment: laptop }))).rejects.toThrow(
-      new PlacementError("cannot prepare tool echo: it is placed in the host environment laptop; only placements in the service environment (serviceEnv) are prepared"),
+      new PlacementError(
+        "cannot prepare tool echo: it is placed in the host environment laptop; only placements in the service environment (serviceEnv) are prepared",
+      ),
     );
     expect(await requestLogSince(service, before)).toEqual([]);
   });

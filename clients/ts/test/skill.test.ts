@@ -46,7 +46,9 @@ async function writeDir(name: string, files: Record<string, string>): Promise<st
 
 /** A deflated, unsorted zip with directory entries, written with node:zlib: valid but far from canonical. */
 function messyZip(files: Record<string, string>): Uint8Array {
-  const entries = Object.entries(files).reverse().map(([p, c]) => deflatedEntry(p, c, { dosDate: 0x5a21, dosTime: 0x6000 }));
+  const entries = Object.entries(files)
+    .reverse()
+    .map(([p, c]) => deflatedEntry(p, c, { dosDate: 0x5a21, dosTime: 0x6000 }));
   const directories = [...new Set(Object.keys(files).flatMap((p) => (p.includes("/") ? [p.slice(0, p.lastIndexOf("/") + 1)] : [])))];
   return rawZip([...directories.map((d) => storedEntry(d, "", { externalAttributes: (0o040755 << 16) >>> 0 })), ...entries]);
 }
@@ -201,7 +203,11 @@ describe("Skill.fromUrl", () => {
     });
     try {
       const failure = (url: string, timeoutMs?: number) => Skill.fromUrl(url, timeoutMs === undefined ? {} : { timeoutMs }).bundle();
-      await expect(failure(`${server.url}/missing.zip`)).rejects.toMatchObject({ name: "SkillSourceError", code: "download_failed", message: expect.stringContaining("HTTP 404") });
+      await expect(failure(`${server.url}/missing.zip`)).rejects.toMatchObject({
+        name: "SkillSourceError",
+        code: "download_failed",
+        message: expect.stringContaining("HTTP 404"),
+      });
       await expect(failure(`${server.url}/slow.zip`, 200)).rejects.toMatchObject({ name: "SkillSourceError", code: "download_failed" });
     } finally {
       await server.close();

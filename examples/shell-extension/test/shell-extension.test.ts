@@ -70,7 +70,12 @@ function clientOf(url: string, transport: Transport, token: string | undefined):
   const http2 = transport === "binary over HTTP/2";
   return createClient(
     ExtensionEnvironmentService,
-    createConnectTransport({ baseUrl: url, httpVersion: http2 ? "2" : "1.1", useBinaryFormat: http2, interceptors: token === undefined ? [] : [bearer(token)] }),
+    createConnectTransport({
+      baseUrl: url,
+      httpVersion: http2 ? "2" : "1.1",
+      useBinaryFormat: http2,
+      interceptors: token === undefined ? [] : [bearer(token)],
+    }),
   );
 }
 
@@ -199,7 +204,10 @@ describe.each([
   it("stage refuses a path that is not relative or has . or .. segments, before writing any file", async () => {
     const binding = await setUp();
     for (const bad of ["../escape.txt", "/etc/escape.txt", "a/../../escape.txt", "./a.txt", "a//b.txt", "a/"]) {
-      const files = [{ path: "first.txt", content: new Uint8Array([1]) }, { path: bad, content: new Uint8Array([2]) }];
+      const files = [
+        { path: "first.txt", content: new Uint8Array([1]) },
+        { path: bad, content: new Uint8Array([2]) },
+      ];
       await expect(client.stage({ binding, operationId: `stage-${++operations}`, files })).rejects.toMatchObject({ code: Code.InvalidArgument });
     }
     expect(fs.readdirSync(workspaceOf(binding))).toEqual([]);
@@ -212,7 +220,10 @@ describe.each([
     outputOf(await shell(binding, `ln -s ${outside} planted && ln -s ${outside}/target.txt link.txt`));
     for (const planted of ["planted/evil.txt", "link.txt"]) {
       const files = [{ path: planted, content: new TextEncoder().encode("evil") }];
-      await expect(client.stage({ binding, operationId: `stage-${++operations}`, files })).rejects.toMatchObject({ code: Code.FailedPrecondition, rawMessage: expect.stringContaining("symlink_refused") });
+      await expect(client.stage({ binding, operationId: `stage-${++operations}`, files })).rejects.toMatchObject({
+        code: Code.FailedPrecondition,
+        rawMessage: expect.stringContaining("symlink_refused"),
+      });
     }
     expect(fs.readdirSync(outside)).toEqual(["target.txt"]);
     expect(fs.readFileSync(path.join(outside, "target.txt"), "utf8")).toBe("outside");
@@ -231,7 +242,10 @@ describe.each([
   it("stage removes the replace_directories before writing its files, and nothing else", async () => {
     const binding = await setUp();
     const workspace = workspaceOf(binding);
-    const first = ["skills/alpha/SKILL.md", "skills/alpha/old.py", "skills/beta/SKILL.md", "data/input.csv"].map((file) => ({ path: file, content: text(file) }));
+    const first = ["skills/alpha/SKILL.md", "skills/alpha/old.py", "skills/beta/SKILL.md", "data/input.csv"].map((file) => ({
+      path: file,
+      content: text(file),
+    }));
     await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: first });
     const second = ["skills/alpha/SKILL.md", "skills/alpha/new.py"].map((file) => ({ path: file, content: text(`v2 ${file}`) }));
     await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills", "not/there"], files: second });
@@ -252,7 +266,12 @@ describe.each([
       fs.mkdirSync(path.join(target, "sub"));
       fs.writeFileSync(path.join(target, "sub", "precious.txt"), "keep me");
       outputOf(await shell(binding, `ln -s ${target} skills`));
-      await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
+      await client.stage({
+        binding,
+        operationId: `stage-${++operations}`,
+        replaceDirectories: ["skills"],
+        files: [{ path: "skills/a/SKILL.md", content: text("a") }],
+      });
       expect(fs.lstatSync(path.join(workspace, "skills")).isDirectory()).toBe(true);
       expect(tree(workspace)).toEqual(["skills", "skills/a", "skills/a/SKILL.md"]);
 
@@ -275,7 +294,12 @@ describe.each([
     const binding = await setUp();
     await client.stage({ binding, operationId: `stage-${++operations}`, files: [{ path: "skills/kept.txt", content: text("kept") }] });
     for (const bad of ["..", "../x", "/etc", "skills/", "", "./skills"]) {
-      const request = { binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills", bad], files: [{ path: "new.txt", content: text("new") }] };
+      const request = {
+        binding,
+        operationId: `stage-${++operations}`,
+        replaceDirectories: ["skills", bad],
+        files: [{ path: "new.txt", content: text("new") }],
+      };
       await expect(client.stage(request)).rejects.toMatchObject({ code: Code.InvalidArgument });
     }
     expect(tree(workspaceOf(binding))).toEqual(["skills", "skills/kept.txt"]);
@@ -287,7 +311,12 @@ describe.each([
     // The command looks, as it ends, whether the Stage has already written its file.
     const first = shell(binding, "touch started; sleep 1.5; test -e skills/new/SKILL.md && echo staged-meanwhile || echo not-yet");
     await eventually(() => fs.existsSync(started));
-    const stage = client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/new/SKILL.md", content: text("new") }] });
+    const stage = client.stage({
+      binding,
+      operationId: `stage-${++operations}`,
+      replaceDirectories: ["skills"],
+      files: [{ path: "skills/new/SKILL.md", content: text("new") }],
+    });
     // Time for the Stage to arrive and queue.
     await sleep(300);
     const second = shell(binding, "cat skills/new/SKILL.md");
@@ -299,22 +328,40 @@ describe.each([
   it("a Stage that waits past its deadline answers deadline_exceeded and changes nothing, as does one whose caller hangs up; a Cancel of the Execute it waits for lets it go", async () => {
     const binding = await setUp();
     const workspace = workspaceOf(binding);
-    await client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/old/SKILL.md", content: text("old") }] });
+    await client.stage({
+      binding,
+      operationId: `stage-${++operations}`,
+      replaceDirectories: ["skills"],
+      files: [{ path: "skills/old/SKILL.md", content: text("old") }],
+    });
     const operationId = `operation-${++operations}`;
     const running = shell(binding, "touch started; sleep 30", { operationId });
     await eventually(() => fs.existsSync(path.join(workspace, "started")));
     // Only the extension enforces this deadline: the client sets no timer of its own.
     const late = { binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "late.txt", content: text("late") }] };
     const before = Date.now();
-    await expect(client.stage(late, { headers: { "connect-timeout-ms": "300" } })).rejects.toMatchObject({ code: Code.DeadlineExceeded, rawMessage: expect.stringContaining("nothing was changed") });
+    await expect(client.stage(late, { headers: { "connect-timeout-ms": "300" } })).rejects.toMatchObject({
+      code: Code.DeadlineExceeded,
+      rawMessage: expect.stringContaining("nothing was changed"),
+    });
     expect(Date.now() - before).toBeLessThan(5000);
     // The service gives up by hanging up at its deadline: the Stage stops waiting then too.
-    const hungUp = { binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "hung-up.txt", content: text("hung up") }] };
+    const hungUp = {
+      binding,
+      operationId: `stage-${++operations}`,
+      replaceDirectories: ["skills"],
+      files: [{ path: "hung-up.txt", content: text("hung up") }],
+    };
     await expect(client.stage(hungUp, { signal: AbortSignal.timeout(300) })).rejects.toMatchObject({ code: Code.Canceled });
     await sleep(100);
     expect(tree(path.join(workspace, "skills"))).toEqual(["old", "old/SKILL.md"]);
 
-    const staged = client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/new/SKILL.md", content: text("new") }] });
+    const staged = client.stage({
+      binding,
+      operationId: `stage-${++operations}`,
+      replaceDirectories: ["skills"],
+      files: [{ path: "skills/new/SKILL.md", content: text("new") }],
+    });
     await sleep(100);
     await client.cancel({ binding, operationId });
     expect(failureOf(await running, true).code).toBe("cancelled");
@@ -328,7 +375,12 @@ describe.each([
     const { marker, command } = sleepers();
     const running = shell(binding, command);
     await eventually(() => fs.existsSync(path.join(workspaceOf(binding), "started")));
-    const staged = client.stage({ binding, operationId: `stage-${++operations}`, replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
+    const staged = client.stage({
+      binding,
+      operationId: `stage-${++operations}`,
+      replaceDirectories: ["skills"],
+      files: [{ path: "skills/a/SKILL.md", content: text("a") }],
+    });
     const outcome = staged.then(
       () => "staged",
       (error: unknown) => (error as { code?: Code }).code,
@@ -575,7 +627,15 @@ describe("shell extension, directories a command made unreadable", () => {
   });
 
   const shell = async (binding: { id: string }, command: string) => {
-    const receipts = await receiptsOf(client.execute({ binding, operationId: `operation-${randomInt(1e9)}`, tool: "shell", implementation: fromJson(ValueSchema, { tool: "shell" }), input: fromJson(ValueSchema, { command }) }));
+    const receipts = await receiptsOf(
+      client.execute({
+        binding,
+        operationId: `operation-${randomInt(1e9)}`,
+        tool: "shell",
+        implementation: fromJson(ValueSchema, { tool: "shell" }),
+        input: fromJson(ValueSchema, { command }),
+      }),
+    );
     return outputOf(receipts);
   };
 
@@ -586,7 +646,10 @@ describe("shell extension, directories a command made unreadable", () => {
     await client.stage({ binding, operationId: "stage-1", replaceDirectories: ["skills"], files: [{ path: "skills/a/SKILL.md", content: text("a") }] });
     const lock = (where: string) => `mkdir -p ${where}/inner && echo x > ${where}/inner/f && chmod 000 ${where}/inner ${where}`;
     // The extension's user can no longer list it: fs.rm could not empty it.
-    expect(await shell(binding, `${lock("skills/a/locked")} && ls skills/a/locked`)).toMatchObject({ exitCode: 2, stderr: expect.stringContaining("Permission denied") });
+    expect(await shell(binding, `${lock("skills/a/locked")} && ls skills/a/locked`)).toMatchObject({
+      exitCode: 2,
+      stderr: expect.stringContaining("Permission denied"),
+    });
 
     await client.stage({ binding, operationId: "stage-2", replaceDirectories: ["skills"], files: [{ path: "skills/b/SKILL.md", content: text("b") }] });
     expect(fs.readdirSync(path.join(directory, "workspace", "skills"))).toEqual(["b"]);

@@ -70,7 +70,10 @@ async function prepareOrFail(preparer: Preparer, records: readonly ArtifactRecor
     await preparer.prepare(records);
   } catch (error) {
     if (error instanceof ConnectError) throw error;
-    throw serviceError("preparation_failed", `preparing ${records.map((r) => `${r.kind} ${r.id}`).join(", ")} failed: ${String((error as Error)?.message ?? error)}`);
+    throw serviceError(
+      "preparation_failed",
+      `preparing ${records.map((r) => `${r.kind} ${r.id}`).join(", ")} failed: ${String((error as Error)?.message ?? error)}`,
+    );
   }
 }
 

@@ -20,10 +20,7 @@ interface ComponentRequest {
  * gRPC field); a JSON body there is the request itself in proto JSON, which is how the JSON API
  * refers to an uploaded asset with the same path that takes raw bytes.
  */
-export function componentSource(
-  request: ComponentRequest,
-  schema: typeof AdmitToolRequestSchema | typeof AdmitAgentLoopRequestSchema,
-): ComponentSource {
+export function componentSource(request: ComponentRequest, schema: typeof AdmitToolRequestSchema | typeof AdmitAgentLoopRequestSchema): ComponentSource {
   refuseUnlabelledJson(request.component);
   const { component, assetSha256 }: ComponentRequest = jsonBody(request.component) ? parseJsonBody(schema, request.component) : request;
   const bytes = component?.data ?? new Uint8Array(0);

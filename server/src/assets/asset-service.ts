@@ -1,12 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import {
-  AssetSchema,
-  type AssetService,
-  type FinalizeRequest,
-  type PresignRequest,
-} from "../../../gen/skillenv/assets/v1/assets_pb.js";
+import { AssetSchema, type AssetService, type FinalizeRequest, type PresignRequest } from "../../../gen/skillenv/assets/v1/assets_pb.js";
 import { requireWorkspace } from "../auth/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { SHA256_HEX, type BlobStore } from "../storage/index.ts";

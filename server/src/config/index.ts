@@ -1,4 +1,13 @@
-export { loadSettings, SettingsError, type EnvironmentSettings, type HttpLimits, type Limits, type ProgressLimits, type SessionSettings, type Settings } from "./settings.ts";
+export {
+  loadSettings,
+  SettingsError,
+  type EnvironmentSettings,
+  type HttpLimits,
+  type Limits,
+  type ProgressLimits,
+  type SessionSettings,
+  type Settings,
+} from "./settings.ts";
 export { isEnvVarName, isWorkspaceName, type ListenAddress } from "./parsers.ts";
 export { covers, formatOrigin, originAllowed, parseOrigin, type Origin } from "./origins.ts";
 export { MALLOC_ENVIRONMENT } from "./process-memory.ts";

@@ -327,8 +327,6 @@ function checkListBudget({ limits, sessions }: Settings, problems: string[]): vo
 /** Budgets smaller than the largest request would refuse that request forever. */
 function checkBodyBudgets({ limits, http }: Settings, problems: string[]): void {
   if (limits.maxRequestBytes > http.maxConnectionBodyBytesInFlight || http.maxConnectionBodyBytesInFlight > http.maxBodyBytesInFlight) {
-    problems.push(
-      "SERVICE_MAX_REQUEST_BYTES, SERVICE_MAX_CONNECTION_BODY_BYTES_IN_FLIGHT, SERVICE_MAX_BODY_BYTES_IN_FLIGHT: each must be at most the next",
-    );
+    problems.push("SERVICE_MAX_REQUEST_BYTES, SERVICE_MAX_CONNECTION_BODY_BYTES_IN_FLIGHT, SERVICE_MAX_BODY_BYTES_IN_FLIGHT: each must be at most the next");
   }
 }

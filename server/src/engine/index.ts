@@ -4,4 +4,18 @@
 // on config and errors only.
 export { checkImports, checkWorld, ComponentFormatError, readComponent, worldOf, type ComponentWorld, type Entrypoint, type World } from "./component/index.ts";
 export type { AccessMode, ServiceGrants } from "./grants.ts";
-export { DEADLINE_GRACE_MS, Pool, POOL_DEFAULTS, WorkersDidNotStart, type ComponentRef, type HostServices, type Invocation, type PoolOptions, type PoolStats, type Receipt, type SecretSource, type WorkerReport, type WorkerStats } from "./pool/index.ts";
+export {
+  DEADLINE_GRACE_MS,
+  Pool,
+  POOL_DEFAULTS,
+  WorkersDidNotStart,
+  type ComponentRef,
+  type HostServices,
+  type Invocation,
+  type PoolOptions,
+  type PoolStats,
+  type Receipt,
+  type SecretSource,
+  type WorkerReport,
+  type WorkerStats,
+} from "./pool/index.ts";

@@ -15,7 +15,13 @@ export {
   type TerminalReceipt,
   type Unknown,
 } from "./port.ts";
-export { ServiceEnvironmentKind, startServiceEnvironment, type ServiceEnvironment, type ServiceImplementation, type ServiceKindOptions } from "./service/index.ts";
+export {
+  ServiceEnvironmentKind,
+  startServiceEnvironment,
+  type ServiceEnvironment,
+  type ServiceImplementation,
+  type ServiceKindOptions,
+} from "./service/index.ts";
 export { HostService } from "../../../gen/skillenv/env/v1/host_pb.js";
 export { HostEnvironmentKind } from "./host/host-environment.ts";
 export { HostHub } from "./host/hub.ts";

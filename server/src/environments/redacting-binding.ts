@@ -20,7 +20,9 @@ export function redactingBinding(binding: EnvironmentBinding, secrets: () => rea
     setup: (deadlineMs: number) => redacted(() => binding.setup(deadlineMs)),
     stage: (staging: Staging, deadlineMs: number, operationId: string) => redacted(() => binding.stage(staging, deadlineMs, operationId)),
     execute: (operation: ExecuteOperation) =>
-      redacted((known) => binding.execute({ ...operation, report: (receipt) => operation.report(known.length === 0 ? receipt : redactInterim(receipt, known)) })),
+      redacted((known) =>
+        binding.execute({ ...operation, report: (receipt) => operation.report(known.length === 0 ? receipt : redactInterim(receipt, known)) }),
+      ),
     cancel: (operationId: string, deadlineMs: number) => redacted(() => binding.cancel(operationId, deadlineMs)),
     detach: (deadlineMs: number) => redacted(() => binding.detach(deadlineMs)),
     teardown: (deadlineMs: number) => redacted(() => binding.teardown(deadlineMs)),

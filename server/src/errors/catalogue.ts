@@ -16,83 +16,228 @@ export const errorCatalogue = {
   // Requests and authentication
   unauthenticated: { code: Code.Unauthenticated, httpStatus: 401, summary: "The Authorization bearer key is missing or not known." },
   invalid_argument: { code: Code.InvalidArgument, httpStatus: 400, summary: "A request field is missing or malformed; the message names the field." },
-  malformed_request: { code: Code.InvalidArgument, httpStatus: 400, summary: "The request body or query could not be decoded (bad JSON, unknown field, wrong type, invalid protobuf binary, a compressed message without its encoding, a content type the method does not take), or the HTTP/1.1 request itself does not parse." },
-  compression_unsupported: { code: Code.Unimplemented, httpStatus: 501, summary: "The request is compressed (Connect content-encoding, gRPC grpc-encoding), and this server accepts no compression: send it uncompressed. Unimplemented, as the gRPC and Connect protocols require for an encoding the server does not support." },
+  malformed_request: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary:
+      "The request body or query could not be decoded (bad JSON, unknown field, wrong type, invalid protobuf binary, a compressed message without its encoding, a content type the method does not take), or the HTTP/1.1 request itself does not parse.",
+  },
+  compression_unsupported: {
+    code: Code.Unimplemented,
+    httpStatus: 501,
+    summary:
+      "The request is compressed (Connect content-encoding, gRPC grpc-encoding), and this server accepts no compression: send it uncompressed. Unimplemented, as the gRPC and Connect protocols require for an encoding the server does not support.",
+  },
   route_not_found: { code: Code.NotFound, httpStatus: 404, summary: "No API method is bound to this HTTP method and path." },
   payload_too_large: { code: Code.ResourceExhausted, httpStatus: 413, summary: "The request body exceeds the configured limit." },
-  headers_too_large: { code: Code.ResourceExhausted, httpStatus: 431, summary: "The HTTP/1.1 request line and headers exceed Node's header size limit (16 KiB unless --max-http-header-size says otherwise); the connection is closed." },
+  headers_too_large: {
+    code: Code.ResourceExhausted,
+    httpStatus: 431,
+    summary:
+      "The HTTP/1.1 request line and headers exceed Node's header size limit (16 KiB unless --max-http-header-size says otherwise); the connection is closed.",
+  },
   unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The server is shutting down or a dependency is unavailable; retry elsewhere." },
-  server_busy: { code: Code.Unavailable, httpStatus: 503, summary: "The server already holds as many request bodies in memory as its budget allows (in all or on this connection); the request was not processed. Retry shortly." },
-  request_timeout: { code: Code.DeadlineExceeded, httpStatus: 408, summary: "The request body stalled (nothing arrived for SERVICE_BODY_IDLE_SECS), or HTTP/1.1 request headers did not arrive within SERVICE_HEADERS_TIMEOUT_SECS; the request was abandoned (its HTTP/1.1 connection closed, its HTTP/2 stream reset) and nothing was stored." },
-  canceled: { code: Code.Canceled, httpStatus: 499, summary: "The client went away (closed the connection or cancelled the call) before the answer; an unfinished upload stores nothing." },
+  server_busy: {
+    code: Code.Unavailable,
+    httpStatus: 503,
+    summary:
+      "The server already holds as many request bodies in memory as its budget allows (in all or on this connection); the request was not processed. Retry shortly.",
+  },
+  request_timeout: {
+    code: Code.DeadlineExceeded,
+    httpStatus: 408,
+    summary:
+      "The request body stalled (nothing arrived for SERVICE_BODY_IDLE_SECS), or HTTP/1.1 request headers did not arrive within SERVICE_HEADERS_TIMEOUT_SECS; the request was abandoned (its HTTP/1.1 connection closed, its HTTP/2 stream reset) and nothing was stored.",
+  },
+  canceled: {
+    code: Code.Canceled,
+    httpStatus: 499,
+    summary: "The client went away (closed the connection or cancelled the call) before the answer; an unfinished upload stores nothing.",
+  },
   internal: { code: Code.Internal, httpStatus: 500, summary: "An unexpected server fault; the message carries no internals." },
 
   // Assets and the signed upload
   invalid_sha256: { code: Code.InvalidArgument, httpStatus: 400, summary: "A content hash is not 64 lowercase hexadecimal characters." },
   invalid_size: { code: Code.InvalidArgument, httpStatus: 400, summary: "A declared size is negative or above the upload limit." },
   asset_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has not uploaded (or finalized) content with that hash." },
-  checksum_mismatch: { code: Code.InvalidArgument, httpStatus: 400, summary: "Uploaded bytes do not hash to the signed SHA-256, or the checksum header differs from it." },
+  checksum_mismatch: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "Uploaded bytes do not hash to the signed SHA-256, or the checksum header differs from it.",
+  },
   size_mismatch: { code: Code.InvalidArgument, httpStatus: 400, summary: "Uploaded bytes are not exactly the signed size." },
   upload_url_expired: { code: Code.PermissionDenied, httpStatus: 403, summary: "The signed upload URL is past its expiry." },
-  upload_url_invalid: { code: Code.PermissionDenied, httpStatus: 403, summary: "The upload URL's signature does not match its parameters (tampered or foreign)." },
+  upload_url_invalid: {
+    code: Code.PermissionDenied,
+    httpStatus: 403,
+    summary: "The upload URL's signature does not match its parameters (tampered or foreign).",
+  },
   // Skills and their bundles
-  invalid_skill_name: { code: Code.InvalidArgument, httpStatus: 400, summary: "A skill name breaks ^[a-z0-9][a-z0-9_-]{0,127}$, contains \"__\", or is reserved (skills, skill)." },
+  invalid_skill_name: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: 'A skill name breaks ^[a-z0-9][a-z0-9_-]{0,127}$, contains "__", or is reserved (skills, skill).',
+  },
   skill_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has no skill of that name." },
   bundle_not_zip: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle is not a readable zip archive." },
-  bundle_not_canonical: { code: Code.InvalidArgument, httpStatus: 400, summary: "The zip is valid but not in canonical form (docs/bundle-format.md); re-zip it with a conforming client." },
+  bundle_not_canonical: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "The zip is valid but not in canonical form (docs/bundle-format.md); re-zip it with a conforming client.",
+  },
   bundle_missing_skill_md: { code: Code.InvalidArgument, httpStatus: 400, summary: "SKILL.md is not at the archive root." },
   frontmatter_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "SKILL.md does not start with a YAML frontmatter block." },
   frontmatter_invalid: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter is not valid YAML mapping, or a field has the wrong type." },
-  frontmatter_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter exceeds a bound of the format: its size, its keys, its nesting depth or its aliases (docs/bundle-format.md section 3)." },
+  frontmatter_too_large: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "The frontmatter exceeds a bound of the format: its size, its keys, its nesting depth or its aliases (docs/bundle-format.md section 3).",
+  },
   description_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "The frontmatter has no non-empty description." },
   description_too_long: { code: Code.InvalidArgument, httpStatus: 400, summary: "The description exceeds 2048 characters." },
-  bundle_path_invalid: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry path is absolute, has an empty, . or .. segment, a backslash, a NUL or other control character, or is not UTF-8." },
-  bundle_duplicate_entry: { code: Code.InvalidArgument, httpStatus: 400, summary: "Two entries have the same path, or a path is both a file and a directory prefix." },
+  bundle_path_invalid: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "An entry path is absolute, has an empty, . or .. segment, a backslash, a NUL or other control character, or is not UTF-8.",
+  },
+  bundle_duplicate_entry: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "Two entries have the same path, or a path is both a file and a directory prefix.",
+  },
   bundle_special_entry: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry is a symlink, device or other non-regular file." },
   bundle_encrypted: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry is encrypted." },
   bundle_too_many_entries: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle has more entries than the configured limit." },
   bundle_entry_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "One entry's uncompressed size exceeds the configured limit." },
   bundle_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle's total uncompressed size exceeds the configured limit." },
-  bundle_compression_ratio: { code: Code.InvalidArgument, httpStatus: 400, summary: "An entry's compression ratio is above the configured limit (zip bomb guard)." },
+  bundle_compression_ratio: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "An entry's compression ratio is above the configured limit (zip bomb guard).",
+  },
   // Artifacts, preparation and the service environment
   not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has not admitted an artifact with that id (or it does not exist)." },
-  invalid_component: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bytes are not a WebAssembly component, or it exports no supported world (tool: run; agent-loop: turn)." },
+  invalid_component: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "The bytes are not a WebAssembly component, or it exports no supported world (tool: run; agent-loop: turn).",
+  },
   import_not_grantable: { code: Code.InvalidArgument, httpStatus: 400, summary: "The component imports an interface that no grant can satisfy." },
-  component_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The component exceeds the configured size limit (or the inline limit of a gRPC admission)." },
+  component_too_large: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "The component exceeds the configured size limit (or the inline limit of a gRPC admission).",
+  },
   source_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "The program source exceeds the configured size limit." },
   source_not_utf8: { code: Code.InvalidArgument, httpStatus: 400, summary: "The program source is not valid UTF-8." },
-  grant_not_allowed: { code: Code.PermissionDenied, httpStatus: 403, summary: "A grant lies outside the deployment's allow-list (filesystem, network or secrets)." },
+  grant_not_allowed: {
+    code: Code.PermissionDenied,
+    httpStatus: 403,
+    summary: "A grant lies outside the deployment's allow-list (filesystem, network or secrets).",
+  },
   invalid_grant: { code: Code.InvalidArgument, httpStatus: 400, summary: "A grant is malformed (unknown access mode, origin syntax, secret name)." },
-  preparation_failed: { code: Code.FailedPrecondition, httpStatus: 422, summary: "Preparing an artifact (transpile, instrument, compile, load on workers) failed; the message names the artifact and the cause." },
-  sandbox_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The service environment is not running on this server: its workers' sandbox (bubblewrap) could not start. The operator installs bubblewrap or sets SERVICE_ENV_SANDBOX=off (docs/operations.md); nothing was stored or sent." },
-  pool_saturated: { code: Code.ResourceExhausted, httpStatus: 429, summary: "Every execution slot of the worker pool is busy; the call was not started. Retry later." },
+  preparation_failed: {
+    code: Code.FailedPrecondition,
+    httpStatus: 422,
+    summary: "Preparing an artifact (transpile, instrument, compile, load on workers) failed; the message names the artifact and the cause.",
+  },
+  sandbox_unavailable: {
+    code: Code.Unavailable,
+    httpStatus: 503,
+    summary:
+      "The service environment is not running on this server: its workers' sandbox (bubblewrap) could not start. The operator installs bubblewrap or sets SERVICE_ENV_SANDBOX=off (docs/operations.md); nothing was stored or sent.",
+  },
+  pool_saturated: {
+    code: Code.ResourceExhausted,
+    httpStatus: 429,
+    summary: "Every execution slot of the worker pool is busy; the call was not started. Retry later.",
+  },
   fuel_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The invocation used up its fuel (guest computation budget) and was stopped." },
   memory_exhausted: { code: Code.ResourceExhausted, httpStatus: 422, summary: "The guest tried to grow its memory beyond the configured cap and was stopped." },
   timeout: { code: Code.DeadlineExceeded, httpStatus: 504, summary: "The invocation passed its deadline (or SERVICE_MAX_TURN_SECS) and was stopped." },
-  credential_unavailable: { code: Code.FailedPrecondition, httpStatus: 422, summary: "A receipt: an extension environment's sealed credential cannot be read (the sealing-key was lost or replaced, or the stored value altered); nothing was sent." },
-  secret_unavailable: { code: Code.FailedPrecondition, httpStatus: 422, summary: "A granted secret is not set in the server's process environment; the invocation did not start." },
-  guest_trap: { code: Code.Aborted, httpStatus: 422, summary: "The guest trapped (e.g. unreachable, out-of-bounds access) for a reason other than fuel or memory." },
+  credential_unavailable: {
+    code: Code.FailedPrecondition,
+    httpStatus: 422,
+    summary:
+      "A receipt: an extension environment's sealed credential cannot be read (the sealing-key was lost or replaced, or the stored value altered); nothing was sent.",
+  },
+  secret_unavailable: {
+    code: Code.FailedPrecondition,
+    httpStatus: 422,
+    summary: "A granted secret is not set in the server's process environment; the invocation did not start.",
+  },
+  guest_trap: {
+    code: Code.Aborted,
+    httpStatus: 422,
+    summary: "The guest trapped (e.g. unreachable, out-of-bounds access) for a reason other than fuel or memory.",
+  },
   // Sessions, environments and the journal
   session_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has no session with that id." },
   session_ended: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The session has ended (or is being deleted) and takes no new work." },
   tool_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no tool placed under that name." },
   environment_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no environment of that name." },
-  environment_not_ready: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The tool's environment is not set up (manual and not yet set up, or its setup failed); nothing was sent." },
-  field_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "A field the service would store is above its limit: a tool's inputSchema, configuration or implementation, an environment's options, a run's model name or parameters or agent loop configuration (SERVICE_MAX_FIELD_BYTES as JSON text), a run's message or agentsMd (SERVICE_JOURNAL_MAX_PAYLOAD_BYTES), a tool's description (4096 characters), or a session's environments and tools together (SERVICE_SESSION_MAX_BYTES). details.field names it (e.g. tools[3].inputSchema), with its size and the limit (sizeBytes and maxBytes, or sizeChars and maxChars); nothing was created." },
-  input_too_large: { code: Code.InvalidArgument, httpStatus: 400, summary: "A tool input exceeds SERVICE_JOURNAL_MAX_PAYLOAD_BYTES as JSON text; nothing was journaled or sent." },
-  output_too_large: { code: Code.ResourceExhausted, httpStatus: 422, summary: "A tool returned more than SERVICE_JOURNAL_MAX_PAYLOAD_BYTES; its output is not kept (the tool did run)." },
-  input_too_deep: { code: Code.InvalidArgument, httpStatus: 400, summary: "A tool input nests arrays and objects deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; nothing was journaled or sent." },
-  output_too_deep: { code: Code.ResourceExhausted, httpStatus: 422, summary: "A receipt: the tool returned JSON nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; its output is not kept (the tool did run)." },
+  environment_not_ready: {
+    code: Code.FailedPrecondition,
+    httpStatus: 409,
+    summary: "The tool's environment is not set up (manual and not yet set up, or its setup failed); nothing was sent.",
+  },
+  field_too_large: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary:
+      "A field the service would store is above its limit: a tool's inputSchema, configuration or implementation, an environment's options, a run's model name or parameters or agent loop configuration (SERVICE_MAX_FIELD_BYTES as JSON text), a run's message or agentsMd (SERVICE_JOURNAL_MAX_PAYLOAD_BYTES), a tool's description (4096 characters), or a session's environments and tools together (SERVICE_SESSION_MAX_BYTES). details.field names it (e.g. tools[3].inputSchema), with its size and the limit (sizeBytes and maxBytes, or sizeChars and maxChars); nothing was created.",
+  },
+  input_too_large: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "A tool input exceeds SERVICE_JOURNAL_MAX_PAYLOAD_BYTES as JSON text; nothing was journaled or sent.",
+  },
+  output_too_large: {
+    code: Code.ResourceExhausted,
+    httpStatus: 422,
+    summary: "A tool returned more than SERVICE_JOURNAL_MAX_PAYLOAD_BYTES; its output is not kept (the tool did run).",
+  },
+  input_too_deep: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "A tool input nests arrays and objects deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; nothing was journaled or sent.",
+  },
+  output_too_deep: {
+    code: Code.ResourceExhausted,
+    httpStatus: 422,
+    summary: "A receipt: the tool returned JSON nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; its output is not kept (the tool did run).",
+  },
   storage_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The metadata store failed to read or write; nothing was acknowledged." },
   host_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "A receipt: no host is connected for the tool's host environment; nothing was sent." },
-  host_busy: { code: Code.ResourceExhausted, httpStatus: 429, summary: "A receipt: the host has its maximum of commands in flight, or does not read its stream; nothing was sent." },
-  extension_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "A receipt: the extension could not be reached (nothing was sent) or said it is unavailable. Other refusals by an extension are extension_<connect code>, e.g. extension_unauthenticated." },
+  host_busy: {
+    code: Code.ResourceExhausted,
+    httpStatus: 429,
+    summary: "A receipt: the host has its maximum of commands in flight, or does not read its stream; nothing was sent.",
+  },
+  extension_unavailable: {
+    code: Code.Unavailable,
+    httpStatus: 503,
+    summary:
+      "A receipt: the extension could not be reached (nothing was sent) or said it is unavailable. Other refusals by an extension are extension_<connect code>, e.g. extension_unauthenticated.",
+  },
   host_connection_not_found: { code: Code.NotFound, httpStatus: 404, summary: "Report names no open host connection of this workspace; open Commands again." },
-  operation_not_found: { code: Code.NotFound, httpStatus: 404, summary: "A host receipt names no command in flight on its connection (unknown, foreign or already finished); it was refused and logged." },
+  operation_not_found: {
+    code: Code.NotFound,
+    httpStatus: 404,
+    summary: "A host receipt names no command in flight on its connection (unknown, foreign or already finished); it was refused and logged.",
+  },
   // Runs
   run_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no run with that id." },
-  run_in_progress: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The session is running a run (one runs at a time), or the run to delete is still running; wait for it or cancel it." },
-  idempotency_key_reused: { code: Code.AlreadyExists, httpStatus: 409, summary: "The idempotency key was used for a run of this session with a different submission." },
+  run_in_progress: {
+    code: Code.FailedPrecondition,
+    httpStatus: 409,
+    summary: "The session is running a run (one runs at a time), or the run to delete is still running; wait for it or cancel it.",
+  },
+  idempotency_key_reused: {
+    code: Code.AlreadyExists,
+    httpStatus: 409,
+    summary: "The idempotency key was used for a run of this session with a different submission.",
+  },
   provider_key_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "provider_keys has no key for the model's provider." },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -13,9 +13,7 @@ export const ERROR_DETAILS: readonly DescMessage[] = [ErrorInfoSchema];
  * from the body's "code".
  */
 export function serviceError(code: ErrorCode, message: string, metadata: Record<string, string> = {}): ConnectError {
-  return new ConnectError(message, errorCatalogue[code].code, undefined, [
-    { desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN, metadata } },
-  ]);
+  return new ConnectError(message, errorCatalogue[code].code, undefined, [{ desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN, metadata } }]);
 }
 
 /** The JSON body of an error on the HTTP API. */

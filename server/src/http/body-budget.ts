@@ -26,7 +26,10 @@ export class BodyBudget {
   take(connection: object, bytes: number): void {
     const connectionUsed = this.#usedBy.get(connection) ?? 0;
     if (connectionUsed + bytes > this.#limits.perConnection) {
-      throw serviceError("server_busy", `this connection's requests already hold ${connectionUsed} body bytes of the ${this.#limits.perConnection} allowed; retry when they are done`);
+      throw serviceError(
+        "server_busy",
+        `this connection's requests already hold ${connectionUsed} body bytes of the ${this.#limits.perConnection} allowed; retry when they are done`,
+      );
     }
     if (this.#used + bytes > this.#limits.total) {
       throw serviceError("server_busy", `the server holds as many request body bytes as it allows (${this.#limits.total}); retry shortly`);

@@ -12,12 +12,32 @@ import { requestRecordKey } from "./request-log.ts";
  */
 const DECODE_FAILURES: ReadonlyArray<{ code: Code; connectSays: string; weSay: string; stableCode: ErrorCode }> = [
   { code: Code.Internal, connectSays: "parse binary: ", weSay: "the request message is not valid protobuf binary", stableCode: "malformed_request" },
-  { code: Code.Internal, connectSays: "received compressed envelope", weSay: "a message is flagged compressed, but the request names no encoding (grpc-encoding)", stableCode: "malformed_request" },
+  {
+    code: Code.Internal,
+    connectSays: "received compressed envelope",
+    weSay: "a message is flagged compressed, but the request names no encoding (grpc-encoding)",
+    stableCode: "malformed_request",
+  },
   // The server accepts no compression (createConnectRouter's default), so any encoding is refused;
   // still `unimplemented`, as the gRPC and Connect protocols require.
-  { code: Code.Unimplemented, connectSays: "unknown compression ", weSay: "the request is compressed, but this server accepts no compression: send it uncompressed", stableCode: "compression_unsupported" },
-  { code: Code.Unimplemented, connectSays: "protocol error: missing input message", weSay: "a unary call takes exactly one request message, and none was sent", stableCode: "malformed_request" },
-  { code: Code.Unimplemented, connectSays: "protocol error: received extra input message", weSay: "a unary call takes exactly one request message, and more were sent", stableCode: "malformed_request" },
+  {
+    code: Code.Unimplemented,
+    connectSays: "unknown compression ",
+    weSay: "the request is compressed, but this server accepts no compression: send it uncompressed",
+    stableCode: "compression_unsupported",
+  },
+  {
+    code: Code.Unimplemented,
+    connectSays: "protocol error: missing input message",
+    weSay: "a unary call takes exactly one request message, and none was sent",
+    stableCode: "malformed_request",
+  },
+  {
+    code: Code.Unimplemented,
+    connectSays: "protocol error: received extra input message",
+    weSay: "a unary call takes exactly one request message, and more were sent",
+    stableCode: "malformed_request",
+  },
 ];
 
 /**

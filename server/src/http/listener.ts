@@ -77,7 +77,11 @@ function h2Settings(limits: HttpLimits): http2.ServerOptions {
 }
 
 /** With TLS one server speaks HTTP/2 and, by ALPN, HTTP/1.1: it gets the limits of both. */
-async function createSecureServer(tls: { certFile: string; keyFile: string }, limits: HttpLimits, onRequest: RequestListener): Promise<http2.Http2SecureServer> {
+async function createSecureServer(
+  tls: { certFile: string; keyFile: string },
+  limits: HttpLimits,
+  onRequest: RequestListener,
+): Promise<http2.Http2SecureServer> {
   const server = http2.createSecureServer(
     {
       cert: await fs.readFile(tls.certFile),
@@ -123,7 +127,12 @@ function answerUnparsedRequest(error: NodeJS.ErrnoException, socket: Duplex, lim
   if (error.code !== "ECONNRESET" && socket.writable && !inFlight?.headersSent) {
     const { httpStatus, body } = describeError(unparsedRequestError(error, limits));
     const json = JSON.stringify(body);
-    const head = [`HTTP/1.1 ${httpStatus} ${http.STATUS_CODES[httpStatus]}`, "content-type: application/json", `content-length: ${Buffer.byteLength(json)}`, "connection: close"];
+    const head = [
+      `HTTP/1.1 ${httpStatus} ${http.STATUS_CODES[httpStatus]}`,
+      "content-type: application/json",
+      `content-length: ${Buffer.byteLength(json)}`,
+      "connection: close",
+    ];
     socket.write(`${head.join("\r\n")}\r\n\r\n${json}`);
   }
   socket.destroy();

@@ -52,7 +52,9 @@ export function logLine(entry: Record<string, unknown>, maxBytes: number): strin
   const whole = JSON.stringify(entry);
   if (Buffer.byteLength(whole) <= maxBytes) return whole;
   const cutTo = (chars: number) =>
-    JSON.stringify(entry, (_key, value: unknown) => (typeof value === "string" && value.length > chars ? `${value.slice(0, chars)}…(${value.length - chars} more)` : value));
+    JSON.stringify(entry, (_key, value: unknown) =>
+      typeof value === "string" && value.length > chars ? `${value.slice(0, chars)}…(${value.length - chars} more)` : value,
+    );
   let fits = MIN_KEPT_CHARS;
   let tooLong = Math.max(...Object.values(entry).map((value) => (typeof value === "string" ? value.length : 0)));
   while (tooLong - fits > 1) {

@@ -54,10 +54,16 @@ export interface StaticDirectory {
  * `mountPath` + its relative path. `cacheControl` decides each file's Cache-Control from that
  * relative path; `headers` go on every answer.
  */
-export async function readStaticDirectory(dir: string, mountPath: string, options: { cacheControl(path: string): string; headers: Record<string, string> }): Promise<StaticDirectory | undefined> {
+export async function readStaticDirectory(
+  dir: string,
+  mountPath: string,
+  options: { cacheControl(path: string): string; headers: Record<string, string> },
+): Promise<StaticDirectory | undefined> {
   let paths: string[];
   try {
-    paths = (await readdir(dir, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile()).map((entry) => relative(dir, join(entry.parentPath, entry.name)));
+    paths = (await readdir(dir, { recursive: true, withFileTypes: true }))
+      .filter((entry) => entry.isFile())
+      .map((entry) => relative(dir, join(entry.parentPath, entry.name)));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw error;
@@ -67,7 +73,12 @@ export async function readStaticDirectory(dir: string, mountPath: string, option
     const urlPath = path.split(sep).join("/");
     const body = await readFile(join(dir, path));
     const etag = `"${createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`;
-    const headers = { ...options.headers, "content-type": CONTENT_TYPES[extname(path)] ?? "application/octet-stream", "cache-control": options.cacheControl(urlPath), etag };
+    const headers = {
+      ...options.headers,
+      "content-type": CONTENT_TYPES[extname(path)] ?? "application/octet-stream",
+      "cache-control": options.cacheControl(urlPath),
+      etag,
+    };
     files.set(mountPath + urlPath, { body, headers, etag });
   }
   return { files };

@@ -64,7 +64,9 @@ export class Journal {
     const { operationId } = operation;
     const onBehalf = operation.runId ? { runId: operation.runId } : {};
     const body: EventBody =
-      receipt.outcome === "accepted" ? { type: "operation.accepted", operationId, ...onBehalf } : { type: "operation.progress", operationId, data: receipt.data, ...onBehalf };
+      receipt.outcome === "accepted"
+        ? { type: "operation.accepted", operationId, ...onBehalf }
+        : { type: "operation.progress", operationId, data: receipt.data, ...onBehalf };
     return this.#append(sessionId, body);
   }
 
@@ -167,7 +169,10 @@ export class Journal {
   async recover(): Promise<Array<{ sessionId: string; event: JournalEvent }>> {
     const written: Array<{ sessionId: string; event: JournalEvent }> = [];
     for (const open of await this.#open.values({})) {
-      const receipt: TerminalReceipt = { outcome: "unknown", message: "the server stopped while the operation was in flight; it may or may not have taken effect" };
+      const receipt: TerminalReceipt = {
+        outcome: "unknown",
+        message: "the server stopped while the operation was in flight; it may or may not have taken effect",
+      };
       written.push({ sessionId: open.sessionId, event: await this.settle(open.sessionId, open.operation, receipt) });
     }
     return written;

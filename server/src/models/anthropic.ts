@@ -1,4 +1,15 @@
-import { ModelError, type AssistantContent, type ConversationMessage, type ModelErrorCode, type ModelProvider, type ModelRequest, type ModelResponse, type StopReason, type ToolDefinition, type UserContent } from "./port.ts";
+import {
+  ModelError,
+  type AssistantContent,
+  type ConversationMessage,
+  type ModelErrorCode,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type StopReason,
+  type ToolDefinition,
+  type UserContent,
+} from "./port.ts";
 import { finishContent, type ContentDraft } from "./reply.ts";
 import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
@@ -90,7 +101,11 @@ const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
   ["invalid_request_error", "model_rejected"],
 ]);
 
-async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined, maxJsonDepth: number): Promise<ModelResponse> {
+async function readReply(
+  events: AsyncIterable<ServerSentEvent>,
+  onTextDelta: ((text: string) => void) | undefined,
+  maxJsonDepth: number,
+): Promise<ModelResponse> {
   /** Keyed by block index; blocks the port does not carry (thinking, server tools) have no draft. */
   const drafts = new Map<number | undefined, ContentDraft>();
   const usage = { inputTokens: 0, outputTokens: 0 };

@@ -1,4 +1,13 @@
-import { ModelError, type AssistantContent, type ConversationMessage, type ModelProvider, type ModelRequest, type ModelResponse, type StopReason, type ToolDefinition } from "./port.ts";
+import {
+  ModelError,
+  type AssistantContent,
+  type ConversationMessage,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type StopReason,
+  type ToolDefinition,
+} from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
 import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
@@ -93,7 +102,11 @@ const STOP_REASONS = new Map<string, StopReason>([
   ["content_filter", "refusal"],
 ]);
 
-async function readReply(events: AsyncIterable<ServerSentEvent>, onTextDelta: ((text: string) => void) | undefined, maxJsonDepth: number): Promise<ModelResponse> {
+async function readReply(
+  events: AsyncIterable<ServerSentEvent>,
+  onTextDelta: ((text: string) => void) | undefined,
+  maxJsonDepth: number,
+): Promise<ModelResponse> {
   const text: TextDraft = { type: "text", text: "" };
   /** Keyed by the tool call's index in the reply. */
   const calls = new Map<number | undefined, ToolCallDraft>();

@@ -29,9 +29,7 @@ export interface ToolDefinition {
 }
 
 /** A message is never changed once it is part of a conversation: adapters remember each one's wire form (wire-json.ts). */
-export type ConversationMessage =
-  | { role: "user"; content: UserContent[] }
-  | { role: "assistant"; content: AssistantContent[] };
+export type ConversationMessage = { role: "user"; content: UserContent[] } | { role: "assistant"; content: AssistantContent[] };
 
 export type UserContent = { type: "text"; text: string } | { type: "tool_result"; toolCallId: string; output: string; isError: boolean };
 

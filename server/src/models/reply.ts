@@ -27,7 +27,10 @@ export function finishContent(drafts: Iterable<ContentDraft>, stopReason: StopRe
     }
     const depth = jsonTextDepth(draft.json);
     if (depth > maxJsonDepth) {
-      throw new ModelError("model_invalid_response", `${provider}: the input of tool call ${draft.name} nests ${depth} levels deep, more than the ${maxJsonDepth} the service keeps`);
+      throw new ModelError(
+        "model_invalid_response",
+        `${provider}: the input of tool call ${draft.name} nests ${depth} levels deep, more than the ${maxJsonDepth} the service keeps`,
+      );
     }
     content.push({ type: "tool_call", id: draft.id, name: draft.name, input });
   }

@@ -66,7 +66,14 @@ const TIMED_OUT = new Error("the model call outlived its time bound");
  */
 export async function* streamEvents(request: StreamRequest, options: ProviderOptions, call: ModelCallOptions): AsyncGenerator<ServerSentEvent> {
   const bound = new CallBound(call.signal, options.timeoutMs);
-  const context: CallContext = { provider: request.provider, apiKey: call.apiKey, timeoutMs: options.timeoutMs, callerSignal: call.signal, signal: bound.signal, sendAfter: call.sendAfter };
+  const context: CallContext = {
+    provider: request.provider,
+    apiKey: call.apiKey,
+    timeoutMs: options.timeoutMs,
+    callerSignal: call.signal,
+    signal: bound.signal,
+    sendAfter: call.sendAfter,
+  };
   let response: http.IncomingMessage | undefined;
   try {
     response = await connect(request, options, context);

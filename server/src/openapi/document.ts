@@ -31,7 +31,11 @@ const ERROR_SCHEMA: JsonSchema = {
   properties: {
     // Open: a code added later is not a closed enum's violation to a strict generated client. The
     // codes of today are x-extensible-enum's (Zalando's convention, which generators read as a string).
-    code: { type: "string", "x-extensible-enum": Object.keys(errorCatalogue), description: "The stable error code (docs/errors.md); new codes may be added, so a client must accept one it does not know." },
+    code: {
+      type: "string",
+      "x-extensible-enum": Object.keys(errorCatalogue),
+      description: "The stable error code (docs/errors.md); new codes may be added, so a client must accept one it does not know.",
+    },
     message: { type: "string", description: "For people; its wording may change." },
     status: { type: "string", enum: [...new Set(Object.values(errorCatalogue).map((spec) => codeToString(spec.code)))], description: "The Connect code name." },
   },
@@ -65,7 +69,9 @@ export function buildOpenApi(options: OpenApiOptions): OpenApiDocument {
     info: { title: options.title, version: options.version, description: DESCRIPTION },
     // Relative: the server that serves this document (at /openapi.json) serves the API on the same origin.
     servers: [{ url: "/", description: "The server that serves this document, on the same port as gRPC, gRPC-Web and Connect." }],
-    tags: services.filter((service) => rules.some((rule) => rule.method.parent === service)).map((service) => ({ name: service.typeName, description: comments.get(service.typeName) })),
+    tags: services
+      .filter((service) => rules.some((rule) => rule.method.parent === service))
+      .map((service) => ({ name: service.typeName, description: comments.get(service.typeName) })),
     paths,
     components: {
       schemas: { ...schemas.components(), Error: ERROR_SCHEMA },

@@ -20,7 +20,11 @@ export const reflectionServices = [ServerReflectionV1, ServerReflectionV1alpha] 
 export function serveReflection(router: ConnectRouter, errorDetails: readonly DescMessage[], options?: Partial<UniversalHandlerOptions>): void {
   let index: DescriptorIndex | undefined;
   const described = [StatusSchema, ...errorDetails];
-  const indexOnFirstUse = () => (index ??= new DescriptorIndex(router.handlers.map((handler) => handler.service), described));
+  const indexOnFirstUse = () =>
+    (index ??= new DescriptorIndex(
+      router.handlers.map((handler) => handler.service),
+      described,
+    ));
   router.service(ServerReflectionV1, reflectionV1(indexOnFirstUse), options);
   router.service(ServerReflectionV1alpha, reflectionV1alpha(indexOnFirstUse), options);
 }

@@ -75,7 +75,8 @@ export class Runs {
     return this.#lock.run(sessionId, async () => {
       const existing = submission.idempotencyKey ? await this.#options.records.byIdempotencyKey(workspace, sessionId, submission.idempotencyKey) : undefined;
       if (existing) return { run: this.#sameSubmission(existing, submission), created: false };
-      if (this.#runningIn(sessionId)) throw serviceError("run_in_progress", `session ${sessionId} is running run ${this.#runningIn(sessionId)!.record.id}; wait for it or cancel it`);
+      if (this.#runningIn(sessionId))
+        throw serviceError("run_in_progress", `session ${sessionId} is running run ${this.#runningIn(sessionId)!.record.id}; wait for it or cancel it`);
       const record = await this.#submit(workspace, session, submission);
       return { run: record, created: true };
     });
@@ -84,7 +85,8 @@ export class Runs {
   async get(workspace: string, sessionId: string, runId: string): Promise<RunRecord> {
     await this.#options.sessions.get(workspace, sessionId);
     const record = this.#active.get(runId)?.record ?? (await this.#options.records.get(workspace, sessionId, runId));
-    if (!record || record.workspace !== workspace || record.sessionId !== sessionId) throw serviceError("run_not_found", `session ${sessionId} has no run ${JSON.stringify(runId)}`);
+    if (!record || record.workspace !== workspace || record.sessionId !== sessionId)
+      throw serviceError("run_not_found", `session ${sessionId} has no run ${JSON.stringify(runId)}`);
     return record;
   }
 
@@ -154,7 +156,9 @@ export class Runs {
 
   async #submit(workspace: string, session: SessionRecord, submission: Submission): Promise<RunRecord> {
     const loop = submission.agentloop;
-    const agentLoop = loop ? await this.#options.sessions.checkAgentLoop(workspace, session.id, loop.environment, loop.implementation, loop.configuration) : undefined;
+    const agentLoop = loop
+      ? await this.#options.sessions.checkAgentLoop(workspace, session.id, loop.environment, loop.implementation, loop.configuration)
+      : undefined;
     const skills = await this.#resolveSkills(workspace, submission.skills);
     const files = await this.#resolveFiles(workspace, submission.files);
     const id = newId("run");
@@ -175,7 +179,11 @@ export class Runs {
       ...(submission.idempotencyKey ? { idempotencyKey: submission.idempotencyKey } : {}),
     };
     const history = await this.#options.records.conversation(session.id);
-    const tools: ToolDefinition[] = session.tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown> }));
+    const tools: ToolDefinition[] = session.tools.map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown>,
+    }));
     const events = new RunEvents(this.#options.sessions, session.id, id);
     const recorded = events.commit(
       "run.submitted",
@@ -199,14 +207,26 @@ export class Runs {
     const controller = new AbortController();
     recorded.catch(() => controller.abort(new TurnStopped("cancelled", "the run could not be recorded")));
     const deadlineMs = Date.parse(record.createdAt) + this.#options.settings.maxTurnSecs * 1000;
-    const timer = setTimeout(() => controller.abort(new TurnStopped("timeout", `the turn passed SERVICE_MAX_TURN_SECS (${this.#options.settings.maxTurnSecs} s)`)), deadlineMs - Date.now());
+    const timer = setTimeout(
+      () => controller.abort(new TurnStopped("timeout", `the turn passed SERVICE_MAX_TURN_SECS (${this.#options.settings.maxTurnSecs} s)`)),
+      deadlineMs - Date.now(),
+    );
     const provider = this.#options.providers.get(submission.model.provider)!;
     const done = (async () => {
-      const end = await new Turn(setup, { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress }, controller.signal).run();
+      const end = await new Turn(
+        setup,
+        { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress },
+        controller.signal,
+      ).run();
       clearTimeout(timer);
       // A run whose record could not be written was never created: nothing more is written for
       // it, and its snapshot goes.
-      if (!(await recorded.then(() => true, () => false))) {
+      if (
+        !(await recorded.then(
+          () => true,
+          () => false,
+        ))
+      ) {
         await this.#options.runAssets.remove(record.id);
         return;
       }
@@ -276,7 +296,10 @@ export class Runs {
 
   #sameSubmission(existing: RunRecord, submission: Submission): RunRecord {
     if (existing.idempotencyHash === submission.idempotencyHash) return this.#active.get(existing.id)?.record ?? existing;
-    throw serviceError("idempotency_key_reused", `idempotency key ${JSON.stringify(submission.idempotencyKey)} was used for run ${existing.id} with a different submission`);
+    throw serviceError(
+      "idempotency_key_reused",
+      `idempotency key ${JSON.stringify(submission.idempotencyKey)} was used for run ${existing.id} with a different submission`,
+    );
   }
 
   async #remove(record: RunRecord): Promise<void> {

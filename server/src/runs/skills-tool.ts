@@ -51,7 +51,12 @@ export function callSkillsTool(input: unknown, skills: readonly RunSkill[]): Ski
   if (request.action === "list") return { ok: true, output: JSON.stringify({ skills: skills.map(({ name, description }) => ({ name, description })) }) };
   if (request.action !== "load" || typeof request.name !== "string") return invalidInput();
   const skill = skills.find((candidate) => candidate.name === request.name);
-  if (!skill) return { ok: false, code: "skill_not_found", message: `no skill named ${JSON.stringify(request.name)} is available in this run; list them with {"action":"list"}` };
+  if (!skill)
+    return {
+      ok: false,
+      code: "skill_not_found",
+      message: `no skill named ${JSON.stringify(request.name)} is available in this run; list them with {"action":"list"}`,
+    };
   return { ok: true, output: skill.skillMd };
 }
 

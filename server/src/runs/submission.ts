@@ -15,7 +15,18 @@ export const MAX_IDEMPOTENCY_KEY_CHARS = 128;
 export const DEFAULT_MAX_TOKENS = 4096;
 const PAYLOAD_SETTING = "SERVICE_JOURNAL_MAX_PAYLOAD_BYTES";
 /** The model parameters the service sets itself; runs.proto (Model.parameters) and docs/runs.md list them too (tested). */
-export const RESERVED_PARAMETERS: ReadonlySet<string> = new Set(["model", "messages", "system", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"]);
+export const RESERVED_PARAMETERS: ReadonlySet<string> = new Set([
+  "model",
+  "messages",
+  "system",
+  "tools",
+  "tool_choice",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "max_completion_tokens",
+  "n",
+]);
 
 export interface SubmissionRules {
   /** Providers this server can call. */
@@ -88,7 +99,9 @@ export function idempotencyHash(submission: Omit<Submission, "idempotencyHash" |
 export function canonicalJson(value: JsonValue): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
   if (value !== null && typeof value === "object") {
-    const keys = Object.keys(value).filter((key) => value[key] !== undefined).sort();
+    const keys = Object.keys(value)
+      .filter((key) => value[key] !== undefined)
+      .sort();
     return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key] as JsonValue)}`).join(",")}}`;
   }
   return JSON.stringify(value);
@@ -137,7 +150,8 @@ function checkFiles(input: RunInput): Submission["files"] {
   for (const { path, assetSha256 } of input.files) {
     const problem = validateBundlePath(path);
     if (problem !== undefined) invalid(`files[].path ${JSON.stringify(path)}: ${problem}`);
-    if (path === SKILLS_DIRECTORY || path.startsWith(`${SKILLS_DIRECTORY}/`)) invalid(`files[].path ${JSON.stringify(path)}: ${SKILLS_DIRECTORY}/ is where skills are staged`);
+    if (path === SKILLS_DIRECTORY || path.startsWith(`${SKILLS_DIRECTORY}/`))
+      invalid(`files[].path ${JSON.stringify(path)}: ${SKILLS_DIRECTORY}/ is where skills are staged`);
     if (files.some((file) => file.path === path)) invalid(`files[].path ${JSON.stringify(path)} is given twice`);
     files.push({ path, assetSha256 });
   }

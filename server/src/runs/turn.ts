@@ -4,7 +4,16 @@ import { describeError } from "../errors/index.ts";
 import { ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition } from "../models/index.ts";
 import type { ProgressLimits } from "../config/index.ts";
 import { ProgressBudget, SKILLS_TOOL_NAME, type AgentLoopPlacement, type Sessions, type ToolCallResult } from "../sessions/index.ts";
-import { consistentPrefix, defaultAgentLoop, MaxRoundsExceeded, textOf, type LoopHost, type LoopOutcome, type ToolCall, type ToolResult } from "./default-loop.ts";
+import {
+  consistentPrefix,
+  defaultAgentLoop,
+  MaxRoundsExceeded,
+  textOf,
+  type LoopHost,
+  type LoopOutcome,
+  type ToolCall,
+  type ToolResult,
+} from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
 import { callSkillsTool, SKILLS_DIRECTORY, skillsTool, STAGED_SKILL_FILES, type RunSkill } from "./skills-tool.ts";
@@ -91,7 +100,10 @@ export class Turn implements LoopHost {
     this.#signal = signal;
     this.#events = deps.events;
     this.#unrecorded = deps.recorded;
-    deps.recorded.then(() => (this.#unrecorded = undefined), () => undefined);
+    deps.recorded.then(
+      () => (this.#unrecorded = undefined),
+      () => undefined,
+    );
     this.#progress = new ProgressBudget(deps.progress);
   }
 
@@ -121,10 +133,22 @@ export class Turn implements LoopHost {
     let reply: ModelResponse;
     try {
       reply = await this.#deps.provider.complete(
-        { model: submission.model.name, system: this.#system(), messages, tools, maxTokens: submission.model.maxTokens, parameters: submission.model.parameters },
+        {
+          model: submission.model.name,
+          system: this.#system(),
+          messages,
+          tools,
+          maxTokens: submission.model.maxTokens,
+          parameters: submission.model.parameters,
+        },
         // In the first round model.request shares the batch of the run's record: the request is
         // prepared while that batch syncs, and sent once it is durable.
-        { apiKey: submission.apiKey, signal: this.#signal, onTextDelta: (text) => deltas.push(text), ...(this.#unrecorded ? { sendAfter: this.#unrecorded } : {}) },
+        {
+          apiKey: submission.apiKey,
+          signal: this.#signal,
+          onTextDelta: (text) => deltas.push(text),
+          ...(this.#unrecorded ? { sendAfter: this.#unrecorded } : {}),
+        },
       );
     } finally {
       // Text that streamed in is journaled before anything the turn records next, its end included.
@@ -177,7 +201,11 @@ export class Turn implements LoopHost {
     };
     const input = JSON.stringify({ v: 1, message: submission.message });
     await this.#deps.recorded;
-    const running = this.#deps.sessions.runAgentLoop(record.workspace, record.sessionId, loop, host, { input, timeoutMs: this.#remainingMs(), runId: record.id });
+    const running = this.#deps.sessions.runAgentLoop(record.workspace, record.sessionId, loop, host, {
+      input,
+      timeoutMs: this.#remainingMs(),
+      runId: record.id,
+    });
     const { receipt } = await raceStop(running, this.#signal);
     if (receipt.outcome === "failure") throw new LoopFailed(receipt.code, receipt.message);
     if (receipt.outcome === "unknown") throw new LoopFailed("unknown_outcome", receipt.message);
@@ -230,7 +258,10 @@ export class Turn implements LoopHost {
     await this.#deps.recorded;
     const receipts = await sessions.stage(record.workspace, record.sessionId, { replace: [SKILLS_DIRECTORY], files: [...skillFiles, ...files] }, record.id);
     const failed = receipts.find(({ receipt }) => receipt.outcome !== "returned");
-    if (failed) throw new StagingFailed(`staging into environment ${failed.environment} failed: ${failed.receipt.outcome === "failure" ? failed.receipt.message : failed.receipt.outcome}`);
+    if (failed)
+      throw new StagingFailed(
+        `staging into environment ${failed.environment} failed: ${failed.receipt.outcome === "failure" ? failed.receipt.message : failed.receipt.outcome}`,
+      );
     this.#skillsStaged = receipts.length > 0;
   }
 
@@ -298,7 +329,10 @@ function returnedResult(output: string, operationId?: string): { output: string;
 }
 
 function failedResult(code: string, message: string, operationId?: string): { output: string; event: Record<string, unknown> } {
-  return { output: JSON.stringify({ error: { code, message } }), event: { outcome: "failure", error: { code, message }, ...(operationId ? { operationId } : {}) } };
+  return {
+    output: JSON.stringify({ error: { code, message } }),
+    event: { outcome: "failure", error: { code, message }, ...(operationId ? { operationId } : {}) },
+  };
 }
 
 function raceStop<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {

@@ -31,7 +31,12 @@ export function conversationFromWit(messages: unknown): ConversationMessage[] {
   const conversation: ConversationMessage[] = [];
   for (const message of messages as Array<Record<string, unknown>>) {
     if (message?.role === "tool") {
-      const result: UserContent = { type: "tool_result", toolCallId: String(message.tool_call_id ?? ""), output: String(message.content ?? ""), isError: message.is_error === true };
+      const result: UserContent = {
+        type: "tool_result",
+        toolCallId: String(message.tool_call_id ?? ""),
+        output: String(message.content ?? ""),
+        isError: message.is_error === true,
+      };
       const last = conversation.at(-1);
       if (last?.role === "user" && last.content.every((part) => part.type === "tool_result")) last.content.push(result);
       else conversation.push({ role: "user", content: [result] });
@@ -58,7 +63,11 @@ export function callsFromWit(calls: unknown): ToolCall[] {
 
 export function replyToWit(reply: ModelResponse): object {
   const calls = reply.content.filter((part): part is ToolCall => part.type === "tool_call");
-  return { v: 1, message: { content: textOf(reply.content), tool_calls: calls.map(({ id, name, input }) => ({ id, name, input })) }, stop_reason: reply.stopReason };
+  return {
+    v: 1,
+    message: { content: textOf(reply.content), tool_calls: calls.map(({ id, name, input }) => ({ id, name, input })) },
+    stop_reason: reply.stopReason,
+  };
 }
 
 export function resultsToWit(results: readonly ToolResult[]): object {
@@ -66,7 +75,9 @@ export function resultsToWit(results: readonly ToolResult[]): object {
     v: 1,
     results: results.map(({ toolCallId, output, isError }) => {
       const value = parseJson(output);
-      return isError ? { id: toolCallId, error: (value as { error?: unknown }).error ?? { code: "tool_error", message: output } } : { id: toolCallId, output: value };
+      return isError
+        ? { id: toolCallId, error: (value as { error?: unknown }).error ?? { code: "tool_error", message: output } }
+        : { id: toolCallId, output: value };
     }),
   };
 }

@@ -33,7 +33,11 @@ export function checkJsonSize(field: string, value: unknown, maxBytes: number, s
 export function checkTextChars(field: string, text: string, maxChars: number): void {
   const chars = text.length;
   if (chars <= maxChars) return;
-  throw serviceError("field_too_large", `${field} has ${chars} characters, more than ${maxChars}`, { field, sizeChars: String(chars), maxChars: String(maxChars) });
+  throw serviceError("field_too_large", `${field} has ${chars} characters, more than ${maxChars}`, {
+    field,
+    sizeChars: String(chars),
+    maxChars: String(maxChars),
+  });
 }
 
 function fieldTooLarge(field: string, sizeBytes: number, maxBytes: number, setting: string) {

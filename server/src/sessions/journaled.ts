@@ -73,7 +73,10 @@ function cutText(text: string, maxBytes: number, marker = ` [cut: ${Buffer.byteL
   if (fitsBytes(text, maxBytes)) return text;
   const room = Math.max(0, maxBytes - Buffer.byteLength(marker));
   // Decoding a cut UTF-8 prefix ends in U+FFFD where a character was split: drop that one.
-  const head = Buffer.from(text.slice(0, room), "utf8").subarray(0, room).toString("utf8").replace(/\uFFFD$/, "");
+  const head = Buffer.from(text.slice(0, room), "utf8")
+    .subarray(0, room)
+    .toString("utf8")
+    .replace(/\uFFFD$/, "");
   return `${head}${marker}`;
 }
 
@@ -96,9 +99,14 @@ function boundOutput(receipt: TerminalReceipt, { maxOutputBytes: maxBytes, maxOu
   const depth = jsonTextDepth(receipt.output);
   // Output text that is not JSON is kept as a string, whatever brackets it holds.
   if (depth <= maxDepth || !isJsonText(receipt.output)) return receipt;
-  return failure("output_too_deep", `the tool returned JSON nested ${depth} levels deep, more than the ${maxDepth} a journal entry keeps; the tool did run`, false, {
-    depth: String(depth),
-    sha256: sha256(),
-    maxDepth: String(maxDepth),
-  });
+  return failure(
+    "output_too_deep",
+    `the tool returned JSON nested ${depth} levels deep, more than the ${maxDepth} a journal entry keeps; the tool did run`,
+    false,
+    {
+      depth: String(depth),
+      sha256: sha256(),
+      maxDepth: String(maxDepth),
+    },
+  );
 }

@@ -36,12 +36,18 @@ export function createSessionService(sessions: Sessions, kinds: EnvironmentKinds
     async setupEnvironment(request, context) {
       const workspace = requireWorkspace(context);
       const { environment, receipt } = await sessions.setup(workspace, request.sessionId, request.environment);
-      return { environment: environmentMessage({ workspace, sessionId: request.sessionId }, environment, kinds), ...(receipt ? { receipt: receiptMessage(receipt) } : {}) };
+      return {
+        environment: environmentMessage({ workspace, sessionId: request.sessionId }, environment, kinds),
+        ...(receipt ? { receipt: receiptMessage(receipt) } : {}),
+      };
     },
     async callTool(request, context) {
       const timeoutMs = request.timeout ? Number(request.timeout.seconds) * 1000 + Math.floor(request.timeout.nanos / 1e6) : undefined;
       const input = request.input ? toJsonString(ValueSchema, request.input) : "{}";
-      const result = await sessions.callTool(requireWorkspace(context), request.sessionId, request.tool, { input, ...(timeoutMs === undefined ? {} : { timeoutMs }) });
+      const result = await sessions.callTool(requireWorkspace(context), request.sessionId, request.tool, {
+        input,
+        ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      });
       return { operationId: result.operationId, receipt: receiptMessage(result.receipt) };
     },
     async *watchSession(request, context) {

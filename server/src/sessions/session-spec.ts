@@ -90,7 +90,8 @@ async function checkEnvironment(
   const kind = kinds[kindName];
   const requested = toJson(KIND_SCHEMAS[kindName], value) as Record<string, JsonValue>;
   // Before the kind reads them: a service environment's grants, an extension's url, credential and configuration.
-  for (const [option, optionValue] of Object.entries(requested)) checkJsonSize(`${field}.${kindName}.${option}`, optionValue, limits.maxFieldBytes, FIELD_SETTING);
+  for (const [option, optionValue] of Object.entries(requested))
+    checkJsonSize(`${field}.${kindName}.${option}`, optionValue, limits.maxFieldBytes, FIELD_SETTING);
   const options = await kind.authorize({ ...context, environment: name }, requested);
   return { name, setup, state: "pending", kind: kindName, options };
 }

@@ -1,7 +1,15 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { createHash } from "node:crypto";
 import type { ProgressLimits } from "../config/index.ts";
-import type { AgentLoopHost, EnvironmentBinding, EnvironmentKindName, EnvironmentKinds, OperationKind, Staging, TerminalReceipt } from "../environments/index.ts";
+import type {
+  AgentLoopHost,
+  EnvironmentBinding,
+  EnvironmentKindName,
+  EnvironmentKinds,
+  OperationKind,
+  Staging,
+  TerminalReceipt,
+} from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import { jsonTextDepth } from "../json/index.ts";
@@ -112,7 +120,12 @@ export class Sessions {
     const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds, this.#options.sizeLimits);
     const record: SessionRecord = { id, workspace, createdAt: new Date().toISOString(), lifecycle: "active", ...spec };
     await this.#options.records.create(record);
-    const environments = spec.environments.map(({ name, kind, setup, options }) => ({ name, kind, setup, options: this.#options.kinds[kind].describe(options) }));
+    const environments = spec.environments.map(({ name, kind, setup, options }) => ({
+      name,
+      kind,
+      setup,
+      options: this.#options.kinds[kind].describe(options),
+    }));
     await this.#options.journal.append(id, { type: "session.created", data: { environments, tools: spec.tools.map((tool) => tool.name) } });
     const live = this.#attach(record);
     const automatic = spec.environments.filter((environment) => environment.setup === "automatic");
@@ -183,7 +196,8 @@ export class Sessions {
     const live = await this.#load(workspace, id);
     this.#requireActive(live);
     const environment = environmentOf(live.record, loop.environment);
-    if (environment.state !== "ready") throw serviceError("environment_not_ready", `the agent loop's environment ${environment.name} is ${environment.state}, not ready`);
+    if (environment.state !== "ready")
+      throw serviceError("environment_not_ready", `the agent loop's environment ${environment.name} is ${environment.state}, not ready`);
     return this.#execute(live, { ...loop, loopHost: host }, options);
   }
 
@@ -192,7 +206,8 @@ export class Sessions {
     const live = await this.#load(workspace, id);
     this.#requireActive(live);
     const bound = environmentOf(live.record, environment);
-    if (bound.kind !== kind) throw serviceError("invalid_argument", `environment ${environment} of session ${id} is a ${bound.kind} environment, not a ${kind} one`);
+    if (bound.kind !== kind)
+      throw serviceError("invalid_argument", `environment ${environment} of session ${id} is a ${bound.kind} environment, not a ${kind} one`);
   }
 
   /** Appends a note (a run's events) to the session's journal; `records` commit in the same atomic batch. */
@@ -208,13 +223,20 @@ export class Sessions {
   async stage(workspace: string, id: string, staging: Staging, runId: string): Promise<Array<{ environment: string; receipt: TerminalReceipt }>> {
     const live = await this.#load(workspace, id);
     this.#requireActive(live);
-    const files = staging.files.map((file) => ({ path: file.path, sizeBytes: file.bytes.byteLength, sha256: createHash("sha256").update(file.bytes).digest("hex") }));
+    const files = staging.files.map((file) => ({
+      path: file.path,
+      sizeBytes: file.bytes.byteLength,
+      sha256: createHash("sha256").update(file.bytes).digest("hex"),
+    }));
     const manifest = JSON.stringify({ replace: staging.replace, files });
     const targets = this.#stagingTargets(live);
     return Promise.all(
       targets.map(async ({ name }) => ({
         environment: name,
-        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs, operationId) => binding.stage(staging, deadlineMs, operationId), { input: manifest, runId }),
+        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs, operationId) => binding.stage(staging, deadlineMs, operationId), {
+          input: manifest,
+          runId,
+        }),
       })),
     );
   }
@@ -420,7 +442,10 @@ export class Sessions {
     let binding = live.bindings.get(name);
     if (!binding) {
       const environment = environmentOf(live.record, name);
-      binding = this.#options.kinds[environment.kind].bind({ workspace: live.record.workspace, sessionId: live.record.id, environment: name }, environment.options);
+      binding = this.#options.kinds[environment.kind].bind(
+        { workspace: live.record.workspace, sessionId: live.record.id, environment: name },
+        environment.options,
+      );
       live.bindings.set(name, binding);
     }
     return binding;

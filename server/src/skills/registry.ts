@@ -89,7 +89,12 @@ export class SkillRegistry {
     return asset;
   }
 
-  async #validatedRecord(workspace: string, name: string, contentHash: string, existing: SkillRecord | undefined): Promise<{ record: SkillRecord; files: BundleFile[] }> {
+  async #validatedRecord(
+    workspace: string,
+    name: string,
+    contentHash: string,
+    existing: SkillRecord | undefined,
+  ): Promise<{ record: SkillRecord; files: BundleFile[] }> {
     const asset = await this.#assets.finalized(workspace, contentHash);
     if (!asset) {
       throw serviceError("asset_not_found", `no finalized asset ${contentHash} in this workspace; upload the bundle first`);

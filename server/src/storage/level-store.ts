@@ -68,9 +68,7 @@ export class LevelStore implements Store {
 
   #levelOp(op: WriteOp) {
     const sublevel = this.#sublevel(op.table);
-    return op.type === "put"
-      ? { type: "put" as const, sublevel, key: op.key, value: op.value as string }
-      : { type: "del" as const, sublevel, key: op.key };
+    return op.type === "put" ? { type: "put" as const, sublevel, key: op.key, value: op.value as string } : { type: "del" as const, sublevel, key: op.key };
   }
 
   #sublevel(name: string): Sublevel {

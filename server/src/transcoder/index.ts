@@ -67,7 +67,12 @@ function splitUrl(url: string): { path: string; query: URLSearchParams } {
   return { path: url.slice(0, mark), query: new URLSearchParams(url.slice(mark + 1)) };
 }
 
-async function call({ rule, pathValues }: RuleMatch, query: URLSearchParams, request: UniversalServerRequest, maxBodyBytes: number): Promise<UniversalServerResponse> {
+async function call(
+  { rule, pathValues }: RuleMatch,
+  query: URLSearchParams,
+  request: UniversalServerRequest,
+  maxBodyBytes: number,
+): Promise<UniversalServerResponse> {
   const contentType = request.header.get("content-type") ?? "";
   // Built when the handler reads its body, i.e. after its request gate: a refused call's body is never read.
   const message = async () => {

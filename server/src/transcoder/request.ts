@@ -1,4 +1,13 @@
-import { create, mergeFromJson, type DescField, type DescMessage, type JsonObject, type JsonValue, type Message, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  create,
+  mergeFromJson,
+  type DescField,
+  type DescMessage,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  type MessageInitShape,
+} from "@bufbuild/protobuf";
 import type { ConnectError } from "@connectrpc/connect";
 import { assertByteStreamRequest, type UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { serviceError } from "../errors/index.ts";

@@ -21,7 +21,8 @@ afterAll(async () => {
 });
 
 /** A guest that blocks on the monotonic clock for `seconds` (pollable.block, a synchronous WASI call). */
-const SLEEPER = "const started = tools.clock.now(); tools.clock.subscribeDuration(BigInt(args.seconds) * 1000000000n).block(); return { sleptNs: String(tools.clock.now() - started) };";
+const SLEEPER =
+  "const started = tools.clock.now(); tools.clock.subscribeDuration(BigInt(args.seconds) * 1000000000n).block(); return { sleptNs: String(tools.clock.now() - started) };";
 
 describe("a guest blocked in a WASI call", () => {
   it("holds no thread: with a sleeper on every worker, other calls are served at once", async () => {

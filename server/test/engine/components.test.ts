@@ -221,7 +221,9 @@ describe("componentize-js components", () => {
     expect(await call("function run(input, configuration) { return { sum: input.a + input.b, greeting: configuration.greeting }; }", '{"a":2,"b":3}')).toEqual({
       ok: '{"sum":5,"greeting":"hi"}',
     });
-    expect(await call("async function run(input, c, context) { await new Promise((r) => setTimeout(r, 5)); return context.deadlineMs > Date.now(); }", "{}")).toEqual({
+    expect(
+      await call("async function run(input, c, context) { await new Promise((r) => setTimeout(r, 5)); return context.deadlineMs > Date.now(); }", "{}"),
+    ).toEqual({
       ok: "true",
     });
   });
@@ -291,7 +293,9 @@ describe("componentize-js components", () => {
     expect(result).toEqual({ ok: '{"v":1,"message":"the answer is 42","tool_results":[{"id":"c1","output":{"found":42}}]}' });
     expect(timerFiredDuringWait).toBe(true);
     expect(modelRequests).toHaveLength(2);
-    expect(modelRequests[1]).toMatchObject({ messages: [{ role: "user" }, { role: "assistant", tool_calls: [{ id: "c1" }] }, { role: "tool", tool_call_id: "c1" }] });
+    expect(modelRequests[1]).toMatchObject({
+      messages: [{ role: "user" }, { role: "assistant", tool_calls: [{ id: "c1" }] }, { role: "tool", tool_call_id: "c1" }],
+    });
     expect(events).toEqual([
       { v: 1, kind: "turn_started" },
       { v: 1, kind: "tool_calls", round: 1, count: 1 },

@@ -67,9 +67,7 @@ describe("instrumentFuel on minimal modules", () => {
     for (const wat of [`(module)`, `(module (memory 1) (func (export "f")))`]) {
       const out = instrumentFuel(new Uint8Array(await parse(wat))).bytes;
       expect(WebAssembly.validate(out)).toBe(true);
-      expect(WebAssembly.Module.imports(new WebAssembly.Module(out))).toEqual([
-        { module: FUEL_IMPORT.module, name: FUEL_IMPORT.name, kind: "global" },
-      ]);
+      expect(WebAssembly.Module.imports(new WebAssembly.Module(out))).toEqual([{ module: FUEL_IMPORT.module, name: FUEL_IMPORT.name, kind: "global" }]);
     }
   });
 

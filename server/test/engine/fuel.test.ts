@@ -445,7 +445,11 @@ describe("capMemory", () => {
 
   /** Capped exports by name: the maximum each carries, from a compiled module's export list. */
   const cappedExports = (module: Uint8Array<ArrayBuffer>) =>
-    Object.fromEntries(WebAssembly.Module.exports(new WebAssembly.Module(module)).flatMap(({ name }) => (name.startsWith(CAPPED_EXPORT_PREFIX) ? [[name, cappedMaximum(name)]] : [])));
+    Object.fromEntries(
+      WebAssembly.Module.exports(new WebAssembly.Module(module)).flatMap(({ name }) =>
+        name.startsWith(CAPPED_EXPORT_PREFIX) ? [[name, cappedMaximum(name)]] : [],
+      ),
+    );
 
   /** A memory and three tables, one with a declared maximum and one with an initialiser; grow(i, n) grows table i. */
   const tables = () =>
@@ -501,9 +505,13 @@ describe("capMemory", () => {
   });
 
   it("caps imported tables at the whole cap: the host must supply a table within it", async () => {
-    const bytes = new Uint8Array(await parse(`(module (import "env" "t" (table 1 funcref)) (func (export "grow") (param i32) (result i32) (table.grow 0 (ref.null func) (local.get 0))))`));
+    const bytes = new Uint8Array(
+      await parse(`(module (import "env" "t" (table 1 funcref)) (func (export "grow") (param i32) (result i32) (table.grow 0 (ref.null func) (local.get 0))))`),
+    );
     const capped = capMemory(bytes, 64); // 4 MiB: 131072 entries of 32 bytes
-    const table = (maximum?: number) => ({ env: { t: new WebAssembly.Table({ element: "anyfunc", initial: 1, ...(maximum === undefined ? {} : { maximum }) }) } });
+    const table = (maximum?: number) => ({
+      env: { t: new WebAssembly.Table({ element: "anyfunc", initial: 1, ...(maximum === undefined ? {} : { maximum }) }) },
+    });
     await expect(WebAssembly.instantiate(capped, table())).rejects.toThrow(WebAssembly.LinkError);
     await expect(WebAssembly.instantiate(capped, table(131073))).rejects.toThrow(WebAssembly.LinkError);
     const { instance } = await WebAssembly.instantiate(capped, table(131072));

@@ -46,7 +46,13 @@ for (const sandbox of [true, false]) {
     });
 
     /** Runs `source` in a guest with these filesystem grants on workspace A (or `workspaceDir`). */
-    function attack(source: string, filesystem: ServiceGrants["filesystem"], args: unknown = null, workspaceDir = workspaceA, fuel = 200_000_000_000): Promise<Receipt> {
+    function attack(
+      source: string,
+      filesystem: ServiceGrants["filesystem"],
+      args: unknown = null,
+      workspaceDir = workspaceA,
+      fuel = 200_000_000_000,
+    ): Promise<Receipt> {
       // Fuel for thousands of refused calls: a WASI error is a thrown exception in the guest's JS engine, and costly.
       return run(pool, probe, { v: 1, source, args }, { grants: { ...NO_GRANTS, filesystem }, workspaceDir, deadlineMs: Date.now() + 120_000, fuel });
     }
@@ -251,7 +257,12 @@ describe("disk quotas", () => {
 
   function write(preopen: string, name: string, chunks: number, workspaceDir: string) {
     const filesystem = preopen === "/workspace" ? { workspace: "write" as const } : { scratch: "write" as const };
-    return run(pool, probe, { v: 1, source: WRITER, args: { preopen, name, chunks } }, { grants: { ...NO_GRANTS, filesystem }, workspaceDir, deadlineMs: Date.now() + 60_000 });
+    return run(
+      pool,
+      probe,
+      { v: 1, source: WRITER, args: { preopen, name, chunks } },
+      { grants: { ...NO_GRANTS, filesystem }, workspaceDir, deadlineMs: Date.now() + 60_000 },
+    );
   }
 
   it("a workspace write past the binding's quota fails with `quota` and writes nothing of it; the bytes stay counted across invocations and workers", async () => {

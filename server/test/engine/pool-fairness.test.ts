@@ -89,10 +89,18 @@ describe("a workspace's share of the workers", () => {
     const loops = [1, 2].map(() => run(pool!, loop, {}, { tenant: "a", deadlineMs: Date.now() + 60_000 }));
     await waitFor(() => pool!.stats().inFlight.tools === 2 && pool!.stats().workers.some((worker) => worker.busy), 30_000, "a's loops sent, one computing");
     // Both on one worker: the other is free of a.
-    expect(pool.stats().workers.map((worker) => worker.tools).sort()).toEqual([0, 2]);
+    expect(
+      pool
+        .stats()
+        .workers.map((worker) => worker.tools)
+        .sort(),
+    ).toEqual([0, 2]);
     // Each of these would wait behind a computing loop on a's worker: b's calls never go there.
     for (let i = 0; i < 6; i++) expect(output(await run(pool, echo, { v: i }, { tenant: "b" }))).toEqual({ v: i });
-    killWorker(pool, pool.stats().workers.findIndex((worker) => worker.tools === 2));
+    killWorker(
+      pool,
+      pool.stats().workers.findIndex((worker) => worker.tools === 2),
+    );
     // The loop that computed may have run; the one queued behind it on the same worker did not.
     const outcomes = (await Promise.all(loops)).map((receipt) => (receipt.outcome === "failure" ? receipt.code : receipt.outcome)).sort();
     expect(outcomes).toEqual(["unavailable", "unknown"]);
@@ -110,7 +118,8 @@ describe("work that never started", () => {
     await waitFor(() => pool!.stats().inFlight.tools === 3, 30_000, "the echoes sent");
     killWorker(pool, 0);
     expect(await looping).toMatchObject({ outcome: "unknown" });
-    for (const receipt of await Promise.all(echoes)) expect(receipt).toMatchObject({ outcome: "failure", code: "unavailable", message: expect.stringContaining("did not run") });
+    for (const receipt of await Promise.all(echoes))
+      expect(receipt).toMatchObject({ outcome: "failure", code: "unavailable", message: expect.stringContaining("did not run") });
   }, 120_000);
 
   it("new calls go to a worker whose thread no guest holds", async () => {

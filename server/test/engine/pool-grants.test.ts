@@ -2,7 +2,18 @@ import { mkdir, readdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HostServices, Pool, Receipt, ServiceGrants } from "../../src/engine/pool/index.ts";
-import { buildTestComponents, component, NO_GRANTS, output, run, SHARED_DATA_DIR, startGuestFacingServer, startPool, tempDir, type GuestFacingServer } from "../helpers/pool.ts";
+import {
+  buildTestComponents,
+  component,
+  NO_GRANTS,
+  output,
+  run,
+  SHARED_DATA_DIR,
+  startGuestFacingServer,
+  startPool,
+  tempDir,
+  type GuestFacingServer,
+} from "../helpers/pool.ts";
 
 const workspaceJs = component("workspace-js");
 const secretsJs = component("secrets-js");
@@ -103,7 +114,14 @@ describe("filesystem grants", () => {
     // Each invocation's /scratch, in its worker's directory, is removed once its receipt is in.
     const roots = (await readdir(join(SHARED_DATA_DIR, "invocations"))).filter((name) => name.startsWith(`${process.pid}-`));
     expect(roots.length).toBeGreaterThan(0);
-    const scratchDirs = async () => (await Promise.all(roots.map(async (root) => (await readdir(join(SHARED_DATA_DIR, "invocations", root))).map((worker) => join(SHARED_DATA_DIR, "invocations", root, worker, "scratch"))))).flat();
+    const scratchDirs = async () =>
+      (
+        await Promise.all(
+          roots.map(async (root) =>
+            (await readdir(join(SHARED_DATA_DIR, "invocations", root))).map((worker) => join(SHARED_DATA_DIR, "invocations", root, worker, "scratch")),
+          ),
+        )
+      ).flat();
     const leftovers = async () => (await Promise.all((await scratchDirs()).map((dir) => readdir(dir).catch(() => [])))).flat();
     for (let polls = 0; (await leftovers()).length > 0; polls++) {
       if (polls > 1000) throw new Error(`invocation directories left behind: ${(await leftovers()).join(", ")}`);
@@ -111,7 +129,7 @@ describe("filesystem grants", () => {
     }
   }, 60_000);
 
-  it("honours the scratch mode: \"read\" is an empty read-only /scratch, \"write\" a writable one", async () => {
+  it('honours the scratch mode: "read" is an empty read-only /scratch, "write" a writable one', async () => {
     const read = { scratch: "read" } as const;
     expect(output(await fs({ op: "list", path: "/scratch" }, read))).toEqual({ v: 1, ok: true, entries: [] });
     expect(await fs({ op: "write", path: "/scratch/note.txt", data: "x" }, read)).toMatchObject({ outcome: "failure", code: "read-only" });
@@ -122,7 +140,10 @@ describe("filesystem grants", () => {
   it("has no /scratch without a scratch grant", async () => {
     expect(await fs({ op: "list", path: "/scratch" }, {})).toMatchObject({ outcome: "failure", code: "not-permitted" });
     // Beside a workspace, /scratch is no directory of its own and leads nowhere outside.
-    expect(await fs({ op: "write", path: "/scratch/note.txt", data: "x" }, { workspace: "write" })).toMatchObject({ outcome: "failure", code: "not-permitted" });
+    expect(await fs({ op: "write", path: "/scratch/note.txt", data: "x" }, { workspace: "write" })).toMatchObject({
+      outcome: "failure",
+      code: "not-permitted",
+    });
     expect(await readdir(workspace)).not.toContain("scratch");
   }, 60_000);
 
@@ -290,7 +311,10 @@ describe("programs", () => {
     const host: HostServices = {
       callModel: async (request) => {
         const { messages } = JSON.parse(request) as { messages: { content: string }[] };
-        return JSON.stringify({ v: 1, message: { content: `about ${messages[0]!.content}`, tool_calls: [{ id: "t1", name: "echo", input: { v: 1, echoed: true } }] } });
+        return JSON.stringify({
+          v: 1,
+          message: { content: `about ${messages[0]!.content}`, tool_calls: [{ id: "t1", name: "echo", input: { v: 1, echoed: true } }] },
+        });
       },
       dispatchTools: async (calls) => {
         const { calls: list } = JSON.parse(calls) as { calls: { id: string; input: unknown }[] };
@@ -321,9 +345,24 @@ describe("programs", () => {
     }`;
     const events: string[] = [];
     let dropped = 0;
-    const host: HostServices = { callModel: async () => "{}", dispatchTools: async () => "{}", emit: (event) => events.push(event), dropped: (count) => (dropped += count) };
+    const host: HostServices = {
+      callModel: async () => "{}",
+      dispatchTools: async () => "{}",
+      emit: (event) => events.push(event),
+      dropped: (count) => (dropped += count),
+    };
     // Building 20 KB strings in an interpreted JS engine costs fuel: more than the default.
-    const receipt = await pool.invoke({ component: programLoop, entrypoint: "turn", input: "{}", configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host, program: { source }, fuel: 200_000_000_000 });
+    const receipt = await pool.invoke({
+      component: programLoop,
+      entrypoint: "turn",
+      input: "{}",
+      configuration: "{}",
+      deadlineMs: Date.now() + 60_000,
+      grants: NO_GRANTS,
+      host,
+      program: { source },
+      fuel: 200_000_000_000,
+    });
     expect(output(receipt)).toEqual({ emitted: 300 });
     expect(events).toHaveLength(100);
     expect(events.every((event) => Buffer.byteLength(event) <= 16 * 1024)).toBe(true);

@@ -30,7 +30,9 @@ async function instanceHere(name: string, budget: bigint): Promise<GuestInstance
   try {
     const prepared = await preparer.prepare(component(name));
     const files = preparer.coreModuleFiles(prepared);
-    const modules = await Promise.all(files.map(async ([name, file]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(await readFile(file))]));
+    const modules = await Promise.all(
+      files.map(async ([name, file]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(await readFile(file))]),
+    );
     const { entrypoints, imports, initialMemoryPages } = prepared.manifest;
     const loaded = loadComponent(name, await import(prepared.glueUrl), modules, { entrypoints, imports, initialMemoryBytes: initialMemoryPages * 65536 });
     return await instantiate(loaded, budget, {});

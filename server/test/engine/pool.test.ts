@@ -49,7 +49,8 @@ async function fuelInThisThread(component: Uint8Array, input: string): Promise<n
     const instance = await glue.instantiate(
       (file: string) => modules.get(file),
       {},
-      (module: WebAssembly.Module, imports: WebAssembly.Imports) => new WebAssembly.Instance(module, { ...imports, [FUEL_IMPORT.module]: { [FUEL_IMPORT.name]: fuel } }),
+      (module: WebAssembly.Module, imports: WebAssembly.Imports) =>
+        new WebAssembly.Instance(module, { ...imports, [FUEL_IMPORT.module]: { [FUEL_IMPORT.name]: fuel } }),
     );
     await instance.run(input, "{}", BigInt(Date.now() + 30_000));
     return Number(budget - (fuel.value as bigint));
@@ -100,7 +101,10 @@ describe("pool basics", () => {
   });
 
   it("charges exactly the fuel the same prepared component uses in this thread", async () => {
-    const cases: [string, string][] = [["fib-wat", "21"], ["echo-js", JSON.stringify({ v: 1, text: "same fuel" })]];
+    const cases: [string, string][] = [
+      ["fib-wat", "21"],
+      ["echo-js", JSON.stringify({ v: 1, text: "same fuel" })],
+    ];
     for (const [name, input] of cases) {
       // Named by content: the shared data dir may hold an older build prepared under the plain name.
       const bytes = await readFile(join(COMPONENTS_DIR, `${name}.wasm`));
@@ -140,7 +144,11 @@ describe("pool basics", () => {
 
     const early = new AbortController();
     early.abort();
-    expect(await run(pool, echo, { v: 1 }, { signal: early.signal })).toMatchObject({ outcome: "failure", code: "cancelled", message: expect.stringContaining("did not run") });
+    expect(await run(pool, echo, { v: 1 }, { signal: early.signal })).toMatchObject({
+      outcome: "failure",
+      code: "cancelled",
+      message: expect.stringContaining("did not run"),
+    });
   });
 
   it("an already expired deadline fails at once", async () => {
@@ -215,7 +223,17 @@ describe("programs on the QuickJS runtime (qjs-program-tool)", () => {
       dispatchTools: () => Promise.reject({ code: "tool_failed", message: "no tools here" }),
       emit: (event) => void events.push(event),
     };
-    const turn = (source: string) => pool.invoke({ component: loop, entrypoint: "turn", input: '{"q":"hi"}', configuration: "{}", deadlineMs: Date.now() + 30_000, grants: NO_GRANTS, host, program: { source } });
+    const turn = (source: string) =>
+      pool.invoke({
+        component: loop,
+        entrypoint: "turn",
+        input: '{"q":"hi"}',
+        configuration: "{}",
+        deadlineMs: Date.now() + 30_000,
+        grants: NO_GRANTS,
+        host,
+        program: { source },
+      });
     const answered = await turn("function turn(input, configuration, host) { host.emit({ v: 1, kind: 'asked' }); return host.callModel({ q: input.q }); }");
     expect(output(answered)).toEqual({ v: 1, heard: { q: "hi" } });
     expect(events).toEqual(['{"v":1,"kind":"asked"}']);
@@ -225,7 +243,11 @@ describe("programs on the QuickJS runtime (qjs-program-tool)", () => {
 
   it("refuses an async program, and passes a thrown failure through", async () => {
     expect(await runProgram("async function run(input) { return input; }")).toMatchObject({ outcome: "failure", code: "invalid_program" });
-    expect(await runProgram("function run() { throw { code: 'nope', message: 'refused' }; }")).toMatchObject({ outcome: "failure", code: "nope", message: "refused" });
+    expect(await runProgram("function run() { throw { code: 'nope', message: 'refused' }; }")).toMatchObject({
+      outcome: "failure",
+      code: "nope",
+      message: "refused",
+    });
   }, 60_000);
 });
 
@@ -411,11 +433,27 @@ describe("crashes and capacity", () => {
         emit: (event) => events.push(event),
       });
       const pending = Array.from({ length: turns }, (_, turn) =>
-        loops.invoke({ component: agentLoop, entrypoint: "turn", input: JSON.stringify({ v: 1, message: `hello ${turn}` }), configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host: host(turn) }),
+        loops.invoke({
+          component: agentLoop,
+          entrypoint: "turn",
+          input: JSON.stringify({ v: 1, message: `hello ${turn}` }),
+          configuration: "{}",
+          deadlineMs: Date.now() + 60_000,
+          grants: NO_GRANTS,
+          host: host(turn),
+        }),
       );
       await allWaiting;
       // One more turn finds no agent-loop slot (and, without a queue, is refused at once).
-      const extra = await loops.invoke({ component: agentLoop, entrypoint: "turn", input: JSON.stringify({ v: 1, message: "x" }), configuration: "{}", deadlineMs: Date.now() + 60_000, grants: NO_GRANTS, host: host(99) });
+      const extra = await loops.invoke({
+        component: agentLoop,
+        entrypoint: "turn",
+        input: JSON.stringify({ v: 1, message: "x" }),
+        configuration: "{}",
+        deadlineMs: Date.now() + 60_000,
+        grants: NO_GRANTS,
+        host: host(99),
+      });
       expect(extra).toMatchObject({ outcome: "failure", code: "pool_saturated" });
       const receipts: Receipt[] = await Promise.all(pending);
       receipts.forEach((receipt, turn) => {

@@ -131,7 +131,12 @@ describe("preparation", () => {
     const preparer = await Preparer.create({ dataDir: dataDir.path, memoryMib: 64 });
     try {
       const hostTool = refOf("tool-importing-host", () => testComponent("tool-host"));
-      await expectPreparationFailure(preparer.prepare(hostTool), "tool-importing-host", "skillenv:env/host@0.1.0", "only agent loops may import the host interface");
+      await expectPreparationFailure(
+        preparer.prepare(hostTool),
+        "tool-importing-host",
+        "skillenv:env/host@0.1.0",
+        "only agent loops may import the host interface",
+      );
       const badRun = refOf("bad-run", () => testComponent("bad-run"));
       await expectPreparationFailure(preparer.prepare(badRun), "bad-run", "run is func() -> s32");
       await expectPreparationFailure(preparer.prepare(refOf("both", () => testComponent("both"))), "both run and turn");
@@ -152,14 +157,22 @@ describe("preparation", () => {
   it("fails with preparation_failed naming the component and the cause", async () => {
     const preparer = await Preparer.create({ dataDir: dataDir.path, memoryMib: 64 });
     try {
-      await expectPreparationFailure(preparer.prepare(refOf("not-a-component", async () => new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]))), "not-a-component", "not a WebAssembly component");
+      await expectPreparationFailure(
+        preparer.prepare(refOf("not-a-component", async () => new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]))),
+        "not-a-component",
+        "not a WebAssembly component",
+      );
       await expectPreparationFailure(
         preparer.prepare(refOf("unloadable", async () => Promise.reject(new Error("object storage is down")))),
         "unloadable",
         "object storage is down",
       );
       await expectPreparationFailure(preparer.prepare(refOf("with-sockets", () => testComponent("tool-sockets"))), "with-sockets", "wasi:sockets/tcp");
-      await expectPreparationFailure(preparer.prepare(refOf("no-entrypoint", () => testComponent("neither"))), "no-entrypoint", "neither run (tool world) nor turn");
+      await expectPreparationFailure(
+        preparer.prepare(refOf("no-entrypoint", () => testComponent("neither"))),
+        "no-entrypoint",
+        "neither run (tool world) nor turn",
+      );
       expect(preparer.stats.failures).toBe(4);
       expect(preparer.stats.transpiles).toBe(0);
       // A failed preparation is not cached: the next attempt tries again.

@@ -7,7 +7,22 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { GuestFilesystem, Descriptor } from "../../src/engine/wasi/filesystem/index.ts";
-import { bytes, entries, FOLLOW, makeBox, mount, NOFOLLOW, openFds, OUTSIDE, READ, readAll, text, thrown, WRITE, type Box } from "../helpers/guest-filesystem.ts";
+import {
+  bytes,
+  entries,
+  FOLLOW,
+  makeBox,
+  mount,
+  NOFOLLOW,
+  openFds,
+  OUTSIDE,
+  READ,
+  readAll,
+  text,
+  thrown,
+  WRITE,
+  type Box,
+} from "../helpers/guest-filesystem.ts";
 
 let box: Box;
 let filesystem: GuestFilesystem;
@@ -29,7 +44,15 @@ afterEach(() => {
 function outside(): string {
   const marker = statSync(box.marker);
   const listing = (dir: string) => readdirSync(dir).sort().join(",");
-  return JSON.stringify([listing(box.box), listing(join(box.box, "a")), listing(join(box.box, "a", "b")), listing(join(box.box, "a", "b", "c")), readFileSync(box.marker, "utf8"), marker.mtimeMs, marker.nlink]);
+  return JSON.stringify([
+    listing(box.box),
+    listing(join(box.box, "a")),
+    listing(join(box.box, "a", "b")),
+    listing(join(box.box, "a", "b", "c")),
+    readFileSync(box.marker, "utf8"),
+    marker.mtimeMs,
+    marker.nlink,
+  ]);
 }
 
 /**
@@ -45,7 +68,8 @@ function refused(attempt: () => unknown): string {
     expect(error as string).not.toContain(box.box);
     return error as string;
   }
-  const read = result && typeof result === "object" && "read" in result ? thrown(() => readAll(result as Descriptor)) ?? readAll(result as Descriptor) : result;
+  const read =
+    result && typeof result === "object" && "read" in result ? (thrown(() => readAll(result as Descriptor)) ?? readAll(result as Descriptor)) : result;
   throw new Error(`the attempt succeeded: ${String(read)}`);
 }
 
@@ -88,7 +112,11 @@ describe("the stale-descriptor escape", () => {
     mkdirSync(join(box.box, "trash"));
     renameSync(join(box.root, "d"), join(box.box, "trash", "d"));
     const before = outside();
-    for (const path of ["..", "../marker", "../../marker", "./../marker"]) expect(refused(() => d.openAt(NOFOLLOW, path, {}, READ)), path).toBe("not-permitted");
+    for (const path of ["..", "../marker", "../../marker", "./../marker"])
+      expect(
+        refused(() => d.openAt(NOFOLLOW, path, {}, READ)),
+        path,
+      ).toBe("not-permitted");
     expect(refused(() => d.statAt(FOLLOW, "../.."))).toBe("not-permitted");
     expect(outside()).toBe(before);
   });
@@ -163,12 +191,27 @@ describe("paths that leave the preopen", () => {
       }
     }
     for (const path of ["marker-link", "marker-absolute", "guest-made", "up", "absolute"]) {
-      expect(refused(() => root.openAt(FOLLOW, path, {}, READ)), path).toBe("not-permitted");
-      expect(refused(() => root.openAt(FOLLOW, path, { create: true }, WRITE)), path).toBe("not-permitted");
-      expect(refused(() => root.statAt(FOLLOW, path)), path).toBe("not-permitted");
-      expect(refused(() => root.linkAt(FOLLOW, path, root, "stolen")), path).toBe("not-permitted");
+      expect(
+        refused(() => root.openAt(FOLLOW, path, {}, READ)),
+        path,
+      ).toBe("not-permitted");
+      expect(
+        refused(() => root.openAt(FOLLOW, path, { create: true }, WRITE)),
+        path,
+      ).toBe("not-permitted");
+      expect(
+        refused(() => root.statAt(FOLLOW, path)),
+        path,
+      ).toBe("not-permitted");
+      expect(
+        refused(() => root.linkAt(FOLLOW, path, root, "stolen")),
+        path,
+      ).toBe("not-permitted");
       // Not followed, the link is only itself: open refuses it (O_NOFOLLOW), stat describes it.
-      expect(refused(() => root.openAt(NOFOLLOW, path, {}, READ)), path).toBe("loop");
+      expect(
+        refused(() => root.openAt(NOFOLLOW, path, {}, READ)),
+        path,
+      ).toBe("loop");
       expect(root.statAt(NOFOLLOW, path).type).toBe("symbolic-link");
     }
     // A hard link to a symlink is one more symlink, as confined as the first.

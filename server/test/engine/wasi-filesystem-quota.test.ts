@@ -3,7 +3,15 @@
 import { linkSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ENTRY_BYTES, filesystemTypes, GuestFilesystem, LocalQuota, measureUsage, type Descriptor, type QuotaAccount } from "../../src/engine/wasi/filesystem/index.ts";
+import {
+  ENTRY_BYTES,
+  filesystemTypes,
+  GuestFilesystem,
+  LocalQuota,
+  measureUsage,
+  type Descriptor,
+  type QuotaAccount,
+} from "../../src/engine/wasi/filesystem/index.ts";
 import { bytes, makeBox, mount, NOFOLLOW, READ, thrown, WRITE, type Box } from "../helpers/guest-filesystem.ts";
 
 let box: Box;
@@ -29,7 +37,8 @@ afterEach(() => {
   box.remove();
 });
 
-const open = (path: string, openFlags: Parameters<Descriptor["openAt"]>[2] = {}, flags: Parameters<Descriptor["openAt"]>[3] = WRITE) => root.openAt(NOFOLLOW, path, openFlags, flags);
+const open = (path: string, openFlags: Parameters<Descriptor["openAt"]>[2] = {}, flags: Parameters<Descriptor["openAt"]>[3] = WRITE) =>
+  root.openAt(NOFOLLOW, path, openFlags, flags);
 
 describe("LocalQuota", () => {
   it("reserves all or nothing and never goes below zero", async () => {
@@ -129,7 +138,11 @@ describe("quota", () => {
     expect(quota.used).toBe(quota.limit);
     expect(await measureUsage(box.root)).toBe(quota.used);
     // Creating what exists is `exist`, full or not (so `mkdir -p` over existing directories works).
-    for (const action of [() => root.createDirectoryAt("dir"), () => root.symlinkAt("x", "new.txt"), () => open("new.txt", { create: true, exclusive: true })]) {
+    for (const action of [
+      () => root.createDirectoryAt("dir"),
+      () => root.symlinkAt("x", "new.txt"),
+      () => open("new.txt", { create: true, exclusive: true }),
+    ]) {
       expect(thrown(action)).toBe("exist");
     }
     expect(quota.used).toBe(quota.limit);

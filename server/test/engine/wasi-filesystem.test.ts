@@ -29,7 +29,8 @@ afterEach(() => {
   box.remove();
 });
 
-const open = (path: string, flags: Parameters<Descriptor["openAt"]>[3] = READ, openFlags: Parameters<Descriptor["openAt"]>[2] = {}, pathFlags = NOFOLLOW) => root.openAt(pathFlags, path, openFlags, flags);
+const open = (path: string, flags: Parameters<Descriptor["openAt"]>[3] = READ, openFlags: Parameters<Descriptor["openAt"]>[2] = {}, pathFlags = NOFOLLOW) =>
+  root.openAt(pathFlags, path, openFlags, flags);
 
 describe("paths", () => {
   it("resolves nested names, '.', '//' and '..' that stay inside", () => {
@@ -49,13 +50,23 @@ describe("paths", () => {
       [sub, "../hello.txt"],
       [sub, "deeper/../../hello.txt"],
     ] as const) {
-      expect(thrown(() => descriptor.openAt(NOFOLLOW, path, {}, READ)), path).toBe("not-permitted");
-      expect(thrown(() => descriptor.statAt(NOFOLLOW, path)), path).toBe("not-permitted");
+      expect(
+        thrown(() => descriptor.openAt(NOFOLLOW, path, {}, READ)),
+        path,
+      ).toBe("not-permitted");
+      expect(
+        thrown(() => descriptor.statAt(NOFOLLOW, path)),
+        path,
+      ).toBe("not-permitted");
     }
   });
 
   it("refuses absolute paths, names nothing with an empty path, and finds '.' to be the directory itself", () => {
-    for (const path of ["/", "/hello.txt", "//hello.txt", box.root, join(box.root, "hello.txt")]) expect(thrown(() => open(path)), path).toBe("not-permitted");
+    for (const path of ["/", "/hello.txt", "//hello.txt", box.root, join(box.root, "hello.txt")])
+      expect(
+        thrown(() => open(path)),
+        path,
+      ).toBe("not-permitted");
     expect(thrown(() => open(""))).toBe("no-entry");
     expect(root.statAt(NOFOLLOW, ".").type).toBe("directory");
     expect(root.statAt(NOFOLLOW, "sub/..").type).toBe("directory");
@@ -105,7 +116,8 @@ describe("openAt", () => {
     expect(thrown(() => open("sub", WRITE))).toBe("is-directory");
     expect(thrown(() => open("sub", READ, { truncate: true }))).toBe("is-directory");
     expect(thrown(() => open("new", READ, { create: true, directory: true }))).toBe("invalid");
-    for (const flag of ["fileIntegritySync", "dataIntegritySync", "requestedWriteSync"]) expect(thrown(() => open("hello.txt", { read: true, [flag]: true }))).toBe("unsupported");
+    for (const flag of ["fileIntegritySync", "dataIntegritySync", "requestedWriteSync"])
+      expect(thrown(() => open("hello.txt", { read: true, [flag]: true }))).toBe("unsupported");
   });
 
   it("creates, truncates and refuses an exclusive create of what exists", () => {
@@ -178,7 +190,10 @@ describe("files", () => {
     expect(readFileSync(join(box.root, "hello.txt"), "utf8")).toBe("hello");
     file.setSize(8n);
     expect(statSync(join(box.root, "hello.txt")).size).toBe(8);
-    file.setTimes({ tag: "timestamp", val: { seconds: 1_000_000n, nanoseconds: 500_000_000 } }, { tag: "timestamp", val: { seconds: 2_000_000n, nanoseconds: 0 } });
+    file.setTimes(
+      { tag: "timestamp", val: { seconds: 1_000_000n, nanoseconds: 500_000_000 } },
+      { tag: "timestamp", val: { seconds: 2_000_000n, nanoseconds: 0 } },
+    );
     let stat = file.stat();
     expect(stat.dataAccessTimestamp).toEqual({ seconds: 1_000_000n, nanoseconds: 500_000_000 });
     expect(stat.dataModificationTimestamp).toEqual({ seconds: 2_000_000n, nanoseconds: 0 });
@@ -406,7 +421,11 @@ describe("directories", () => {
     expect(root.readlinkAt("link-to-file")).toBe("hello.txt");
     expect(thrown(() => root.readlinkAt("hello.txt"))).toBe("invalid");
     expect(thrown(() => root.readlinkAt("missing"))).toBe("no-entry");
-    for (const [target, name] of [["../../../..", "up"], ["/etc/passwd", "absolute"], ["any text at all", "text"]]) {
+    for (const [target, name] of [
+      ["../../../..", "up"],
+      ["/etc/passwd", "absolute"],
+      ["any text at all", "text"],
+    ]) {
       root.symlinkAt(target!, name!);
       expect(readlinkSync(join(box.root, name!))).toBe(target);
       expect(root.readlinkAt(name!)).toBe(target);
@@ -581,7 +600,13 @@ describe("revocation", () => {
     filesystem.revoke();
     expect(openFds()).toBe(baseline);
     expect(filesystem.preopens()).toEqual([]);
-    for (const action of [() => root.statAt(NOFOLLOW, "hello.txt"), () => root.openAt(NOFOLLOW, "hello.txt", {}, READ), () => file.read(1n, 0n), () => sub.readDirectory(), () => listing.readDirectoryEntry()]) {
+    for (const action of [
+      () => root.statAt(NOFOLLOW, "hello.txt"),
+      () => root.openAt(NOFOLLOW, "hello.txt", {}, READ),
+      () => file.read(1n, 0n),
+      () => sub.readDirectory(),
+      () => listing.readDirectoryEntry(),
+    ]) {
       expect(thrown(action)).toBe("not-permitted");
     }
     for (const action of [() => input.read(1n), () => output.write(bytes("x")), () => output.checkWrite()]) {

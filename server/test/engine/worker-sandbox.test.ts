@@ -7,7 +7,19 @@ import { join } from "node:path";
 import { Level } from "level";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Pool } from "../../src/engine/pool/index.ts";
-import { buildTestComponents, component, killWorker, NO_GRANTS, output, run, startGuestFacingServer, startPool, tempDir, waitFor, type GuestFacingServer } from "../helpers/pool.ts";
+import {
+  buildTestComponents,
+  component,
+  killWorker,
+  NO_GRANTS,
+  output,
+  run,
+  startGuestFacingServer,
+  startPool,
+  tempDir,
+  waitFor,
+  type GuestFacingServer,
+} from "../helpers/pool.ts";
 
 const fetchJs = component("fetch-js");
 const loop = component("loop-wat");

@@ -1,13 +1,23 @@
 import { describe, expect, it } from "vitest";
 import { RefusalLog } from "../../src/environments/host/refusal-log.ts";
 
-const refusal = (workspace: string, operationId = "op_01jd000000000000000000000a") => ({ workspace, sessionId: "ses_x", environment: "laptop", operationId, reason: "no command with this operation id is in flight on this connection" });
+const refusal = (workspace: string, operationId = "op_01jd000000000000000000000a") => ({
+  workspace,
+  sessionId: "ses_x",
+  environment: "laptop",
+  operationId,
+  reason: "no command with this operation id is in flight on this connection",
+});
 
 describe("the log of refused host receipts", () => {
   it("logs a burst per workspace, then as many a minute, and says how many it left out", () => {
     const lines: Array<Record<string, unknown>> = [];
     let now = 0;
-    const log = new RefusalLog((entry) => lines.push(entry), 3, () => now);
+    const log = new RefusalLog(
+      (entry) => lines.push(entry),
+      3,
+      () => now,
+    );
     for (let i = 0; i < 10; i++) log.refused(refusal("a"));
     log.refused(refusal("b"));
     expect(lines.map((line) => line.workspace)).toEqual(["a", "a", "a", "b"]);

@@ -136,7 +136,10 @@ export async function componentizeJsTool(source: string): Promise<Uint8Array> {
   ) => Promise<{ component: Uint8Array }>;
   const version = JSON.parse(await fs.readFile(path.join(root, "node_modules/@bytecodealliance/componentize-js/package.json"), "utf8")).version;
   const witWorld = await fs.readFile(ENV_WIT_FILE, "utf8");
-  const key = createHash("sha256").update(JSON.stringify([version, witWorld, source])).digest("hex").slice(0, 32);
+  const key = createHash("sha256")
+    .update(JSON.stringify([version, witWorld, source]))
+    .digest("hex")
+    .slice(0, 32);
   const cached = path.join(os.tmpdir(), "skillenv-test-components", `${key}.wasm`);
   try {
     return await fs.readFile(cached);

@@ -112,7 +112,12 @@ export class TestExtension {
     if (request.tool === "leak") {
       const credential = credentialOf(context);
       yield { receipt: { case: "progress" as const, value: { message: `working for ${credential}` } } };
-      yield { receipt: { case: "failure" as const, value: { code: `bad_${credential}`, message: `refused for ${credential}`, details: { token: credential, [credential]: "a key" } } } };
+      yield {
+        receipt: {
+          case: "failure" as const,
+          value: { code: `bad_${credential}`, message: `refused for ${credential}`, details: { token: credential, [credential]: "a key" } },
+        },
+      };
       return;
     }
     if (request.tool === "whoami") {

@@ -55,7 +55,10 @@ abstract class RecordingHost {
 
   /** Resolves once the server has asked to cancel `operationId`. */
   cancelled(operationId: string): Promise<true> {
-    return this.next((message) => (message.message.case === "cancel" && message.message.value.operationId === operationId ? true : undefined), `a cancel of ${operationId}`);
+    return this.next(
+      (message) => (message.message.case === "cancel" && message.message.value.operationId === operationId ? true : undefined),
+      `a cancel of ${operationId}`,
+    );
   }
 
   /** The reason of the server's `closing` message, once it came. */

@@ -72,8 +72,7 @@ export async function rest(service: TestService, method: string, route: string, 
   return { status: response.status, body: text === "" ? undefined : JSON.parse(text), text };
 }
 
-export const putSkill = (service: TestService, name: string, contentHash: string, key = KEY_A) =>
-  rest(service, "PUT", `/skills/${name}`, { contentHash }, key);
+export const putSkill = (service: TestService, name: string, contentHash: string, key = KEY_A) => rest(service, "PUT", `/skills/${name}`, { contentHash }, key);
 export const getSkill = (service: TestService, name: string, key = KEY_A) => rest(service, "GET", `/skills/${name}`, undefined, key);
 export const deleteSkill = (service: TestService, name: string, key = KEY_A) => rest(service, "DELETE", `/skills/${name}`, undefined, key);
 

@@ -20,7 +20,12 @@ export interface ViewContext {
 export type View = (context: ViewContext) => HTMLElement;
 
 export function pageHeader(title: Child, lead?: Child, ...actions: Child[]): HTMLElement {
-  return h("header", { class: "page-header" }, h("div", null, h("h1", null, title), lead && h("p", { class: "lead" }, lead)), actions.length > 0 && h("div", { class: "actions" }, actions));
+  return h(
+    "header",
+    { class: "page-header" },
+    h("div", null, h("h1", null, title), lead && h("p", { class: "lead" }, lead)),
+    actions.length > 0 && h("div", { class: "actions" }, actions),
+  );
 }
 
 export function panel(title: string, ...children: Child[]): HTMLElement {
@@ -55,9 +60,25 @@ export interface Page<T> {
  * A table filled a page at a time: the first page at once, the next ones behind a button.
  * `rows` renders one page's items; `none` is shown when there are none at all.
  */
-export function pagedTable<T>(context: ViewContext, options: { columns: string[]; fetch: (pageToken: string) => Promise<Page<T>>; rows: (items: T[]) => HTMLElement[]; none: Child }): HTMLElement {
+export function pagedTable<T>(
+  context: ViewContext,
+  options: { columns: string[]; fetch: (pageToken: string) => Promise<Page<T>>; rows: (items: T[]) => HTMLElement[]; none: Child },
+): HTMLElement {
   const body = h("tbody");
-  const table = h("table", null, h("thead", null, h("tr", null, options.columns.map((column) => h("th", null, column)))), body);
+  const table = h(
+    "table",
+    null,
+    h(
+      "thead",
+      null,
+      h(
+        "tr",
+        null,
+        options.columns.map((column) => h("th", null, column)),
+      ),
+    ),
+    body,
+  );
   const container = h("div", { class: "table-wrap" }, h("p", { class: "loading" }, "Loading…"));
   const more = h("button", { type: "button", class: "secondary" }, "Load more");
   let pageToken = "";

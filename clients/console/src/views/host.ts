@@ -50,7 +50,10 @@ function toolList(): HTMLElement {
   return h(
     "dl",
     { class: "tools" },
-    BROWSER_TOOLS.map((tool) => [h("dt", null, h("code", null, tool.name)), h("dd", null, tool.description, h("pre", { class: "schema" }, JSON.stringify(tool.inputSchema)))]),
+    BROWSER_TOOLS.map((tool) => [
+      h("dt", null, h("code", null, tool.name)),
+      h("dd", null, tool.description, h("pre", { class: "schema" }, JSON.stringify(tool.inputSchema))),
+    ]),
   );
 }
 
@@ -60,7 +63,16 @@ function servedList(host: BrowserHost): HTMLElement {
     "ul",
     { class: "served" },
     host.served.map(({ sessionId, environment, connection }) =>
-      h("li", null, badge(connection.state), " ", h("code", null, environment), " of ", h("a", { href: href({ page: "session", id: sessionId }) }, code(sessionId)), connection.error && h("span", { class: "muted" }, ` (${connection.error.message})`)),
+      h(
+        "li",
+        null,
+        badge(connection.state),
+        " ",
+        h("code", null, environment),
+        " of ",
+        h("a", { href: href({ page: "session", id: sessionId }) }, code(sessionId)),
+        connection.error && h("span", { class: "muted" }, ` (${connection.error.message})`),
+      ),
     ),
   );
 }
@@ -75,7 +87,15 @@ function activityList(activity: readonly Activity[]): HTMLElement {
       "tbody",
       null,
       activity.map((item) =>
-        h("tr", null, h("td", null, h("code", null, item.tool)), h("td", null, h("pre", null, formatJson(item.input))), h("td", null, badge(item.state)), h("td", null, item.state === "running" ? "" : h("pre", null, formatJson(item.output))), h("td", { class: "nowrap muted" }, formatTime(item.startedAt))),
+        h(
+          "tr",
+          null,
+          h("td", null, h("code", null, item.tool)),
+          h("td", null, h("pre", null, formatJson(item.input))),
+          h("td", null, badge(item.state)),
+          h("td", null, item.state === "running" ? "" : h("pre", null, formatJson(item.output))),
+          h("td", { class: "nowrap muted" }, formatTime(item.startedAt)),
+        ),
       ),
     ),
   );
@@ -115,9 +135,19 @@ function questionCard(question: Question): HTMLElement {
   return h(
     "form",
     { class: "question", onsubmit: submit },
-    h("p", { class: "question-from" }, "A session asks you ", h("a", { href: href({ page: "session", id: question.sessionId }) }, code(question.sessionId, 16))),
+    h(
+      "p",
+      { class: "question-from" },
+      "A session asks you ",
+      h("a", { href: href({ page: "session", id: question.sessionId }) }, code(question.sessionId, 16)),
+    ),
     h("p", { class: "question-text" }, question.text),
     answer,
-    h("div", { class: "row" }, h("button", { type: "submit" }, "Answer"), h("button", { type: "button", class: "secondary", onclick: () => question.decline() }, "Decline")),
+    h(
+      "div",
+      { class: "row" },
+      h("button", { type: "submit" }, "Answer"),
+      h("button", { type: "button", class: "secondary", onclick: () => question.decline() }, "Decline"),
+    ),
   );
 }

@@ -63,7 +63,14 @@ function environmentsTable(context: ViewContext, session: Session): HTMLElement 
       "tbody",
       null,
       session.environments.map((environment) =>
-        h("tr", { "data-environment": environment.name }, h("td", null, h("code", null, environment.name)), h("td", null, environment.kind), h("td", null, badge(environment.state)), h("td", null, hostControl(context, session, environment))),
+        h(
+          "tr",
+          { "data-environment": environment.name },
+          h("td", null, h("code", null, environment.name)),
+          h("td", null, environment.kind),
+          h("td", null, badge(environment.state)),
+          h("td", null, hostControl(context, session, environment)),
+        ),
       ),
     ),
   );
@@ -89,14 +96,24 @@ function toolsTable(session: Session): Child {
     "table",
     null,
     h("thead", null, h("tr", null, h("th", null, "Tool"), h("th", null, "Environment"), h("th", null, "Description"))),
-    h("tbody", null, session.record.tools.map((tool) => h("tr", null, h("td", null, h("code", null, tool.name)), h("td", null, tool.environment), h("td", { class: "description" }, tool.description)))),
+    h(
+      "tbody",
+      null,
+      session.record.tools.map((tool) =>
+        h("tr", null, h("td", null, h("code", null, tool.name)), h("td", null, tool.environment), h("td", { class: "description" }, tool.description)),
+      ),
+    ),
   );
 }
 
 /** CallTool: one call of a placed tool through the session's journal, and its receipt. */
 function callToolForm(session: Session): Child {
   if (session.record.tools.length === 0) return undefined;
-  const select = h("select", { name: "tool", "aria-label": "Tool" }, session.record.tools.map((tool) => h("option", { value: tool.name }, tool.name)));
+  const select = h(
+    "select",
+    { name: "tool", "aria-label": "Tool" },
+    session.record.tools.map((tool) => h("option", { value: tool.name }, tool.name)),
+  );
   const input = h("textarea", { name: "input", rows: 2, spellcheck: "false", "aria-label": "Input (JSON)" }, "{}");
   const submit = h("button", { type: "submit" }, "Call tool");
   const result = h("div", { class: "call-result" });
@@ -113,7 +130,10 @@ function callToolForm(session: Session): Child {
     replaceChildren(result, h("p", { class: "loading" }, "Calling…"));
     try {
       const receipt = await session.callTool(select.value, value);
-      const shown = receipt.outcome === "returned" ? h("pre", { class: "output" }, formatJson(receipt.output)) : h("p", { class: "output failure" }, receipt.outcome === "failure" ? `${receipt.code}: ${receipt.message}` : receipt.message);
+      const shown =
+        receipt.outcome === "returned"
+          ? h("pre", { class: "output" }, formatJson(receipt.output))
+          : h("p", { class: "output failure" }, receipt.outcome === "failure" ? `${receipt.code}: ${receipt.message}` : receipt.message);
       replaceChildren(result, h("p", null, badge(receipt.outcome), " ", code(receipt.operationId)), shown);
     } catch (error) {
       replaceChildren(result, h("p", { class: "error" }, describeFailure(error)));
@@ -121,7 +141,13 @@ function callToolForm(session: Session): Child {
       submit.disabled = false;
     }
   };
-  return h("form", { class: "call-tool", onsubmit: (event) => void call(event) }, h("h2", null, "Call a tool"), h("div", { class: "row" }, select, input, submit), result);
+  return h(
+    "form",
+    { class: "call-tool", onsubmit: (event) => void call(event) },
+    h("h2", null, "Call a tool"),
+    h("div", { class: "row" }, select, input, submit),
+    result,
+  );
 }
 
 async function fillRuns(context: ViewContext, session: Session, target: HTMLElement): Promise<void> {
@@ -146,7 +172,14 @@ function runCard(run: Run): HTMLElement {
   return h(
     "article",
     { class: "run", "data-run": run.id },
-    h("div", { class: "run-head" }, code(run.id), badge(record.status), h("span", null, `${record.model.provider} ${record.model.name}`), h("span", { class: "muted" }, formatTime(record.createdAt))),
+    h(
+      "div",
+      { class: "run-head" },
+      code(run.id),
+      badge(record.status),
+      h("span", null, `${record.model.provider} ${record.model.name}`),
+      h("span", { class: "muted" }, formatTime(record.createdAt)),
+    ),
     h("p", { class: "meta" }, stats.join(" · ")),
     record.outputText && h("div", { class: "output-text" }, record.outputText),
     record.error && h("p", { class: "output failure" }, `${record.error.code}: ${record.error.message}`),

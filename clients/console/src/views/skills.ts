@@ -17,7 +17,12 @@ export function skillsView(context: ViewContext): HTMLElement {
     rows: (skills) => skills.map(skillRow),
     none: ["No skills yet. Upload a folder with a SKILL.md: ", h("code", null, "npx skillenv upload my-skill")],
   });
-  return h("div", null, pageHeader("Skills", "Named instruction bundles of this workspace. A run offers the ones it names to its model through the skills tool."), table);
+  return h(
+    "div",
+    null,
+    pageHeader("Skills", "Named instruction bundles of this workspace. A run offers the ones it names to its model through the skills tool."),
+    table,
+  );
 }
 
 function skillRow(skill: SkillMetadata): HTMLElement {
@@ -61,7 +66,11 @@ function skillDetails(skill: SkillDetails): HTMLElement[] {
         "table",
         null,
         h("thead", null, h("tr", null, h("th", null, "Path"), h("th", null, "Size"))),
-        h("tbody", null, skill.files.map((file) => h("tr", null, h("td", null, code(file.path)), h("td", { class: "nowrap muted" }, formatBytes(file.sizeBytes))))),
+        h(
+          "tbody",
+          null,
+          skill.files.map((file) => h("tr", null, h("td", null, code(file.path)), h("td", { class: "nowrap muted" }, formatBytes(file.sizeBytes)))),
+        ),
       ),
       h("p", { class: "muted" }, `A run stages these under /workspace/skills/${skill.name}/ in every environment with a workspace.`),
     ),

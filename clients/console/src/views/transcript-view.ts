@@ -42,7 +42,14 @@ export function transcriptView(context: ViewContext, session: Session, onEvent: 
 }
 
 function renderEntry(entry: Entry): HTMLElement {
-  const item = (role: string, ...children: Child[]) => h("li", { class: `entry entry-${entry.kind}`, "data-seq": entry.seq }, h("span", { class: "seq" }, entry.seq), h("div", { class: "who" }, role), h("div", { class: "what" }, children));
+  const item = (role: string, ...children: Child[]) =>
+    h(
+      "li",
+      { class: `entry entry-${entry.kind}`, "data-seq": entry.seq },
+      h("span", { class: "seq" }, entry.seq),
+      h("div", { class: "who" }, role),
+      h("div", { class: "what" }, children),
+    );
   switch (entry.kind) {
     case "note":
       return item("", h("span", { class: entry.tone === "warning" ? "warning" : "muted" }, entry.text));
@@ -76,7 +83,13 @@ function toolCall(entry: ToolEntry): HTMLElement {
   return h(
     "div",
     { class: "tool-call" },
-    h("div", { class: "tool-head" }, h("code", { class: "strong" }, entry.name), h("span", { class: "muted" }, where), entry.runId === undefined && h("span", { class: "muted" }, " · called directly")),
+    h(
+      "div",
+      { class: "tool-head" },
+      h("code", { class: "strong" }, entry.name),
+      h("span", { class: "muted" }, where),
+      entry.runId === undefined && h("span", { class: "muted" }, " · called directly"),
+    ),
     !isEmptyObject(entry.input) && h("pre", { class: "input" }, formatJson(entry.input)),
     entry.operation && h("div", { class: "receipts" }, receiptLine(entry.operation)),
     outcome && outcomeBlock(outcome),

@@ -41,8 +41,14 @@ export function tableCrc32(bytes: Uint8Array): number {
   for (; i < end8; i += 8) {
     const low = (crc ^ (bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24))) >>> 0;
     crc =
-      t7[low & 0xff]! ^ t6[(low >>> 8) & 0xff]! ^ t5[(low >>> 16) & 0xff]! ^ t4[low >>> 24]! ^
-      t3[bytes[i + 4]!]! ^ t2[bytes[i + 5]!]! ^ t1[bytes[i + 6]!]! ^ t0[bytes[i + 7]!]!;
+      t7[low & 0xff]! ^
+      t6[(low >>> 8) & 0xff]! ^
+      t5[(low >>> 16) & 0xff]! ^
+      t4[low >>> 24]! ^
+      t3[bytes[i + 4]!]! ^
+      t2[bytes[i + 5]!]! ^
+      t1[bytes[i + 6]!]! ^
+      t0[bytes[i + 7]!]!;
   }
   for (; i < bytes.length; i++) crc = t0[(crc ^ bytes[i]!) & 0xff]! ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;

@@ -50,10 +50,7 @@ export interface SkillNameSources {
  * invalid. A lower-priority source is never used to rescue an invalid higher-priority one.
  */
 export function resolveSkillName(sources: SkillNameSources): string {
-  const name =
-    sources.name ??
-    sources.frontmatterName ??
-    (sources.directoryBasename === undefined ? undefined : slugifySkillName(sources.directoryBasename));
+  const name = sources.name ?? sources.frontmatterName ?? (sources.directoryBasename === undefined ? undefined : slugifySkillName(sources.directoryBasename));
   if (name === undefined) {
     throw new BundleFormatError("invalid_skill_name", "no skill name: pass a name option or set name: in the SKILL.md frontmatter");
   }

@@ -14,7 +14,13 @@ const SNAKE_CASE = /^[a-z][a-z0-9_]*$/;
  * Answers one command: `accepted` at once, then runs the handler and answers `returned` with
  * its output or `failure`. Never throws: whatever the handler does ends in a receipt.
  */
-export async function runCommand(command: Command, handler: HostToolHandler | undefined, served: readonly string[], signal: AbortSignal, send: (receipt: ReceiptInit) => void): Promise<void> {
+export async function runCommand(
+  command: Command,
+  handler: HostToolHandler | undefined,
+  served: readonly string[],
+  signal: AbortSignal,
+  send: (receipt: ReceiptInit) => void,
+): Promise<void> {
   const answer = (receipt: ReceiptInit["receipt"]) => send({ operationId: command.operationId, receipt });
   if (!handler) {
     const serving = served.length > 0 ? `it serves ${served.join(", ")}` : "it serves no tools";

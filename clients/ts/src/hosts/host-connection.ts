@@ -141,7 +141,8 @@ export class HostConnection {
       for await (const { message } of stream.messages) {
         if (message.case === "attached") attached();
         else if (message.case === "command") this.#run(message.value, stream, inFlight);
-        else if (message.case === "cancel") inFlight.get(message.value.operationId)?.abort(new DOMException("the service cancelled the operation", "AbortError"));
+        else if (message.case === "cancel")
+          inFlight.get(message.value.operationId)?.abort(new DOMException("the service cancelled the operation", "AbortError"));
         else if (message.case === "closing") closing = message.value;
         // "refused": a late receipt the service no longer waited for; nothing to do.
       }

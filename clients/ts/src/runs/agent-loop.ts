@@ -63,12 +63,15 @@ export function checkAgentLoop(loop: AgentLoop): void {
   };
   const { environment, implementation } = loop;
   if (typeof environment !== "string" && (environment as { kind?: unknown }).kind !== "service") {
-    refuse(`it is placed in the ${String((environment as { kind?: unknown }).kind)} environment ${environment.name}; an agent loop runs in a service environment (serviceEnv)`);
+    refuse(
+      `it is placed in the ${String((environment as { kind?: unknown }).kind)} environment ${environment.name}; an agent loop runs in a service environment (serviceEnv)`,
+    );
   }
   if (typeof implementation === "string") {
     if (!AGENT_LOOP_ID.test(implementation)) refuse(`${JSON.stringify(implementation)} is not an agent loop id (64 lowercase hex)`);
   } else if (implementation instanceof Program) {
-    if (typeof implementation.runtime !== "string" && implementation.runtime.kind !== "agentloop") refuse("a program for an agent loop needs an agent-loop runtime, not a tool runtime");
+    if (typeof implementation.runtime !== "string" && implementation.runtime.kind !== "agentloop")
+      refuse("a program for an agent loop needs an agent-loop runtime, not a tool runtime");
   } else if (typeof implementation === "object" && implementation !== null && "type" in implementation) {
     if (implementation.entrypoint !== "turn") refuse(`program ${implementation.id} runs on a tool runtime; an agent loop needs an agent-loop runtime`);
   } else if (implementation?.kind !== "agentloop" || !(implementation.bytes instanceof Uint8Array)) {
@@ -84,12 +87,16 @@ export function checkAgentLoop(loop: AgentLoop): void {
 export function checkAgentLoopBinding(loop: AgentLoop, kind: string | undefined, session: string): void {
   const name = agentLoopEnvironmentName(loop);
   if (kind === undefined) throw new PlacementError(`the agent loop is placed in environment ${name}, which ${session} does not define`);
-  if (kind !== "service") throw new PlacementError(`the agent loop is placed in the ${kind} environment ${name} of ${session}; an agent loop runs in a service environment (serviceEnv)`);
+  if (kind !== "service")
+    throw new PlacementError(
+      `the agent loop is placed in the ${kind} environment ${name} of ${session}; an agent loop runs in a service environment (serviceEnv)`,
+    );
 }
 
 /** A program resolved on a tool runtime (a digest can name either kind) cannot be an agent loop. */
 export function agentLoopProgram(program: ResolvedProgram): ResolvedProgram {
-  if (program.entrypoint !== "turn") throw new PlacementError(`program ${program.id} runs on the tool runtime ${program.runtime}; an agent loop needs an agent-loop runtime`);
+  if (program.entrypoint !== "turn")
+    throw new PlacementError(`program ${program.id} runs on the tool runtime ${program.runtime}; an agent loop needs an agent-loop runtime`);
   return program;
 }
 
@@ -103,7 +110,10 @@ export function agentLoopMessage(loop: AgentLoop, implementation: ResolvedAgentL
   return {
     environment: agentLoopEnvironmentName(loop),
     implementation: {
-      kind: typeof implementation === "string" ? { case: "agentloop", value: implementation } : { case: "program", value: { id: implementation.id, runtime: implementation.runtime } },
+      kind:
+        typeof implementation === "string"
+          ? { case: "agentloop", value: implementation }
+          : { case: "program", value: { id: implementation.id, runtime: implementation.runtime } },
     },
     configuration: jsonValue(agentLoopConfiguration(loop)),
   };

@@ -71,7 +71,8 @@ export function environment<const S extends OptionsSchema>(kind: ExtensionKind<S
     const what = `extension environment ${JSON.stringify(name)}`;
     const options = checkOptions(kind.options, rest, what) as OptionsOf<S>;
     const credential = kind.credential?.(options);
-    if (credential !== undefined && (typeof credential !== "string" || credential === "")) throw new TypeError(`${what}: the credential must be a non-empty string or undefined`);
+    if (credential !== undefined && (typeof credential !== "string" || credential === ""))
+      throw new TypeError(`${what}: the credential must be a non-empty string or undefined`);
     const definition: ExtensionEnvironmentDefinition = Object.freeze({
       kind: "extension",
       name,
@@ -93,13 +94,15 @@ export function credentialOf(definition: object): string | undefined {
 function checkSchema(schema: OptionsSchema): void {
   for (const [option, spec] of Object.entries(schema)) {
     if (RESERVED.includes(option)) throw new TypeError(`an extension environment's options cannot declare ${option}: every instance takes it`);
-    if (!OPTION_TYPES.has(spec.replace(/\?$/, ""))) throw new TypeError(`option ${option}: ${JSON.stringify(spec)} is not one of ${[...OPTION_TYPES].join(", ")} (with "?" when optional)`);
+    if (!OPTION_TYPES.has(spec.replace(/\?$/, "")))
+      throw new TypeError(`option ${option}: ${JSON.stringify(spec)} is not one of ${[...OPTION_TYPES].join(", ")} (with "?" when optional)`);
   }
 }
 
 function checkOptions(schema: OptionsSchema, given: Record<string, unknown>, what: string): Record<string, unknown> {
   for (const option of Object.keys(given)) {
-    if (!Object.hasOwn(schema, option)) throw new TypeError(`${what}: unknown option ${option}; the options are ${[...RESERVED, ...Object.keys(schema)].join(", ")}`);
+    if (!Object.hasOwn(schema, option))
+      throw new TypeError(`${what}: unknown option ${option}; the options are ${[...RESERVED, ...Object.keys(schema)].join(", ")}`);
   }
   for (const [option, spec] of Object.entries(schema)) {
     const value = given[option];
@@ -109,7 +112,8 @@ function checkOptions(schema: OptionsSchema, given: Record<string, unknown>, wha
       continue;
     }
     const type = spec.replace(/\?$/, "") as OptionType;
-    if (!hasType(value, type)) throw new TypeError(`${what}: option ${option} must be ${type === "json" ? "a JSON value" : `a ${type}`}, not ${describe(value)}`);
+    if (!hasType(value, type))
+      throw new TypeError(`${what}: option ${option} must be ${type === "json" ? "a JSON value" : `a ${type}`}, not ${describe(value)}`);
   }
   return given;
 }

@@ -1,4 +1,11 @@
-export { serviceEnv, type AccessMode, type EnvironmentDefinition, type ServiceEnvironmentDefinition, type ServiceEnvOptions, type SetupMode } from "./environments.ts";
+export {
+  serviceEnv,
+  type AccessMode,
+  type EnvironmentDefinition,
+  type ServiceEnvironmentDefinition,
+  type ServiceEnvOptions,
+  type SetupMode,
+} from "./environments.ts";
 export {
   environment,
   type ExtensionEnvironmentDefinition,
@@ -13,7 +20,14 @@ export { PlacementError } from "./placement-error.ts";
 export { createPrepare, type Prepare } from "./prepare.ts";
 export { createImplementationResolver, type ImplementationResolver } from "./resolve.ts";
 export type { CallToolOptions, EventsOptions, Session, SetupResult, ToolCallResult } from "./session.ts";
-export { createSessionsClient, type ListOptions, type SessionDefinition, type SessionPage, type SessionsClient, type SessionWithRunDefinition } from "./sessions-client.ts";
+export {
+  createSessionsClient,
+  type ListOptions,
+  type SessionDefinition,
+  type SessionPage,
+  type SessionsClient,
+  type SessionWithRunDefinition,
+} from "./sessions-client.ts";
 export {
   tool,
   type OpaqueImplementation,

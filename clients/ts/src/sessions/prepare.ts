@@ -33,7 +33,9 @@ export function createPrepare(env: EnvClient, resolveImplementation: Implementat
   async function prepareAgentLoop(placed: AgentLoop): Promise<PreparedAgentLoop> {
     const environment = agentLoopServiceEnvironmentOf(placed);
     const implementation = await resolveImplementation(placed.implementation, "agentloop");
-    await env.prepareIds(typeof implementation === "string" ? { agentloops: [implementation] } : { programs: [implementation.id], agentloops: [implementation.runtime] });
+    await env.prepareIds(
+      typeof implementation === "string" ? { agentloops: [implementation] } : { programs: [implementation.id], agentloops: [implementation.runtime] },
+    );
     return Object.freeze({ environment, implementation, configuration: agentLoopConfiguration(placed) });
   }
 

@@ -1,6 +1,13 @@
 import { Program, type ComponentBytes, type EnvClient, type ResolvedProgram } from "../env/index.ts";
 import { oncePerInstance } from "../once-per-instance.ts";
-import { agentLoopEnvironmentName, agentLoopProgram, checkAgentLoop, checkAgentLoopBinding, type AgentLoop, type AgentLoopImplementation } from "../runs/agent-loop.ts";
+import {
+  agentLoopEnvironmentName,
+  agentLoopProgram,
+  checkAgentLoop,
+  checkAgentLoopBinding,
+  type AgentLoop,
+  type AgentLoopImplementation,
+} from "../runs/agent-loop.ts";
 import type { EnvironmentDefinition, ServiceEnvironmentDefinition } from "./environments.ts";
 import { credentialOf } from "./extension.ts";
 import { PlacementError } from "./placement-error.ts";
@@ -19,7 +26,10 @@ import {
  * tool's (the default), or a run's agent loop's (`"agentloop"`), whose program must then be on an
  * agent-loop runtime.
  */
-export type ImplementationResolver = (implementation: ServiceToolImplementation | AgentLoopImplementation, role?: "tool" | "agentloop") => Promise<ResolvedToolImplementation>;
+export type ImplementationResolver = (
+  implementation: ServiceToolImplementation | AgentLoopImplementation,
+  role?: "tool" | "agentloop",
+) => Promise<ResolvedToolImplementation>;
 
 /** What a placement carries to CreateSession: a service implementation by id, an opaque one as is, or none. */
 export type PlacedImplementation = ResolvedToolImplementation | OpaqueImplementation | undefined;
@@ -88,9 +98,12 @@ function sameDefinition(a: EnvironmentDefinition, b: EnvironmentDefinition): boo
 export function serviceEnvironmentOf(placement: ToolPlacement): { environment: ServiceEnvironmentDefinition; implementation: ServiceToolImplementation } {
   const { environment, implementation } = placement;
   if (typeof environment === "string" || environment.kind !== "service") {
-    throw new PlacementError(`cannot prepare tool ${placement.name}: ${whereIs(environment)}; only placements in the service environment (serviceEnv) are prepared`);
+    throw new PlacementError(
+      `cannot prepare tool ${placement.name}: ${whereIs(environment)}; only placements in the service environment (serviceEnv) are prepared`,
+    );
   }
-  if (implementation === undefined || isOpaque(implementation)) throw new PlacementError(`cannot prepare tool ${placement.name}: it has no component or program`);
+  if (implementation === undefined || isOpaque(implementation))
+    throw new PlacementError(`cannot prepare tool ${placement.name}: it has no component or program`);
   return { environment, implementation };
 }
 
@@ -101,11 +114,16 @@ export function serviceEnvironmentOf(placement: ToolPlacement): { environment: S
 export function agentLoopServiceEnvironmentOf(loop: AgentLoop): ServiceEnvironmentDefinition {
   const { environment } = loop;
   if (typeof environment === "string") {
-    throw new PlacementError(`cannot prepare the agent loop: its environment is given only by name (${environment}); only agent loops placed in a service environment definition (serviceEnv) are prepared`);
+    throw new PlacementError(
+      `cannot prepare the agent loop: its environment is given only by name (${environment}); only agent loops placed in a service environment definition (serviceEnv) are prepared`,
+    );
   }
   // A caller without the types may hand any definition.
   const given = environment as EnvironmentDefinition;
-  if (given.kind !== "service") throw new PlacementError(`cannot prepare the agent loop: ${whereIs(given)}; only agent loops placed in a service environment definition (serviceEnv) are prepared`);
+  if (given.kind !== "service")
+    throw new PlacementError(
+      `cannot prepare the agent loop: ${whereIs(given)}; only agent loops placed in a service environment definition (serviceEnv) are prepared`,
+    );
   checkAgentLoop(loop);
   return given;
 }
@@ -117,6 +135,7 @@ function whereIs(environment: EnvironmentDefinition | string): string {
 
 /** A program resolved on an agent-loop runtime (a digest can name either kind) cannot be a tool. */
 function toolProgram(program: ResolvedProgram): ResolvedProgram {
-  if (program.entrypoint !== "run") throw new PlacementError(`program ${program.id} runs on the agent-loop runtime ${program.runtime}; a tool needs a tool runtime`);
+  if (program.entrypoint !== "run")
+    throw new PlacementError(`program ${program.id} runs on the agent-loop runtime ${program.runtime}; a tool needs a tool runtime`);
   return program;
 }

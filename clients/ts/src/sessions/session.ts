@@ -6,7 +6,19 @@ import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
 import { agentLoopEnvironmentName, checkAgentLoop, checkAgentLoopBinding } from "../runs/agent-loop.ts";
 import { createSessionRuns, prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type SessionRuns } from "../runs/index.ts";
 import { PlacementError } from "./placement-error.ts";
-import { environmentStatusFrom, eventFrom, jsonValue, receiptFrom, recordFrom, required, type EnvironmentStatus, type Receipt, type SessionEvent, type SessionRecord, type SessionState } from "./wire.ts";
+import {
+  environmentStatusFrom,
+  eventFrom,
+  jsonValue,
+  receiptFrom,
+  recordFrom,
+  required,
+  type EnvironmentStatus,
+  type Receipt,
+  type SessionEvent,
+  type SessionRecord,
+  type SessionState,
+} from "./wire.ts";
 
 export type SessionRpc = Client<typeof SessionService>;
 

@@ -93,7 +93,12 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
   }
 
   /** The session, then its hosts, then its first run: nothing is left behind when a step fails. */
-  async function createServed(environments: EnvironmentMessages, tools: ToolMessages, served: HostEnvironmentDefinition[], run: RunSubmission | undefined): Promise<Session | { session: Session; run: Run }> {
+  async function createServed(
+    environments: EnvironmentMessages,
+    tools: ToolMessages,
+    served: HostEnvironmentDefinition[],
+    run: RunSubmission | undefined,
+  ): Promise<Session | { session: Session; run: Run }> {
     const created = session((await rpc.createSession({ environments, tools })).session);
     try {
       await Promise.all(served.map((host) => created.serve(host).connected()));

@@ -111,13 +111,14 @@ function checkImplementation(name: string, implementation: ToolImplementation | 
   if (typeof implementation === "string") {
     if (!TOOL_ID.test(implementation)) refuse(`${JSON.stringify(implementation)} is not a tool id (64 lowercase hex)`);
   } else if (implementation instanceof Program) {
-    if (typeof implementation.runtime !== "string" && implementation.runtime.kind !== "tool") refuse("a program for a tool needs a tool runtime, not an agent-loop runtime");
+    if (typeof implementation.runtime !== "string" && implementation.runtime.kind !== "tool")
+      refuse("a program for a tool needs a tool runtime, not an agent-loop runtime");
   } else if (isOpaque(implementation)) {
     if (!hasJsonForm(implementation.opaque)) refuse("an opaque implementation must be a JSON value");
   } else if ("type" in implementation) {
     if (implementation.entrypoint !== "run") refuse(`program ${implementation.id} runs on an agent-loop runtime; a tool needs a tool runtime`);
   } else if (implementation.kind !== "tool" || !(implementation.bytes instanceof Uint8Array)) {
-    refuse("a component given by bytes must be { kind: \"tool\", bytes }");
+    refuse('a component given by bytes must be { kind: "tool", bytes }');
   }
 }
 

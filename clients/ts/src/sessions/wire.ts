@@ -82,7 +82,10 @@ function kindMessage(environment: EnvironmentDefinition): MessageInitShape<typeo
     case "host":
       return { case: "host", value: {} };
     case "extension":
-      return { case: "extension", value: { url: environment.url, credential: credentialOf(environment) ?? "", configuration: jsonValue(environment.configuration) } };
+      return {
+        case: "extension",
+        value: { url: environment.url, credential: credentialOf(environment) ?? "", configuration: jsonValue(environment.configuration) },
+      };
   }
 }
 

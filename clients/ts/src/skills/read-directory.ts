@@ -44,7 +44,8 @@ async function readInto(files: Map<string, Uint8Array>, dir: Buffer, segments: r
     const relative = [...segments, name];
     if (entry.isDirectory()) await readInto(files, absolute, relative);
     else if (entry.isFile()) files.set(relative.join("/"), await readable(() => fs.readFile(absolute)));
-    else throw new BundleFormatError("bundle_special_entry", `${JSON.stringify(relative.join("/"))} is ${specialKind(entry)}; a skill holds regular files only`);
+    else
+      throw new BundleFormatError("bundle_special_entry", `${JSON.stringify(relative.join("/"))} is ${specialKind(entry)}; a skill holds regular files only`);
   }
 }
 

@@ -10,7 +10,20 @@
  * `func(string, u64) -> result<string, record { code: string, message: string }>`. Comparing
  * that text is comparing the types; a type too large to render is shown as TOO_LARGE.
  */
-import { bytesAt, COMPONENT_LAYER, COMPONENT_VERSION, CORE_MODULE_PREAMBLE, I32, LAYER_AT, plainBytes, PREAMBLE_BYTES, Reader, VERSION_AT, WASM_MAGIC, type BinaryFault } from "../wasm/index.ts";
+import {
+  bytesAt,
+  COMPONENT_LAYER,
+  COMPONENT_VERSION,
+  CORE_MODULE_PREAMBLE,
+  I32,
+  LAYER_AT,
+  plainBytes,
+  PREAMBLE_BYTES,
+  Reader,
+  VERSION_AT,
+  WASM_MAGIC,
+  type BinaryFault,
+} from "../wasm/index.ts";
 
 /** The extern sorts of the component model, by their binary discriminant. */
 export type ExternSort = "module" | "func" | "value" | "type" | "component" | "instance";
@@ -48,8 +61,20 @@ const SORTS: readonly ExternSort[] = ["module", "func", "value", "type", "compon
 const CORE_SORTS: ReadonlySet<number> = new Set([0x00, 0x01, 0x02, 0x03, 0x10, 0x11, 0x12]);
 
 const PRIMITIVES: Readonly<Record<number, string>> = {
-  0x7f: "bool", 0x7e: "s8", 0x7d: "u8", 0x7c: "s16", 0x7b: "u16", 0x7a: "s32", 0x79: "u32", 0x78: "s64",
-  0x77: "u64", 0x76: "f32", 0x75: "f64", 0x74: "char", 0x73: "string", 0x64: "error-context",
+  0x7f: "bool",
+  0x7e: "s8",
+  0x7d: "u8",
+  0x7c: "s16",
+  0x7b: "u16",
+  0x7a: "s32",
+  0x79: "u32",
+  0x78: "s64",
+  0x77: "u64",
+  0x76: "f32",
+  0x75: "f64",
+  0x74: "char",
+  0x73: "string",
+  0x64: "error-context",
 };
 
 /** An entry of a type index space. */
@@ -387,9 +412,17 @@ function readDefValType(reader: Reader, scope: Scope): string {
   const valType = () => readValType(reader, scope);
   switch (form) {
     case 0x72:
-      return wrap("record { ", list(() => `${readName(reader)}: ${valType()}`), " }");
+      return wrap(
+        "record { ",
+        list(() => `${readName(reader)}: ${valType()}`),
+        " }",
+      );
     case 0x71:
-      return wrap("variant { ", list(() => readCase(reader, scope)), " }");
+      return wrap(
+        "variant { ",
+        list(() => readCase(reader, scope)),
+        " }",
+      );
     case 0x70:
       return wrap("list<", valType(), ">");
     case 0x67:
@@ -397,9 +430,17 @@ function readDefValType(reader: Reader, scope: Scope): string {
     case 0x6f:
       return wrap("tuple<", list(valType), ">");
     case 0x6e:
-      return wrap("flags { ", list(() => readName(reader)), " }");
+      return wrap(
+        "flags { ",
+        list(() => readName(reader)),
+        " }",
+      );
     case 0x6d:
-      return wrap("enum { ", list(() => readName(reader)), " }");
+      return wrap(
+        "enum { ",
+        list(() => readName(reader)),
+        " }",
+      );
     case 0x6b:
       return wrap("option<", valType(), ">");
     case 0x6a: {

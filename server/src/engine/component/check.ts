@@ -68,7 +68,8 @@ export function checkImports({ imports }: ComponentSections, world: World): Impo
   const interfaces: ImportedInterface[] = [];
   for (const item of imports) {
     if (item.sort === "type" && item.bound === "eq") continue;
-    const problem = item.sort === "instance" ? interfaceProblem(item, world) : `it imports a ${item.sort === "type" ? "resource" : item.sort}, not an interface`;
+    const problem =
+      item.sort === "instance" ? interfaceProblem(item, world) : `it imports a ${item.sort === "type" ? "resource" : item.sort}, not an interface`;
     if (problem !== undefined) {
       throw serviceError("import_not_grantable", `the component imports ${item.name}, which no grant can satisfy: ${problem}`, { import: item.name });
     }

@@ -104,15 +104,18 @@ export class CallPlan {
     const t = this.#info.types[type];
     if (!t) throw new Error(`a function has unknown type ${type}`);
     const m = this.#module;
-    this.#extended.set(type, this.#appendType(() => {
-      const w = this.#newTypes;
-      w.u32(t.params + 1);
-      w.copy(m, t.paramBytes[0], t.paramBytes[1]);
-      w.u8(I64);
-      w.u32(t.results + 1);
-      w.copy(m, t.resultBytes[0], t.resultBytes[1]);
-      w.u8(I64);
-    }));
+    this.#extended.set(
+      type,
+      this.#appendType(() => {
+        const w = this.#newTypes;
+        w.u32(t.params + 1);
+        w.copy(m, t.paramBytes[0], t.paramBytes[1]);
+        w.u8(I64);
+        w.u32(t.results + 1);
+        w.copy(m, t.resultBytes[0], t.resultBytes[1]);
+        w.u8(I64);
+      }),
+    );
     if (t.results === 0) this.#resultBlock.set(type, Uint8Array.of(EMPTY_BLOCK_TYPE));
     else if (t.results === 1) this.#resultBlock.set(type, m.slice(t.resultBytes[0], t.resultBytes[1]));
     else {

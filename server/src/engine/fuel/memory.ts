@@ -44,7 +44,8 @@ export function capMemory(input: Uint8Array, maxPages: number): Uint8Array<Array
   const tables: Defined[] = [];
   for (const s of sections) {
     if (s.id === SEC_IMPORT) countImports(sectionReader(module, s), imported);
-    else if (s.id === SEC_MEMORY) readEach(sectionReader(module, s), (r) => memories.push({ index: imported.memories + memories.length, ...readMemoryLimits(r) }));
+    else if (s.id === SEC_MEMORY)
+      readEach(sectionReader(module, s), (r) => memories.push({ index: imported.memories + memories.length, ...readMemoryLimits(r) }));
     else if (s.id === SEC_TABLE) readEach(sectionReader(module, s), (r) => tables.push({ index: imported.tables + tables.length, ...readTable(r) }));
   }
   const maxima = planMaxima(memories, tables, capBytes);
@@ -70,8 +71,16 @@ export function capMemory(input: Uint8Array, maxPages: number): Uint8Array<Array
       if (s.id === SEC_EXPORT) continue;
     }
     if (s.id === SEC_IMPORT) out.section(s.id, capImports(module, s, maxPages, Math.floor(capBytes / TABLE_ENTRY_BYTES)));
-    else if (s.id === SEC_MEMORY) out.section(s.id, rewriteEach(module, s, (r, w, k) => writeLimits(w, readMemoryLimits(r), maxima.memories[k]!)));
-    else if (s.id === SEC_TABLE) out.section(s.id, rewriteEach(module, s, (r, w, k) => rewriteTable(r, w, maxima.tables[k]!)));
+    else if (s.id === SEC_MEMORY)
+      out.section(
+        s.id,
+        rewriteEach(module, s, (r, w, k) => writeLimits(w, readMemoryLimits(r), maxima.memories[k]!)),
+      );
+    else if (s.id === SEC_TABLE)
+      out.section(
+        s.id,
+        rewriteEach(module, s, (r, w, k) => rewriteTable(r, w, maxima.tables[k]!)),
+      );
     else {
       out.u8(s.id);
       out.u32(s.end - s.start);

@@ -61,7 +61,8 @@ export function readModuleInfo(module: Uint8Array, sections: readonly Section[],
     else if (s.id === SEC_ELEMENT) readElementFuncs(r, escaping);
     else if (s.id === SEC_GLOBAL) readGlobalFuncRefs(r, escaping);
     else if (s.id === SEC_TABLE) readTableFuncRefs(r, escaping);
-    else if (s.id === SEC_MEMORY) for (let n = r.u32(); n > 0; n--) skipLimits(r); // refuses memory64
+    else if (s.id === SEC_MEMORY)
+      for (let n = r.u32(); n > 0; n--) skipLimits(r); // refuses memory64
     else if (s.id === SEC_START) escaping.push(r.u32());
   }
   const escapes = new Uint8Array(funcTypes.length);

@@ -467,7 +467,15 @@ export class Pool {
    * `pool_saturated` when its workspace's queue is full. Its deadline and its cancellation end the
    * wait; nothing of it has run then.
    */
-  #wait(invocation: Invocation, compiled: Compiled, started: number, deadline: number, secrets: ReadonlyMap<string, string>, kind: Kind, tenant: string): Promise<Receipt> {
+  #wait(
+    invocation: Invocation,
+    compiled: Compiled,
+    started: number,
+    deadline: number,
+    secrets: ReadonlyMap<string, string>,
+    kind: Kind,
+    tenant: string,
+  ): Promise<Receipt> {
     let resolve!: (receipt: Receipt) => void;
     const promise = new Promise<Receipt>((res) => (resolve = res));
     const queue = this.#queues[kind];
@@ -486,7 +494,10 @@ export class Pool {
       kind,
       tenant,
       resolve,
-      timer: setTimeout(() => end(failure("timeout", "the invocation's deadline passed while it waited for a slot of the worker pool; it did not run")), Math.max(0, deadline - Date.now())),
+      timer: setTimeout(
+        () => end(failure("timeout", "the invocation's deadline passed while it waited for a slot of the worker pool; it did not run")),
+        Math.max(0, deadline - Date.now()),
+      ),
       stopWaiting: () => {
         clearTimeout(waiting.timer);
         invocation.signal?.removeEventListener("abort", onAbort);
@@ -498,7 +509,13 @@ export class Pool {
       const capacity = this.stats().capacity;
       const slots = kind === "tool" ? `${capacity.tools} tool` : `${capacity.agentLoops} agent-loop`;
       return Promise.resolve(
-        done(started, failure("pool_saturated", `the worker pool's ${slots} slots are busy and this workspace already has ${this.#options.queueLength} invocations of this kind waiting; the invocation was not started`)),
+        done(
+          started,
+          failure(
+            "pool_saturated",
+            `the worker pool's ${slots} slots are busy and this workspace already has ${this.#options.queueLength} invocations of this kind waiting; the invocation was not started`,
+          ),
+        ),
       );
     }
     // It stays compiled while it waits.
@@ -519,7 +536,9 @@ export class Pool {
       const waiting = next.item;
       waiting.stopWaiting();
       if (!(waiting.deadline > Date.now())) {
-        waiting.resolve(done(waiting.started, failure("timeout", "the invocation's deadline passed while it waited for a slot of the worker pool; it did not run")));
+        waiting.resolve(
+          done(waiting.started, failure("timeout", "the invocation's deadline passed while it waited for a slot of the worker pool; it did not run")),
+        );
         continue;
       }
       this.#start(handle, waiting);

@@ -120,7 +120,15 @@ export class WorkerProcess {
     if (!bash) throw new Error("bash is not on the server's PATH (it starts each worker with only its own descriptors)");
     const [command, ...args] = withOwnDescriptorsOnly(
       bash,
-      bubblewrap ? [bubblewrap, ...bubblewrapArguments({ prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket }, node)] : node,
+      bubblewrap
+        ? [
+            bubblewrap,
+            ...bubblewrapArguments(
+              { prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket },
+              node,
+            ),
+          ]
+        : node,
     );
     // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
     // 3: IPC; 4: the watchdog's report; 5: the synchronous channel (start notes, lease requests).

@@ -48,7 +48,9 @@ export function warmGlue(source: string): { source: string; warmed: boolean } {
   const match = returns[0]!;
   const indent = match[1] ?? "";
   const at = match.index! + 1; // after the newline
-  const block = WARM_UP.split("\n").map((line) => `${indent}${line}`).join("\n");
+  const block = WARM_UP.split("\n")
+    .map((line) => `${indent}${line}`)
+    .join("\n");
   return { source: `${source.slice(0, at)}${block}\n${source.slice(at)}`, warmed: true };
 }
 

@@ -78,7 +78,18 @@ export async function toolchain(memoryMib: number): Promise<Toolchain> {
   for (const name of ["transpile-worker.ts", "glue.ts"]) stepsHash.update(await readFile(fileURLToPath(new URL(`./${name}`, import.meta.url))));
   const pages = memoryPages(memoryMib);
   const id = createHash("sha256")
-    .update(JSON.stringify({ format: PREPARED_FORMAT, jco, jcoTranspile, fuelSourceHash, contract: await sourceHash("../wasm/", "../component/"), steps: stepsHash.digest("hex"), pages, options: TRANSPILE_OPTIONS }))
+    .update(
+      JSON.stringify({
+        format: PREPARED_FORMAT,
+        jco,
+        jcoTranspile,
+        fuelSourceHash,
+        contract: await sourceHash("../wasm/", "../component/"),
+        steps: stepsHash.digest("hex"),
+        pages,
+        options: TRANSPILE_OPTIONS,
+      }),
+    )
     .digest("hex")
     .slice(0, 16);
   return { id, jco, jcoTranspile, fuelSourceHash, memoryPages: pages };
@@ -90,7 +101,10 @@ async function sourceHash(...relativeDirs: string[]): Promise<string> {
   for (const relativeDir of relativeDirs) {
     const dir = fileURLToPath(new URL(relativeDir, import.meta.url));
     for (const name of (await readdir(dir)).filter((file) => file.endsWith(".ts")).sort()) {
-      hash.update(`${relativeDir}${name}\0`).update(await readFile(join(dir, name))).update("\0");
+      hash
+        .update(`${relativeDir}${name}\0`)
+        .update(await readFile(join(dir, name)))
+        .update("\0");
     }
   }
   return hash.digest("hex");

@@ -49,7 +49,11 @@ async function run(job: TranspileJob): Promise<void> {
   let stage = "transpile";
   try {
     // A fresh options object: jco mutates the one it is given.
-    const result = await transpile(job.bytes, { ...TRANSPILE_OPTIONS, asyncImports: [...TRANSPILE_OPTIONS.asyncImports], asyncExports: [...TRANSPILE_OPTIONS.asyncExports] } as never);
+    const result = await transpile(job.bytes, {
+      ...TRANSPILE_OPTIONS,
+      asyncImports: [...TRANSPILE_OPTIONS.asyncImports],
+      asyncExports: [...TRANSPILE_OPTIONS.asyncExports],
+    } as never);
     let glue: Uint8Array | undefined;
     const coreModules: [string, Uint8Array][] = [];
     let functionsInstrumented = 0;

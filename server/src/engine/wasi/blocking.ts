@@ -77,7 +77,9 @@ interface Subscribable {
 function suspendingUntilReady(method: Method, sources: (args: unknown[]) => unknown[] = () => []): Method {
   return function (this: Subscribable, ...args: unknown[]) {
     if (neverWait.has(this)) return method.apply(this, args);
-    const waitingOn = [this, ...sources(args)].filter((stream): stream is Subscribable => !neverWait.has(stream as object) && typeof (stream as Subscribable).subscribe === "function");
+    const waitingOn = [this, ...sources(args)].filter(
+      (stream): stream is Subscribable => !neverWait.has(stream as object) && typeof (stream as Subscribable).subscribe === "function",
+    );
     const pollables = waitingOn.map((stream) => stream.subscribe());
     const release = () => {
       for (const each of pollables) each[Symbol.dispose]?.();
@@ -90,7 +92,9 @@ function suspendingUntilReady(method: Method, sources: (args: unknown[]) => unkn
     const allReady = async () => {
       for (const each of pollables) if (!each.ready()) await suspendUntilReady(context, [each]);
     };
-    return allReady().then(() => method.apply(this, args)).finally(release);
+    return allReady()
+      .then(() => method.apply(this, args))
+      .finally(release);
   };
 }
 

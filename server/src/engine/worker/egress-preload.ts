@@ -46,7 +46,9 @@ function tunnel(options: ConnectOptions, secure: boolean, callback: Callback): v
     proxy.off("error", fail);
     const status = /^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1];
     if (status !== "200") {
-      fail(Object.assign(new Error(`the egress proxy refused ${authority} (${status ?? "no status"})`), { code: status === "403" ? "EACCES" : "ECONNREFUSED" }));
+      fail(
+        Object.assign(new Error(`the egress proxy refused ${authority} (${status ?? "no status"})`), { code: status === "403" ? "EACCES" : "ECONNREFUSED" }),
+      );
       return;
     }
     // Bytes past the answer would belong to the tunnel; the proxy sends none before the client speaks.

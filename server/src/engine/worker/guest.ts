@@ -32,7 +32,6 @@ export interface LoadedComponent {
   refillScheduled: boolean;
 }
 
-
 /** What an instance's imports reach while it serves an invocation. */
 export interface Scope extends WasiContext {
   hostCall(op: "callModel" | "dispatchTools", payload: string): Promise<string>;
@@ -131,7 +130,14 @@ export function instantiate(component: LoadedComponent, budget: bigint, binding:
     return instance;
   };
   const imports = guestImports(binding, { wasi: component.usesWasi, host: component.usesHost });
-  const finish = (exports: unknown): GuestInstance => ({ exports: exports as Exports, fuel, startupFuel: budget - (fuel.value as bigint), memories, capped, binding });
+  const finish = (exports: unknown): GuestInstance => ({
+    exports: exports as Exports,
+    fuel,
+    startupFuel: budget - (fuel.value as bigint),
+    memories,
+    capped,
+    binding,
+  });
   const fail = (error: unknown): never => {
     if (typeof error === "object" && error !== null) unfinished.set(error, { fuel, capped });
     throw error;
@@ -273,7 +279,12 @@ export function classify(error: unknown, instance: Observed | undefined, budget:
   const remaining = instance ? (instance.fuel.value as bigint) : budget;
   const fuelUsed = Number(budget - (remaining < 0n ? 0n : remaining));
   if (remaining < 0n) {
-    return { outcome: "failure", code: "fuel_exhausted", message: `the guest used up its fuel (${budget} units)${starting ? " while starting" : ""}`, fuelUsed: Number(budget) };
+    return {
+      outcome: "failure",
+      code: "fuel_exhausted",
+      message: `the guest used up its fuel (${budget} units)${starting ? " while starting" : ""}`,
+      fuelUsed: Number(budget),
+    };
   }
   const failure = guestFailure(error);
   if (failure) return { outcome: "failure", code: failure.code, message: failure.message, fuelUsed };
@@ -282,7 +293,12 @@ export function classify(error: unknown, instance: Observed | undefined, budget:
   const atCap = instance?.capped.some(isAtCap) ?? false;
   if ((error instanceof WebAssembly.RuntimeError && atCap) || (error instanceof RangeError && /out of memory|memory size|allocate/i.test(message))) {
     const mib = (memoryPages * PAGE_BYTES) / (1024 * 1024);
-    return { outcome: "failure", code: "memory_exhausted", message: `the guest reached its memory cap (${mib} MiB for its memories and tables): ${message}`, fuelUsed };
+    return {
+      outcome: "failure",
+      code: "memory_exhausted",
+      message: `the guest reached its memory cap (${mib} MiB for its memories and tables): ${message}`,
+      fuelUsed,
+    };
   }
   if (error instanceof RangeError && /call stack/i.test(message)) {
     return { outcome: "failure", code: "guest_trap", message: `the guest overflowed its stack: ${message}`, fuelUsed };

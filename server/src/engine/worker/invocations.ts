@@ -195,7 +195,11 @@ export class Invocations {
     try {
       invocation = new Invocation(message, this.#boot, this.#claim, this.#channel, this.#send, () => this.#running.delete(message.invocation));
     } catch (error) {
-      const receipt: WorkerReceipt = { outcome: "failure", code: "internal", message: `cannot set up the guest's filesystem: ${error instanceof Error ? error.message : String(error)}` };
+      const receipt: WorkerReceipt = {
+        outcome: "failure",
+        code: "internal",
+        message: `cannot set up the guest's filesystem: ${error instanceof Error ? error.message : String(error)}`,
+      };
       this.#send({ type: "receipt", invocation: message.invocation, receipt, workspaceGrowth: 0, emitsDropped: 0 });
       return;
     }
@@ -237,7 +241,12 @@ export class Invocations {
       invocation.resuming();
       const spare = spares.take(component, invocation, budget);
       if (spare === "exhausted") {
-        invocation.finish({ outcome: "failure", code: "fuel_exhausted", message: `the guest used up its fuel (${budget} units) while starting`, fuelUsed: Number(budget) });
+        invocation.finish({
+          outcome: "failure",
+          code: "fuel_exhausted",
+          message: `the guest used up its fuel (${budget} units) while starting`,
+          fuelUsed: Number(budget),
+        });
         return;
       }
       if (spare) {

@@ -66,7 +66,8 @@ export class ExtensionEnvironmentKind implements EnvironmentKind<ExtensionOption
 
   /** `{"opaque": <any JSON>}` or nothing, carried to Execute as the implementation. */
   async checkImplementation(_context: BindingContext, implementation: unknown): Promise<unknown> {
-    const opaque = implementation === undefined || (typeof implementation === "object" && implementation !== null && Object.keys(implementation).join() === "opaque");
+    const opaque =
+      implementation === undefined || (typeof implementation === "object" && implementation !== null && Object.keys(implementation).join() === "opaque");
     if (!opaque) throw serviceError("invalid_argument", "a tool in an extension environment takes an opaque implementation (any JSON) or none");
     return implementation;
   }
@@ -116,7 +117,12 @@ class ExtensionBinding implements EnvironmentBinding {
    * (docs/host-and-extensions.md)
    */
   async stage({ replace, files }: Staging, deadlineMs: number, operationId: string): Promise<TerminalReceipt> {
-    const request = { binding: this.#binding, operationId, replaceDirectories: [...replace], files: files.map(({ path, bytes }) => ({ path, content: bytes })) };
+    const request = {
+      binding: this.#binding,
+      operationId,
+      replaceDirectories: [...replace],
+      files: files.map(({ path, bytes }) => ({ path, content: bytes })),
+    };
     const receipt = await unary((signal) => this.#client.stage(request, { signal }), deadlineMs);
     if (files.length === 0 && receipt.outcome === "failure" && receipt.code === "extension_unimplemented") return returned("{}");
     return receipt;
@@ -211,13 +217,18 @@ function classify(error: unknown, answered: boolean): TerminalReceipt {
   const connectError = ConnectError.from(error);
   if (connectError.cause instanceof CredentialUnreadable) return failure("credential_unavailable", connectError.cause.message);
   const cause = (connectError.cause as { code?: unknown } | undefined)?.code;
-  if (typeof cause === "string" && NOT_SENT.has(cause)) return failure("extension_unavailable", `the extension could not be reached (${cause}); nothing was sent`, true);
+  if (typeof cause === "string" && NOT_SENT.has(cause))
+    return failure("extension_unavailable", `the extension could not be reached (${cause}); nothing was sent`, true);
   const explicit = cause === undefined && [...connectError.metadata.keys()].length > 0;
   if (answered || !explicit || connectError.code === Code.Internal || connectError.code === Code.Unknown) {
     return unknown(`the call reached the extension but no reliable result came back: ${connectError.rawMessage}`);
   }
   const code = codeToString(connectError.code);
-  return failure(code === "unavailable" ? "extension_unavailable" : `extension_${code}`, `the extension refused: ${connectError.rawMessage}`, code === "unavailable");
+  return failure(
+    code === "unavailable" ? "extension_unavailable" : `extension_${code}`,
+    `the extension refused: ${connectError.rawMessage}`,
+    code === "unavailable",
+  );
 }
 
 function terminalOf(response: ExecuteResponse, operation: ExecuteOperation): TerminalReceipt | undefined {
@@ -242,10 +253,13 @@ function terminalOf(response: ExecuteResponse, operation: ExecuteOperation): Ter
 function deadlineSignal(deadlineMs: number): { signal: AbortSignal; cancel(): void; timedOut(): boolean } {
   const controller = new AbortController();
   let expired = false;
-  const timer = setTimeout(() => {
-    expired = true;
-    controller.abort();
-  }, Math.max(0, deadlineMs - Date.now()));
+  const timer = setTimeout(
+    () => {
+      expired = true;
+      controller.abort();
+    },
+    Math.max(0, deadlineMs - Date.now()),
+  );
   return { signal: controller.signal, cancel: () => clearTimeout(timer), timedOut: () => expired };
 }
 

@@ -117,7 +117,8 @@ export class HostConnection {
     if (this.#closed) return;
     this.#closed = true;
     const reason = CLOSE_REASONS[code];
-    for (const pending of [...this.#pending.values()]) pending.settle(unknown(`the host connection closed after the command was sent (${reason}); the host may or may not have run it`));
+    for (const pending of [...this.#pending.values()])
+      pending.settle(unknown(`the host connection closed after the command was sent (${reason}); the host may or may not have run it`));
     this.send({ case: "closing", value: { reason, code } });
     this.#outgoing.close();
   }

@@ -63,7 +63,8 @@ class HostBinding implements EnvironmentBinding {
   /** Sent on the binding's open connection; without one, nothing is sent (host_unavailable). */
   execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
     const connection = this.#hub.connectionFor(this.#key);
-    if (!connection) return Promise.resolve(failure("host_unavailable", `no host is connected for environment ${this.#key.environment}; nothing was sent`, true));
+    if (!connection)
+      return Promise.resolve(failure("host_unavailable", `no host is connected for environment ${this.#key.environment}; nothing was sent`, true));
     return connection.dispatch({ ...operation, implementation: (operation.implementation as { opaque?: JsonValue } | undefined)?.opaque });
   }
 

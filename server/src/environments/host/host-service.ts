@@ -79,7 +79,11 @@ async function* serve(connection: HostConnection, outgoing: Channel<ServerMessag
 }
 
 /** Feeds the host's receipts to the connection; a refused one is answered on the stream. */
-async function readReceipts(incoming: AsyncIterator<ConnectRequest>, connection: HostConnection, take: (connection: HostConnection, receipt: HostReceipt | undefined) => string | undefined) {
+async function readReceipts(
+  incoming: AsyncIterator<ConnectRequest>,
+  connection: HostConnection,
+  take: (connection: HostConnection, receipt: HostReceipt | undefined) => string | undefined,
+) {
   try {
     for (let next = await incoming.next(); !next.done; next = await incoming.next()) {
       const { message } = next.value;

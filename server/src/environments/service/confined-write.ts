@@ -60,7 +60,13 @@ export async function removeConfined(root: string, relative: string, trash: stri
  * parent's descriptor, and calls `use` with the last one's. `make` creates missing directories;
  * `find` answers undefined without calling `use` when one is missing.
  */
-async function withParent<T>(root: string, relative: string, segments: readonly string[], missing: Missing, use: (parent: number) => Promise<T>): Promise<T | undefined> {
+async function withParent<T>(
+  root: string,
+  relative: string,
+  segments: readonly string[],
+  missing: Missing,
+  use: (parent: number) => Promise<T>,
+): Promise<T | undefined> {
   const opened: fs.FileHandle[] = [await fs.open(root, DIRECTORY_FLAGS)];
   try {
     for (const segment of segments.slice(0, -1)) {

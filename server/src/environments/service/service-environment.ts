@@ -223,7 +223,8 @@ class ServiceBinding implements EnvironmentBinding {
       const parent = path.dirname(this.#workspaceDir);
       const leftover = `${path.basename(this.#workspaceDir)}${REMOVING}`;
       const entries = await fs.readdir(parent).catch(() => []);
-      for (const entry of entries.filter((name) => name.startsWith(leftover))) await fs.rm(path.join(parent, entry), { recursive: true, force: true, maxRetries: 3 });
+      for (const entry of entries.filter((name) => name.startsWith(leftover)))
+        await fs.rm(path.join(parent, entry), { recursive: true, force: true, maxRetries: 3 });
       // rmdir removes only an empty directory: another environment's workspace keeps it (ENOTEMPTY).
       await fs.rmdir(parent).catch(() => undefined);
       return returned("{}");

@@ -16,7 +16,8 @@ export interface ServiceEnvironment {
 }
 
 /** What callers are told when the service environment does not run here: the operator's log has the cause. */
-export const SANDBOX_UNAVAILABLE = "the service environment is not running on this server: its worker sandbox could not start (the server's log says why; the operator installs bubblewrap or sets SERVICE_ENV_SANDBOX=off)";
+export const SANDBOX_UNAVAILABLE =
+  "the service environment is not running on this server: its worker sandbox could not start (the server's log says why; the operator installs bubblewrap or sets SERVICE_ENV_SANDBOX=off)";
 
 /**
  * Starts the pool and, when SERVICE_ENV_PREPARATION is set, admits the listed artifacts into

@@ -59,10 +59,16 @@ function specialKind(entry: Entry, name: string): string | undefined {
 
 function checkDeclaredSizes(entry: Entry, name: string, limits: BundleLimits): void {
   if (entry.compressionMethod === STORED && entry.compressedSize !== entry.uncompressedSize) {
-    throw serviceError("bundle_not_zip", `${JSON.stringify(name)} is stored but declares ${entry.compressedSize} compressed and ${entry.uncompressedSize} uncompressed bytes`);
+    throw serviceError(
+      "bundle_not_zip",
+      `${JSON.stringify(name)} is stored but declares ${entry.compressedSize} compressed and ${entry.uncompressedSize} uncompressed bytes`,
+    );
   }
   if (entry.uncompressedSize > limits.maxCompressionRatio * entry.compressedSize) {
-    throw serviceError("bundle_compression_ratio", `${JSON.stringify(name)} declares ${entry.uncompressedSize} bytes from ${entry.compressedSize}; the ratio limit is ${limits.maxCompressionRatio}`);
+    throw serviceError(
+      "bundle_compression_ratio",
+      `${JSON.stringify(name)} declares ${entry.uncompressedSize} bytes from ${entry.compressedSize}; the ratio limit is ${limits.maxCompressionRatio}`,
+    );
   }
   if (entry.uncompressedSize > limits.maxEntryBytes) {
     throw serviceError("bundle_entry_too_large", `${JSON.stringify(name)} declares ${entry.uncompressedSize} bytes; the limit is ${limits.maxEntryBytes}`);
@@ -75,7 +81,10 @@ function checkDeclaredSizes(entry: Entry, name: string, limits: BundleLimits): v
  */
 export function checkInflatedSoFar(entry: Entry, name: string, entryBytes: number, totalBytes: number, limits: BundleLimits): void {
   if (entryBytes > limits.maxCompressionRatio * entry.compressedSize) {
-    throw serviceError("bundle_compression_ratio", `${JSON.stringify(name)} inflates to more than ${limits.maxCompressionRatio} times its ${entry.compressedSize} compressed bytes`);
+    throw serviceError(
+      "bundle_compression_ratio",
+      `${JSON.stringify(name)} inflates to more than ${limits.maxCompressionRatio} times its ${entry.compressedSize} compressed bytes`,
+    );
   }
   if (entryBytes > limits.maxEntryBytes) {
     throw serviceError("bundle_entry_too_large", `${JSON.stringify(name)} inflates to more than ${limits.maxEntryBytes} bytes`);

@@ -74,7 +74,11 @@ const encoder = new TextEncoder();
  * bundle_not_canonical. Every refusal is a service error with a stable code. Parsing on the
  * calling thread is the default; the service passes its parser threads.
  */
-export async function readBundle(zip: BundleSource | Uint8Array, limits: BundleLimits = defaultBundleLimits, parse: SkillMdParser = parseHere): Promise<ReadBundle> {
+export async function readBundle(
+  zip: BundleSource | Uint8Array,
+  limits: BundleLimits = defaultBundleLimits,
+  parse: SkillMdParser = parseHere,
+): Promise<ReadBundle> {
   const { summary, entries } = await readChecked(sourceOf(zip), limits, parse, () => true);
   return { ...summary, files: new Map(entries.map(({ path, data }) => [path, data!])) };
 }
@@ -210,7 +214,10 @@ async function* yauzlEntries(zipfile: ZipFile): AsyncGenerator<Entry> {
 function assertDecodableMethods(entries: readonly CentralEntry[]): void {
   const other = entries.find(({ entry }) => entry.compressionMethod !== STORED && entry.compressionMethod !== DEFLATED);
   if (other !== undefined) {
-    throw serviceError("bundle_not_canonical", `${JSON.stringify(other.path)} uses compression method ${other.entry.compressionMethod}; canonical bundles are STORED`);
+    throw serviceError(
+      "bundle_not_canonical",
+      `${JSON.stringify(other.path)} uses compression method ${other.entry.compressionMethod}; canonical bundles are STORED`,
+    );
   }
 }
 
@@ -284,7 +291,10 @@ async function assertCanonical(source: BundleSource, layout: CanonicalLayout<Rea
 }
 
 function notCanonical(at: number): never {
-  throw serviceError("bundle_not_canonical", `the archive differs from the canonical form of its contents at byte ${at}; re-zip it with a conforming client (docs/bundle-format.md)`);
+  throw serviceError(
+    "bundle_not_canonical",
+    `the archive differs from the canonical form of its contents at byte ${at}; re-zip it with a conforming client (docs/bundle-format.md)`,
+  );
 }
 
 function firstDifference(a: Uint8Array, b: Uint8Array): number | undefined {

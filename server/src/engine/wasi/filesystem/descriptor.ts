@@ -12,7 +12,17 @@ import { errorCode } from "./error-code.ts";
 import type { FileTable } from "./file-table.ts";
 import type { FileInputStream, FileOutputStream } from "./streams.ts";
 import type { DescriptorTarget, ListedEntry } from "./target.ts";
-import type { Advice, DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry, MetadataHashValue, NewTimestamp, OpenFlags, PathFlags } from "./types.ts";
+import type {
+  Advice,
+  DescriptorFlags,
+  DescriptorStat,
+  DescriptorType,
+  DirectoryEntry,
+  MetadataHashValue,
+  NewTimestamp,
+  OpenFlags,
+  PathFlags,
+} from "./types.ts";
 
 export class Descriptor {
   readonly #target: DescriptorTarget;

@@ -1,7 +1,22 @@
 // A descriptor's host directory, held open by fd. Every path given to it is resolved by walk.ts
 // below this fd, and the operation acts on the last name through its directory's fd: no host path
 // is kept, and nothing is checked first and used later by name.
-import { fstatSync, fsyncSync, futimesSync, linkSync, lstatSync, lutimesSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmdirSync, symlinkSync, unlinkSync, type BigIntStats } from "node:fs";
+import {
+  fstatSync,
+  fsyncSync,
+  futimesSync,
+  linkSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmdirSync,
+  symlinkSync,
+  unlinkSync,
+  type BigIntStats,
+} from "node:fs";
 import type { FdHandle } from "./file-table.ts";
 import { mutable, type Grant } from "./grant.ts";
 import { HostFile, sameInode } from "./host-file.ts";
@@ -217,7 +232,8 @@ export class HostDirectory extends DescriptorTarget {
   #statAt<T>(pathFlags: PathFlags, path: string, use: (stats: BigIntStats, dir: number, name: string | undefined) => T): T {
     return resolveAt(this.#fd, path, (dir, name, walk: Walk) => {
       const stats = name === undefined ? fstatSync(dir, { bigint: true }) : lstatSync(under(dir, name), { bigint: true });
-      if (name !== undefined && stats.isSymbolicLink() && (pathFlags.symlinkFollow === true || walk.mustBeDirectory)) return new Redirect(readSymlink(dir, name));
+      if (name !== undefined && stats.isSymbolicLink() && (pathFlags.symlinkFollow === true || walk.mustBeDirectory))
+        return new Redirect(readSymlink(dir, name));
       if (walk.mustBeDirectory && !stats.isDirectory()) throw "not-directory";
       return use(stats, dir, name);
     });

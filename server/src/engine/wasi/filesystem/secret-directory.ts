@@ -30,7 +30,10 @@ export class SecretDirectory extends DescriptorTarget {
   static of(values: ReadonlyMap<string, string>): SecretDirectory {
     const madeNs = BigInt(Date.now()) * 1_000_000n;
     const encoder = new TextEncoder();
-    return new SecretDirectory(new Map([...values].map(([name, value], index) => [name, { bytes: encoder.encode(value), id: BigInt(index + 1), madeNs }])), madeNs);
+    return new SecretDirectory(
+      new Map([...values].map(([name, value], index) => [name, { bytes: encoder.encode(value), id: BigInt(index + 1), madeNs }])),
+      madeNs,
+    );
   }
 
   getType(): DescriptorType {

@@ -4,7 +4,17 @@
 // operation on a file, as wasmtime answers them.
 import type { FileTable } from "./file-table.ts";
 import type { FileInputStream, FileOutputStream } from "./streams.ts";
-import type { Advice, DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry, MetadataHashValue, NewTimestamp, OpenFlags, PathFlags } from "./types.ts";
+import type {
+  Advice,
+  DescriptorFlags,
+  DescriptorStat,
+  DescriptorType,
+  DirectoryEntry,
+  MetadataHashValue,
+  NewTimestamp,
+  OpenFlags,
+  PathFlags,
+} from "./types.ts";
 
 /** A directory entry as listed, or the error its name gave (names that are not UTF-8). */
 export type ListedEntry = DirectoryEntry | { error: "illegal-byte-sequence" };

@@ -651,8 +651,7 @@ export declare const DeleteRunRequestSchema: GenMessage<DeleteRunRequest>;
  *
  * @generated from message skillenv.sessions.v1.DeleteRunResponse
  */
-export declare type DeleteRunResponse = Message<"skillenv.sessions.v1.DeleteRunResponse"> & {
-};
+export declare type DeleteRunResponse = Message<"skillenv.sessions.v1.DeleteRunResponse"> & {};
 
 /**
  * Describes the message skillenv.sessions.v1.DeleteRunResponse.
@@ -684,7 +683,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof CreateRunRequestSchema;
     output: typeof CreateRunResponseSchema;
-  },
+  };
   /**
    * GetRun returns a run.
    *
@@ -694,7 +693,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof GetRunRequestSchema;
     output: typeof GetRunResponseSchema;
-  },
+  };
   /**
    * ListRuns returns the session's runs, newest first, a page at a time.
    *
@@ -704,7 +703,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof ListRunsRequestSchema;
     output: typeof ListRunsResponseSchema;
-  },
+  };
   /**
    * CancelRun stops a running run: the model call is abandoned and every
    * operation in flight is sent a cancel (their receipts are still
@@ -716,7 +715,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof CancelRunRequestSchema;
     output: typeof CancelRunResponseSchema;
-  },
+  };
   /**
    * DeleteRun removes a finished run, its part of the conversation and its
    * skill snapshots.
@@ -727,6 +726,5 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof DeleteRunRequestSchema;
     output: typeof DeleteRunResponseSchema;
-  },
+  };
 }>;
-

@@ -289,8 +289,7 @@ export declare const DeleteSkillRequestSchema: GenMessage<DeleteSkillRequest>;
  *
  * @generated from message skillenv.skills.v1.DeleteSkillResponse
  */
-export declare type DeleteSkillResponse = Message<"skillenv.skills.v1.DeleteSkillResponse"> & {
-};
+export declare type DeleteSkillResponse = Message<"skillenv.skills.v1.DeleteSkillResponse"> & {};
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillResponse.
@@ -320,7 +319,7 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof PutSkillRequestSchema;
     output: typeof PutSkillResponseSchema;
-  },
+  };
   /**
    * GetSkill returns the metadata of one skill and the paths and sizes of
    * its files.
@@ -331,7 +330,7 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof GetSkillRequestSchema;
     output: typeof GetSkillResponseSchema;
-  },
+  };
   /**
    * ListSkills returns the workspace's skills in name order, a page at a time.
    *
@@ -341,7 +340,7 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof ListSkillsRequestSchema;
     output: typeof ListSkillsResponseSchema;
-  },
+  };
   /**
    * DeleteSkill removes the skill `name`. Runs that already snapshotted it
    * keep their copy.
@@ -352,6 +351,5 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSkillRequestSchema;
     output: typeof DeleteSkillResponseSchema;
-  },
+  };
 }>;
-

@@ -200,8 +200,7 @@ export declare const GetMessageResponseSchema: GenMessage<GetMessageResponse>;
  *
  * @generated from message skillenv.testing.v1.GetLatestMessageRequest
  */
-export declare type GetLatestMessageRequest = Message$1<"skillenv.testing.v1.GetLatestMessageRequest"> & {
-};
+export declare type GetLatestMessageRequest = Message$1<"skillenv.testing.v1.GetLatestMessageRequest"> & {};
 
 /**
  * Describes the message skillenv.testing.v1.GetLatestMessageRequest.
@@ -624,8 +623,7 @@ export declare const UploadBlobResponseSchema: GenMessage<UploadBlobResponse>;
  *
  * @generated from message skillenv.testing.v1.WaitRequest
  */
-export declare type WaitRequest = Message$1<"skillenv.testing.v1.WaitRequest"> & {
-};
+export declare type WaitRequest = Message$1<"skillenv.testing.v1.WaitRequest"> & {};
 
 /**
  * Describes the message skillenv.testing.v1.WaitRequest.
@@ -638,8 +636,7 @@ export declare const WaitRequestSchema: GenMessage<WaitRequest>;
  *
  * @generated from message skillenv.testing.v1.WaitResponse
  */
-export declare type WaitResponse = Message$1<"skillenv.testing.v1.WaitResponse"> & {
-};
+export declare type WaitResponse = Message$1<"skillenv.testing.v1.WaitResponse"> & {};
 
 /**
  * Describes the message skillenv.testing.v1.WaitResponse.
@@ -752,7 +749,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof EchoRequestSchema;
     output: typeof EchoResponseSchema;
-  },
+  };
   /**
    * GetMessage maps a resource name from the path and every other field from
    * the query, with an additional binding by user.
@@ -763,7 +760,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetMessageRequestSchema;
     output: typeof GetMessageResponseSchema;
-  },
+  };
   /**
    * GetLatestMessage overlaps GetMessage with a more specific literal path.
    *
@@ -773,7 +770,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetLatestMessageRequestSchema;
     output: typeof GetLatestMessageResponseSchema;
-  },
+  };
   /**
    * UpdateMessage maps one request field to the body.
    *
@@ -783,7 +780,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof UpdateMessageRequestSchema;
     output: typeof UpdateMessageResponseSchema;
-  },
+  };
   /**
    * ReplaceMessage maps every field not bound by the path to the body.
    *
@@ -793,7 +790,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof ReplaceMessageRequestSchema;
     output: typeof ReplaceMessageResponseSchema;
-  },
+  };
   /**
    * GetObject has a single-segment and a multi-segment variable.
    *
@@ -803,7 +800,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetObjectRequestSchema;
     output: typeof GetObjectResponseSchema;
-  },
+  };
   /**
    * GetObjectMetadata overlaps GetObject but carries a custom verb.
    *
@@ -813,7 +810,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetObjectMetadataRequestSchema;
     output: typeof GetObjectMetadataResponseSchema;
-  },
+  };
   /**
    * UpdateBook binds a nested field from the path into the body field.
    *
@@ -823,7 +820,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof UpdateBookRequestSchema;
     output: typeof UpdateBookResponseSchema;
-  },
+  };
   /**
    * CancelOperation is a custom method reached through a custom verb, or the
    * custom HTTP methods PURGE and (any method) on a second path.
@@ -834,7 +831,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof CancelOperationRequestSchema;
     output: typeof CancelOperationResponseSchema;
-  },
+  };
   /**
    * UploadBlob receives the raw request body as an HttpBody field.
    *
@@ -844,7 +841,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof UploadBlobRequestSchema;
     output: typeof UploadBlobResponseSchema;
-  },
+  };
   /**
    * EchoRaw takes and returns raw HTTP bodies; it upper-cases text.
    * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
@@ -857,7 +854,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof HttpBodySchema;
     output: typeof HttpBodySchema;
-  },
+  };
   /**
    * Wait blocks until the call is cancelled.
    *
@@ -867,7 +864,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof WaitRequestSchema;
     output: typeof WaitResponseSchema;
-  },
+  };
   /**
    * Watch is server-streaming: the transcoder serves it as server-sent
    * events.
@@ -878,6 +875,5 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchRequestSchema;
     output: typeof WatchResponseSchema;
-  },
+  };
 }>;
-
