@@ -105,6 +105,26 @@ describe("a workspace's share of the workers", () => {
     const outcomes = (await Promise.all(loops)).map((receipt) => (receipt.outcome === "failure" ? receipt.code : receipt.outcome)).sort();
     expect(outcomes).toEqual(["unavailable", "unknown"]);
   }, 120_000);
+
+  it("keeps a workspace whose worker was stopped to its replacement while it starts, not another workspace's worker", async () => {
+    pool = await startPool({ workers: 2, toolSlotsPerWorker: 4, workspaceWorkers: 1 });
+    await Promise.all([loop, echo].map((ref) => pool!.prepare(ref)));
+    const looping = run(pool, loop, {}, { tenant: "a", deadlineMs: Date.now() + 60_000 });
+    await waitFor(() => pool!.stats().workers.some((worker) => worker.running > 0), 30_000, "a's loop to start");
+    const lost = pool.stats().workers.findIndex((worker) => worker.running > 0);
+    const before = pool.stats().workers[lost]!.pid;
+    killWorker(pool, lost);
+    expect(await looping).toMatchObject({ outcome: "unknown" });
+    await waitFor(() => pool!.stats().workers[lost]!.pid !== before, 30_000, "the replacement to be spawned");
+    // The replacement is still loading its components: a's next call waits for it there, and the
+    // other worker, ready and idle, stays b's (without the inheritance, a ready worker wins).
+    expect(pool.stats().workers[lost]!.state).toBe("starting");
+    const next = run(pool, echo, { v: 1 }, { tenant: "a" });
+    expect(pool.stats().workers.map((worker) => worker.tools)).toEqual(lost === 0 ? [1, 0] : [0, 1]);
+    expect(output(await next)).toEqual({ v: 1 });
+    // Once it is ready, a workspace with nothing in flight goes where the scores say, as before.
+    expect(output(await run(pool, echo, { v: 2 }, { tenant: "b" }))).toEqual({ v: 2 });
+  }, 120_000);
 });
 
 describe("work that never started", () => {

@@ -144,6 +144,18 @@ describe("a sandboxed worker process", () => {
     expect(await readdir(join(view, "etc"))).toEqual(["ld.so.cache"]);
   }, 60_000);
 
+  it("runs guests at a lower CPU priority than the server, and its watchdog at the server's", async () => {
+    const pid = await sandboxedNode(0);
+    // The nice value is the 19th field of stat, after the command in parentheses (which may hold spaces).
+    const nice = async (path: string) => Number((await readFile(path, "utf8")).replace(/^.*\) /s, "").split(" ")[16]);
+    expect(await nice(`/proc/${pid}/stat`)).toBe(10);
+    const threads = await readdir(`/proc/${pid}/task`);
+    const niceness = await Promise.all(threads.map((tid) => nice(`/proc/${pid}/task/${tid}/stat`)));
+    // The main thread (guests) at 10; the watchdog among those left at the server's 0.
+    expect(niceness).toContain(0);
+    expect(await nice(`/proc/${process.pid}/stat`)).toBe(0);
+  }, 60_000);
+
   it("has none of the server's environment, no capabilities, and sees only its own processes", async () => {
     const pid = await sandboxedNode(1);
     const environment = (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0").filter(Boolean);

@@ -18,4 +18,10 @@ export const POOL_DEFAULTS = {
   spareInstances: 2,
   spareMemoryMib: 256,
   compiledMemoryMib: 0,
+  /**
+   * Guests compute at a lower CPU priority than the server: where workers and the server share
+   * cores, a guest computing until its deadline takes CPU time from its own worker's others, not
+   * from the server's event loop, which serves every workspace.
+   */
+  workerNiceness: 10,
 } as const;

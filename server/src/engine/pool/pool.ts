@@ -95,6 +95,12 @@ class WorkerHandle {
   gone = false;
   /** Invocations in flight on it, by workspace. */
   readonly tenants = new Map<string, number>();
+  /**
+   * The workspaces that had invocations on the worker it replaces: until it is ready, it counts
+   * as theirs in their share, so that a workspace whose guests got its worker stopped waits for
+   * the replacement instead of taking another workspace's worker meanwhile.
+   */
+  inherited: ReadonlySet<string> = new Set();
   /** What its invocations in flight are told when it is lost. */
   lostReason = "";
 
@@ -634,8 +640,9 @@ export class Pool {
    * The worker an invocation of `tenant` goes to: a live one with a free slot of its kind, among
    * the workers the tenant already uses when it uses its share of them (workspaceWorkers: a
    * workspace whose guests compute without end can hold only that many workers' threads, never
-   * all of them). Preferred, in order: a worker whose thread no guest holds (a call sent to a busy
-   * worker waits behind that guest's computation), the fewest invocations of other workspaces
+   * all of them; a replacement counts as the share of the workspaces its predecessor served until
+   * it is ready). Preferred, in order: a worker whose thread no guest holds (a call sent to a busy
+   * worker waits behind that guest's computation), a ready one, the fewest invocations of other workspaces
    * (workspaces keep to workers of their own where they can), the fewest of its kind, the fewest
    * in all. Ties rotate, so consecutive calls alternate between idle workers: each then has time
    * to instantiate its next spare while the other one serves.
@@ -643,7 +650,7 @@ export class Pool {
   #pick(kind: Kind, tenant: string): WorkerHandle | undefined {
     const cap = kind === "tool" ? this.#options.toolSlotsPerWorker : this.#options.agentLoopSlotsPerWorker;
     const live = this.#workers.filter((handle) => handle.state !== "dead");
-    const own = live.filter((handle) => handle.tenants.has(tenant));
+    const own = live.filter((handle) => handle.tenants.has(tenant) || (handle.state === "starting" && handle.inherited.has(tenant)));
     const allowed = own.length >= this.#options.workspaceWorkers ? own : live;
     const count = allowed.length;
     const first = count === 0 ? 0 : this.#rotation++ % count;
@@ -656,7 +663,9 @@ export class Pool {
       const others = handle.tools + handle.loops - (handle.tenants.get(tenant) ?? 0);
       // Busy with nothing in flight is a report not yet overtaken by `free` (the watchdog looks every 20 ms).
       const busy = handle.busy && handle.flights.size > 0;
-      const score = [busy ? 1 : 0, others, used, handle.tools + handle.loops];
+      // A worker still starting serves only once it has loaded every component (about a second).
+      const starting = handle.state === "starting" ? 1 : 0;
+      const score = [busy ? 1 : 0, starting, others, used, handle.tools + handle.loops];
       if (!best || lexicallyLess(score, bestScore)) {
         best = handle;
         bestScore = score;
@@ -779,6 +788,8 @@ export class Pool {
    */
   #retire(handle: WorkerHandle, reason: string, replace: boolean): void {
     if (handle.state === "dead") return;
+    // Read before its invocations are settled (which takes them out of `tenants`).
+    const heirs: ReadonlySet<string> = new Set(handle.tenants.keys());
     handle.state = "dead";
     handle.lostReason = reason;
     // Its invocations are settled once the process is gone (#exited): only then has every start
@@ -798,7 +809,9 @@ export class Pool {
         handle.replaced.resolve();
         return;
       }
-      this.#workers[handle.index] = this.#spawn(handle.index);
+      const replacement = this.#spawn(handle.index);
+      replacement.inherited = heirs;
+      this.#workers[handle.index] = replacement;
       this.#replacements++;
       handle.replaced.resolve();
     };
@@ -825,6 +838,7 @@ export class Pool {
               maxOpenFiles: this.#options.maxOpenFiles,
               maxEmits: this.#options.maxEmits,
               maxEmitBytes: this.#options.maxEmitBytes,
+              niceness: POOL_DEFAULTS.workerNiceness,
             },
             directory: join(this.#runtimeDir, `worker-${generation}`),
             egressSocket: join(this.#socketDir, `${generation}.sock`),

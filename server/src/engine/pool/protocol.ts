@@ -21,6 +21,8 @@ export interface WorkerBoot {
   /** Progress events one invocation may emit, and the largest one; more or larger ones are dropped. */
   maxEmits: number;
   maxEmitBytes: number;
+  /** The nice value of the thread guests run on (raised after the watchdog's thread started). */
+  niceness: number;
 }
 
 /** What a worker needs to know about a prepared component, from its manifest. */

@@ -7,6 +7,7 @@
 //
 // Descriptors: 3 is the IPC channel (Node's), 4 the watchdog's report to the pool, 5 the
 // synchronous channel (sync-channel.ts: start notes and workspace quota leases).
+import { setPriority } from "node:os";
 import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
 import { setBlockingCaller } from "../wasi/blocking.ts";
 import { Components } from "./components.ts";
@@ -31,6 +32,9 @@ function send(message: FromWorker): void {
 
 const components = new Components(boot, send);
 const invocations = new Invocations(boot, components, new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD), new SyncChannel(SYNC_FD), send);
+// This thread, where guests run, yields the CPU to the server (a nice value is per thread on
+// Linux; the watchdog's, started above, keeps the server's so that it stops an overrunning guest on time).
+setPriority(boot.niceness);
 setBlockingCaller(() => invocations.onThread());
 
 process.on("message", (message: ToWorker) => {
