@@ -346,66 +346,59 @@ export declare type HttpRule = Message<"google.api.HttpRule"> & {
    *
    * @generated from oneof google.api.HttpRule.pattern
    */
-  pattern:
-    | {
-        /**
-         * Maps to HTTP GET. Used for listing and getting information about
-         * resources.
-         *
-         * @generated from field: string get = 2;
-         */
-        value: string;
-        case: "get";
-      }
-    | {
-        /**
-         * Maps to HTTP PUT. Used for replacing a resource.
-         *
-         * @generated from field: string put = 3;
-         */
-        value: string;
-        case: "put";
-      }
-    | {
-        /**
-         * Maps to HTTP POST. Used for creating a resource or performing an action.
-         *
-         * @generated from field: string post = 4;
-         */
-        value: string;
-        case: "post";
-      }
-    | {
-        /**
-         * Maps to HTTP DELETE. Used for deleting a resource.
-         *
-         * @generated from field: string delete = 5;
-         */
-        value: string;
-        case: "delete";
-      }
-    | {
-        /**
-         * Maps to HTTP PATCH. Used for updating a resource.
-         *
-         * @generated from field: string patch = 6;
-         */
-        value: string;
-        case: "patch";
-      }
-    | {
-        /**
-         * The custom pattern is used for specifying an HTTP method that is not
-         * included in the `pattern` field, such as HEAD, or "*" to leave the
-         * HTTP method unspecified for this rule. The wild-card rule is useful
-         * for services that provide content to Web (HTML) clients.
-         *
-         * @generated from field: google.api.CustomHttpPattern custom = 8;
-         */
-        value: CustomHttpPattern;
-        case: "custom";
-      }
-    | { case: undefined; value?: undefined };
+  pattern: {
+    /**
+     * Maps to HTTP GET. Used for listing and getting information about
+     * resources.
+     *
+     * @generated from field: string get = 2;
+     */
+    value: string;
+    case: "get";
+  } | {
+    /**
+     * Maps to HTTP PUT. Used for replacing a resource.
+     *
+     * @generated from field: string put = 3;
+     */
+    value: string;
+    case: "put";
+  } | {
+    /**
+     * Maps to HTTP POST. Used for creating a resource or performing an action.
+     *
+     * @generated from field: string post = 4;
+     */
+    value: string;
+    case: "post";
+  } | {
+    /**
+     * Maps to HTTP DELETE. Used for deleting a resource.
+     *
+     * @generated from field: string delete = 5;
+     */
+    value: string;
+    case: "delete";
+  } | {
+    /**
+     * Maps to HTTP PATCH. Used for updating a resource.
+     *
+     * @generated from field: string patch = 6;
+     */
+    value: string;
+    case: "patch";
+  } | {
+    /**
+     * The custom pattern is used for specifying an HTTP method that is not
+     * included in the `pattern` field, such as HEAD, or "*" to leave the
+     * HTTP method unspecified for this rule. The wild-card rule is useful
+     * for services that provide content to Web (HTML) clients.
+     *
+     * @generated from field: google.api.CustomHttpPattern custom = 8;
+     */
+    value: CustomHttpPattern;
+    case: "custom";
+  } | { case: undefined; value?: undefined };
 
   /**
    * The name of the request field whose value is mapped to the HTTP request
@@ -473,3 +466,4 @@ export declare type CustomHttpPattern = Message<"google.api.CustomHttpPattern"> 
  * Use `create(CustomHttpPatternSchema)` to create a new message.
  */
 export declare const CustomHttpPatternSchema: GenMessage<CustomHttpPattern>;
+

@@ -22,93 +22,104 @@ import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 /**
  * Describes the file google/rpc/error_details.proto.
  */
-export const file_google_rpc_error_details =
-  /*@__PURE__*/
-  fileDesc(
-    "Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMikwEKCUVycm9ySW5mbxIOCgZyZWFzb24YASABKAkSDgoGZG9tYWluGAIgASgJEjUKCG1ldGFkYXRhGAMgAygLMiMuZ29vZ2xlLnJwYy5FcnJvckluZm8uTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOwoJUmV0cnlJbmZvEi4KC3JldHJ5X2RlbGF5GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjIKCURlYnVnSW5mbxIVCg1zdGFja19lbnRyaWVzGAEgAygJEg4KBmRldGFpbBgCIAEoCSKPAwoMUXVvdGFGYWlsdXJlEjYKCnZpb2xhdGlvbnMYASADKAsyIi5nb29nbGUucnBjLlF1b3RhRmFpbHVyZS5WaW9sYXRpb24axgIKCVZpb2xhdGlvbhIPCgdzdWJqZWN0GAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhMKC2FwaV9zZXJ2aWNlGAMgASgJEhQKDHF1b3RhX21ldHJpYxgEIAEoCRIQCghxdW90YV9pZBgFIAEoCRJRChBxdW90YV9kaW1lbnNpb25zGAYgAygLMjcuZ29vZ2xlLnJwYy5RdW90YUZhaWx1cmUuVmlvbGF0aW9uLlF1b3RhRGltZW5zaW9uc0VudHJ5EhMKC3F1b3RhX3ZhbHVlGAcgASgDEh8KEmZ1dHVyZV9xdW90YV92YWx1ZRgIIAEoA0gAiAEBGjYKFFF1b3RhRGltZW5zaW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFQoTX2Z1dHVyZV9xdW90YV92YWx1ZSKVAQoTUHJlY29uZGl0aW9uRmFpbHVyZRI9Cgp2aW9sYXRpb25zGAEgAygLMikuZ29vZ2xlLnJwYy5QcmVjb25kaXRpb25GYWlsdXJlLlZpb2xhdGlvbho/CglWaW9sYXRpb24SDAoEdHlwZRgBIAEoCRIPCgdzdWJqZWN0GAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJIswBCgpCYWRSZXF1ZXN0Ej8KEGZpZWxkX3Zpb2xhdGlvbnMYASADKAsyJS5nb29nbGUucnBjLkJhZFJlcXVlc3QuRmllbGRWaW9sYXRpb24afQoORmllbGRWaW9sYXRpb24SDQoFZmllbGQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDgoGcmVhc29uGAMgASgJEjcKEWxvY2FsaXplZF9tZXNzYWdlGAQgASgLMhwuZ29vZ2xlLnJwYy5Mb2NhbGl6ZWRNZXNzYWdlIjcKC1JlcXVlc3RJbmZvEhIKCnJlcXVlc3RfaWQYASABKAkSFAoMc2VydmluZ19kYXRhGAIgASgJImAKDFJlc291cmNlSW5mbxIVCg1yZXNvdXJjZV90eXBlGAEgASgJEhUKDXJlc291cmNlX25hbWUYAiABKAkSDQoFb3duZXIYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkiVgoESGVscBIkCgVsaW5rcxgBIAMoCzIVLmdvb2dsZS5ycGMuSGVscC5MaW5rGigKBExpbmsSEwoLZGVzY3JpcHRpb24YASABKAkSCwoDdXJsGAIgASgJIjMKEExvY2FsaXplZE1lc3NhZ2USDgoGbG9jYWxlGAEgASgJEg8KB21lc3NhZ2UYAiABKAlCbAoOY29tLmdvb2dsZS5ycGNCEUVycm9yRGV0YWlsc1Byb3RvUAFaP2dvb2dsZS5nb2xhbmcub3JnL2dlbnByb3RvL2dvb2dsZWFwaXMvcnBjL2VycmRldGFpbHM7ZXJyZGV0YWlsc6ICA1JQQ2IGcHJvdG8z",
-    [file_google_protobuf_duration],
-  );
+export const file_google_rpc_error_details = /*@__PURE__*/
+  fileDesc("Ch5nb29nbGUvcnBjL2Vycm9yX2RldGFpbHMucHJvdG8SCmdvb2dsZS5ycGMikwEKCUVycm9ySW5mbxIOCgZyZWFzb24YASABKAkSDgoGZG9tYWluGAIgASgJEjUKCG1ldGFkYXRhGAMgAygLMiMuZ29vZ2xlLnJwYy5FcnJvckluZm8uTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOwoJUmV0cnlJbmZvEi4KC3JldHJ5X2RlbGF5GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjIKCURlYnVnSW5mbxIVCg1zdGFja19lbnRyaWVzGAEgAygJEg4KBmRldGFpbBgCIAEoCSKPAwoMUXVvdGFGYWlsdXJlEjYKCnZpb2xhdGlvbnMYASADKAsyIi5nb29nbGUucnBjLlF1b3RhRmFpbHVyZS5WaW9sYXRpb24axgIKCVZpb2xhdGlvbhIPCgdzdWJqZWN0GAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhMKC2FwaV9zZXJ2aWNlGAMgASgJEhQKDHF1b3RhX21ldHJpYxgEIAEoCRIQCghxdW90YV9pZBgFIAEoCRJRChBxdW90YV9kaW1lbnNpb25zGAYgAygLMjcuZ29vZ2xlLnJwYy5RdW90YUZhaWx1cmUuVmlvbGF0aW9uLlF1b3RhRGltZW5zaW9uc0VudHJ5EhMKC3F1b3RhX3ZhbHVlGAcgASgDEh8KEmZ1dHVyZV9xdW90YV92YWx1ZRgIIAEoA0gAiAEBGjYKFFF1b3RhRGltZW5zaW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCFQoTX2Z1dHVyZV9xdW90YV92YWx1ZSKVAQoTUHJlY29uZGl0aW9uRmFpbHVyZRI9Cgp2aW9sYXRpb25zGAEgAygLMikuZ29vZ2xlLnJwYy5QcmVjb25kaXRpb25GYWlsdXJlLlZpb2xhdGlvbho/CglWaW9sYXRpb24SDAoEdHlwZRgBIAEoCRIPCgdzdWJqZWN0GAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJIswBCgpCYWRSZXF1ZXN0Ej8KEGZpZWxkX3Zpb2xhdGlvbnMYASADKAsyJS5nb29nbGUucnBjLkJhZFJlcXVlc3QuRmllbGRWaW9sYXRpb24afQoORmllbGRWaW9sYXRpb24SDQoFZmllbGQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDgoGcmVhc29uGAMgASgJEjcKEWxvY2FsaXplZF9tZXNzYWdlGAQgASgLMhwuZ29vZ2xlLnJwYy5Mb2NhbGl6ZWRNZXNzYWdlIjcKC1JlcXVlc3RJbmZvEhIKCnJlcXVlc3RfaWQYASABKAkSFAoMc2VydmluZ19kYXRhGAIgASgJImAKDFJlc291cmNlSW5mbxIVCg1yZXNvdXJjZV90eXBlGAEgASgJEhUKDXJlc291cmNlX25hbWUYAiABKAkSDQoFb3duZXIYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkiVgoESGVscBIkCgVsaW5rcxgBIAMoCzIVLmdvb2dsZS5ycGMuSGVscC5MaW5rGigKBExpbmsSEwoLZGVzY3JpcHRpb24YASABKAkSCwoDdXJsGAIgASgJIjMKEExvY2FsaXplZE1lc3NhZ2USDgoGbG9jYWxlGAEgASgJEg8KB21lc3NhZ2UYAiABKAlCbAoOY29tLmdvb2dsZS5ycGNCEUVycm9yRGV0YWlsc1Byb3RvUAFaP2dvb2dsZS5nb2xhbmcub3JnL2dlbnByb3RvL2dvb2dsZWFwaXMvcnBjL2VycmRldGFpbHM7ZXJyZGV0YWlsc6ICA1JQQ2IGcHJvdG8z", [file_google_protobuf_duration]);
 
 /**
  * Describes the message google.rpc.ErrorInfo.
  * Use `create(ErrorInfoSchema)` to create a new message.
  */
-export const ErrorInfoSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 0);
+export const ErrorInfoSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 0);
 
 /**
  * Describes the message google.rpc.RetryInfo.
  * Use `create(RetryInfoSchema)` to create a new message.
  */
-export const RetryInfoSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 1);
+export const RetryInfoSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 1);
 
 /**
  * Describes the message google.rpc.DebugInfo.
  * Use `create(DebugInfoSchema)` to create a new message.
  */
-export const DebugInfoSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 2);
+export const DebugInfoSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 2);
 
 /**
  * Describes the message google.rpc.QuotaFailure.
  * Use `create(QuotaFailureSchema)` to create a new message.
  */
-export const QuotaFailureSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 3);
+export const QuotaFailureSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 3);
 
 /**
  * Describes the message google.rpc.QuotaFailure.Violation.
  * Use `create(QuotaFailure_ViolationSchema)` to create a new message.
  */
-export const QuotaFailure_ViolationSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 3, 0);
+export const QuotaFailure_ViolationSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 3, 0);
 
 /**
  * Describes the message google.rpc.PreconditionFailure.
  * Use `create(PreconditionFailureSchema)` to create a new message.
  */
-export const PreconditionFailureSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 4);
+export const PreconditionFailureSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 4);
 
 /**
  * Describes the message google.rpc.PreconditionFailure.Violation.
  * Use `create(PreconditionFailure_ViolationSchema)` to create a new message.
  */
-export const PreconditionFailure_ViolationSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 4, 0);
+export const PreconditionFailure_ViolationSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 4, 0);
 
 /**
  * Describes the message google.rpc.BadRequest.
  * Use `create(BadRequestSchema)` to create a new message.
  */
-export const BadRequestSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 5);
+export const BadRequestSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 5);
 
 /**
  * Describes the message google.rpc.BadRequest.FieldViolation.
  * Use `create(BadRequest_FieldViolationSchema)` to create a new message.
  */
-export const BadRequest_FieldViolationSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 5, 0);
+export const BadRequest_FieldViolationSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 5, 0);
 
 /**
  * Describes the message google.rpc.RequestInfo.
  * Use `create(RequestInfoSchema)` to create a new message.
  */
-export const RequestInfoSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 6);
+export const RequestInfoSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 6);
 
 /**
  * Describes the message google.rpc.ResourceInfo.
  * Use `create(ResourceInfoSchema)` to create a new message.
  */
-export const ResourceInfoSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 7);
+export const ResourceInfoSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 7);
 
 /**
  * Describes the message google.rpc.Help.
  * Use `create(HelpSchema)` to create a new message.
  */
-export const HelpSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 8);
+export const HelpSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 8);
 
 /**
  * Describes the message google.rpc.Help.Link.
  * Use `create(Help_LinkSchema)` to create a new message.
  */
-export const Help_LinkSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 8, 0);
+export const Help_LinkSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 8, 0);
 
 /**
  * Describes the message google.rpc.LocalizedMessage.
  * Use `create(LocalizedMessageSchema)` to create a new message.
  */
-export const LocalizedMessageSchema = /*@__PURE__*/ messageDesc(file_google_rpc_error_details, 9);
+export const LocalizedMessageSchema = /*@__PURE__*/
+  messageDesc(file_google_rpc_error_details, 9);
+

@@ -177,7 +177,7 @@ export declare const AssetService: GenService<{
     methodKind: "unary";
     input: typeof PresignRequestSchema;
     output: typeof PresignResponseSchema;
-  };
+  },
   /**
    * Finalize confirms that this workspace uploaded the object and records it
    * as a workspace asset. Finalizing an already finalized asset is a no-op.
@@ -188,5 +188,6 @@ export declare const AssetService: GenService<{
     methodKind: "unary";
     input: typeof FinalizeRequestSchema;
     output: typeof FinalizeResponseSchema;
-  };
+  },
 }>;
+

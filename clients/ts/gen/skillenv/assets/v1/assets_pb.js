@@ -9,42 +9,43 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 /**
  * Describes the file skillenv/assets/v1/assets.proto.
  */
-export const file_skillenv_assets_v1_assets =
-  /*@__PURE__*/
-  fileDesc(
-    "Ch9za2lsbGVudi9hc3NldHMvdjEvYXNzZXRzLnByb3RvEhJza2lsbGVudi5hc3NldHMudjEiNAoOUHJlc2lnblJlcXVlc3QSDgoGc2hhMjU2GAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMijwIKD1ByZXNpZ25SZXNwb25zZRITCgZleGlzdHMYASABKAhIAIgBARIXCgp1cGxvYWRfdXJsGAIgASgJSAGIAQESTgoOdXBsb2FkX2hlYWRlcnMYAyADKAsyNi5za2lsbGVudi5hc3NldHMudjEuUHJlc2lnblJlc3BvbnNlLlVwbG9hZEhlYWRlcnNFbnRyeRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBo0ChJVcGxvYWRIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfZXhpc3RzQg0KC191cGxvYWRfdXJsIiEKD0ZpbmFsaXplUmVxdWVzdBIOCgZzaGEyNTYYASABKAkiPAoQRmluYWxpemVSZXNwb25zZRIoCgVhc3NldBgBIAEoCzIZLnNraWxsZW52LmFzc2V0cy52MS5Bc3NldCJdCgVBc3NldBIOCgZzaGEyNTYYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxIwCgxmaW5hbGl6ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMvIBCgxBc3NldFNlcnZpY2USbgoHUHJlc2lnbhIiLnNraWxsZW52LmFzc2V0cy52MS5QcmVzaWduUmVxdWVzdBojLnNraWxsZW52LmFzc2V0cy52MS5QcmVzaWduUmVzcG9uc2UiGoLT5JMCFDoBKiIPL2Fzc2V0cy9wcmVzaWduEnIKCEZpbmFsaXplEiMuc2tpbGxlbnYuYXNzZXRzLnYxLkZpbmFsaXplUmVxdWVzdBokLnNraWxsZW52LmFzc2V0cy52MS5GaW5hbGl6ZVJlc3BvbnNlIhuC0+STAhU6ASoiEC9hc3NldHMvZmluYWxpemViBnByb3RvMw",
-    [file_google_api_annotations, file_google_protobuf_timestamp],
-  );
+export const file_skillenv_assets_v1_assets = /*@__PURE__*/
+  fileDesc("Ch9za2lsbGVudi9hc3NldHMvdjEvYXNzZXRzLnByb3RvEhJza2lsbGVudi5hc3NldHMudjEiNAoOUHJlc2lnblJlcXVlc3QSDgoGc2hhMjU2GAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMijwIKD1ByZXNpZ25SZXNwb25zZRITCgZleGlzdHMYASABKAhIAIgBARIXCgp1cGxvYWRfdXJsGAIgASgJSAGIAQESTgoOdXBsb2FkX2hlYWRlcnMYAyADKAsyNi5za2lsbGVudi5hc3NldHMudjEuUHJlc2lnblJlc3BvbnNlLlVwbG9hZEhlYWRlcnNFbnRyeRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBo0ChJVcGxvYWRIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfZXhpc3RzQg0KC191cGxvYWRfdXJsIiEKD0ZpbmFsaXplUmVxdWVzdBIOCgZzaGEyNTYYASABKAkiPAoQRmluYWxpemVSZXNwb25zZRIoCgVhc3NldBgBIAEoCzIZLnNraWxsZW52LmFzc2V0cy52MS5Bc3NldCJdCgVBc3NldBIOCgZzaGEyNTYYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoAxIwCgxmaW5hbGl6ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMvIBCgxBc3NldFNlcnZpY2USbgoHUHJlc2lnbhIiLnNraWxsZW52LmFzc2V0cy52MS5QcmVzaWduUmVxdWVzdBojLnNraWxsZW52LmFzc2V0cy52MS5QcmVzaWduUmVzcG9uc2UiGoLT5JMCFDoBKiIPL2Fzc2V0cy9wcmVzaWduEnIKCEZpbmFsaXplEiMuc2tpbGxlbnYuYXNzZXRzLnYxLkZpbmFsaXplUmVxdWVzdBokLnNraWxsZW52LmFzc2V0cy52MS5GaW5hbGl6ZVJlc3BvbnNlIhuC0+STAhU6ASoiEC9hc3NldHMvZmluYWxpemViBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message skillenv.assets.v1.PresignRequest.
  * Use `create(PresignRequestSchema)` to create a new message.
  */
-export const PresignRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_assets_v1_assets, 0);
+export const PresignRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_assets_v1_assets, 0);
 
 /**
  * Describes the message skillenv.assets.v1.PresignResponse.
  * Use `create(PresignResponseSchema)` to create a new message.
  */
-export const PresignResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_assets_v1_assets, 1);
+export const PresignResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_assets_v1_assets, 1);
 
 /**
  * Describes the message skillenv.assets.v1.FinalizeRequest.
  * Use `create(FinalizeRequestSchema)` to create a new message.
  */
-export const FinalizeRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_assets_v1_assets, 2);
+export const FinalizeRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_assets_v1_assets, 2);
 
 /**
  * Describes the message skillenv.assets.v1.FinalizeResponse.
  * Use `create(FinalizeResponseSchema)` to create a new message.
  */
-export const FinalizeResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_assets_v1_assets, 3);
+export const FinalizeResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_assets_v1_assets, 3);
 
 /**
  * Describes the message skillenv.assets.v1.Asset.
  * Use `create(AssetSchema)` to create a new message.
  */
-export const AssetSchema = /*@__PURE__*/ messageDesc(file_skillenv_assets_v1_assets, 4);
+export const AssetSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_assets_v1_assets, 4);
 
 /**
  * AssetService moves content-addressed bytes into a workspace.
@@ -57,4 +58,6 @@ export const AssetSchema = /*@__PURE__*/ messageDesc(file_skillenv_assets_v1_ass
  *
  * @generated from service skillenv.assets.v1.AssetService
  */
-export const AssetService = /*@__PURE__*/ serviceDesc(file_skillenv_assets_v1_assets, 0);
+export const AssetService = /*@__PURE__*/
+  serviceDesc(file_skillenv_assets_v1_assets, 0);
+

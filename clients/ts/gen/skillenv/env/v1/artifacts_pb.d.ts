@@ -458,7 +458,7 @@ export declare const ArtifactService: GenService<{
     methodKind: "unary";
     input: typeof AdmitToolRequestSchema;
     output: typeof AdmitToolResponseSchema;
-  };
+  },
   /**
    * GetTool reports the admission of a tool (not its readiness on workers).
    *
@@ -468,7 +468,7 @@ export declare const ArtifactService: GenService<{
     methodKind: "unary";
     input: typeof GetToolRequestSchema;
     output: typeof GetToolResponseSchema;
-  };
+  },
   /**
    * AdmitAgentLoop validates and stores an agent-loop runtime (a component
    * exporting `turn`). The request body works as for AdmitTool.
@@ -479,7 +479,7 @@ export declare const ArtifactService: GenService<{
     methodKind: "unary";
     input: typeof AdmitAgentLoopRequestSchema;
     output: typeof AdmitAgentLoopResponseSchema;
-  };
+  },
   /**
    * GetAgentLoop reports the admission of an agent-loop runtime (not its
    * readiness on workers).
@@ -490,7 +490,7 @@ export declare const ArtifactService: GenService<{
     methodKind: "unary";
     input: typeof GetAgentLoopRequestSchema;
     output: typeof GetAgentLoopResponseSchema;
-  };
+  },
   /**
    * AdmitProgram stores a program source after checking its size and that it
    * is UTF-8; its language is not checked. On the JSON HTTP API the body is
@@ -503,7 +503,7 @@ export declare const ArtifactService: GenService<{
     methodKind: "unary";
     input: typeof AdmitProgramRequestSchema;
     output: typeof AdmitProgramResponseSchema;
-  };
+  },
   /**
    * GetProgram reports the admission of a program (not its readiness on
    * workers).
@@ -514,7 +514,7 @@ export declare const ArtifactService: GenService<{
     methodKind: "unary";
     input: typeof GetProgramRequestSchema;
     output: typeof GetProgramResponseSchema;
-  };
+  },
   /**
    * Prepare loads already admitted artifacts on every eligible worker and
    * answers once they are ready. It needs no session and grants no execution
@@ -526,5 +526,6 @@ export declare const ArtifactService: GenService<{
     methodKind: "unary";
     input: typeof PrepareRequestSchema;
     output: typeof PrepareResponseSchema;
-  };
+  },
 }>;
+

@@ -10,108 +10,120 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 /**
  * Describes the file skillenv/env/v1/artifacts.proto.
  */
-export const file_skillenv_env_v1_artifacts =
-  /*@__PURE__*/
-  fileDesc(
-    "Ch9za2lsbGVudi9lbnYvdjEvYXJ0aWZhY3RzLnByb3RvEg9za2lsbGVudi5lbnYudjEiiQEKCEFydGlmYWN0EgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoAxIvCgthZG1pdHRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFd29ybGQYBSABKAkSDwoHaW1wb3J0cxgGIAMoCSJRChBBZG1pdFRvb2xSZXF1ZXN0EicKCWNvbXBvbmVudBgBIAEoCzIULmdvb2dsZS5hcGkuSHR0cEJvZHkSFAoMYXNzZXRfc2hhMjU2GAIgASgJIh8KEUFkbWl0VG9vbFJlc3BvbnNlEgoKAmlkGAEgASgJIhwKDkdldFRvb2xSZXF1ZXN0EgoKAmlkGAEgASgJIj4KD0dldFRvb2xSZXNwb25zZRIrCghhcnRpZmFjdBgBIAEoCzIZLnNraWxsZW52LmVudi52MS5BcnRpZmFjdCJWChVBZG1pdEFnZW50TG9vcFJlcXVlc3QSJwoJY29tcG9uZW50GAEgASgLMhQuZ29vZ2xlLmFwaS5IdHRwQm9keRIUCgxhc3NldF9zaGEyNTYYAiABKAkiJAoWQWRtaXRBZ2VudExvb3BSZXNwb25zZRIKCgJpZBgBIAEoCSIhChNHZXRBZ2VudExvb3BSZXF1ZXN0EgoKAmlkGAEgASgJIkMKFEdldEFnZW50TG9vcFJlc3BvbnNlEisKCGFydGlmYWN0GAEgASgLMhkuc2tpbGxlbnYuZW52LnYxLkFydGlmYWN0IkkKE0FkbWl0UHJvZ3JhbVJlcXVlc3QSDgoGc291cmNlGAEgASgJEiIKBGJvZHkYAiABKAsyFC5nb29nbGUuYXBpLkh0dHBCb2R5IiIKFEFkbWl0UHJvZ3JhbVJlc3BvbnNlEgoKAmlkGAEgASgJIh8KEUdldFByb2dyYW1SZXF1ZXN0EgoKAmlkGAEgASgJIkEKEkdldFByb2dyYW1SZXNwb25zZRIrCghhcnRpZmFjdBgBIAEoCzIZLnNraWxsZW52LmVudi52MS5BcnRpZmFjdCJFCg5QcmVwYXJlUmVxdWVzdBISCgphZ2VudGxvb3BzGAEgAygJEhAKCHByb2dyYW1zGAIgAygJEg0KBXRvb2xzGAMgAygJIkcKD1ByZXBhcmVSZXNwb25zZRI0CglhcnRpZmFjdHMYASADKAsyIS5za2lsbGVudi5lbnYudjEuUHJlcGFyZWRBcnRpZmFjdCJKChBQcmVwYXJlZEFydGlmYWN0EgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSEgoFcmVhZHkYAyABKAhIAIgBAUIICgZfcmVhZHkyxwYKD0FydGlmYWN0U2VydmljZRJwCglBZG1pdFRvb2wSIS5za2lsbGVudi5lbnYudjEuQWRtaXRUb29sUmVxdWVzdBoiLnNraWxsZW52LmVudi52MS5BZG1pdFRvb2xSZXNwb25zZSIcgtPkkwIWOgljb21wb25lbnQiCS92MS90b29scxJkCgdHZXRUb29sEh8uc2tpbGxlbnYuZW52LnYxLkdldFRvb2xSZXF1ZXN0GiAuc2tpbGxlbnYuZW52LnYxLkdldFRvb2xSZXNwb25zZSIWgtPkkwIQEg4vdjEvdG9vbHMve2lkfRKEAQoOQWRtaXRBZ2VudExvb3ASJi5za2lsbGVudi5lbnYudjEuQWRtaXRBZ2VudExvb3BSZXF1ZXN0Gicuc2tpbGxlbnYuZW52LnYxLkFkbWl0QWdlbnRMb29wUmVzcG9uc2UiIYLT5JMCGzoJY29tcG9uZW50Ig4vdjEvYWdlbnRsb29wcxJ4CgxHZXRBZ2VudExvb3ASJC5za2lsbGVudi5lbnYudjEuR2V0QWdlbnRMb29wUmVxdWVzdBolLnNraWxsZW52LmVudi52MS5HZXRBZ2VudExvb3BSZXNwb25zZSIbgtPkkwIVEhMvdjEvYWdlbnRsb29wcy97aWR9EncKDEFkbWl0UHJvZ3JhbRIkLnNraWxsZW52LmVudi52MS5BZG1pdFByb2dyYW1SZXF1ZXN0GiUuc2tpbGxlbnYuZW52LnYxLkFkbWl0UHJvZ3JhbVJlc3BvbnNlIhqC0+STAhQ6BGJvZHkiDC92MS9wcm9ncmFtcxJwCgpHZXRQcm9ncmFtEiIuc2tpbGxlbnYuZW52LnYxLkdldFByb2dyYW1SZXF1ZXN0GiMuc2tpbGxlbnYuZW52LnYxLkdldFByb2dyYW1SZXNwb25zZSIZgtPkkwITEhEvdjEvcHJvZ3JhbXMve2lkfRJwCgdQcmVwYXJlEh8uc2tpbGxlbnYuZW52LnYxLlByZXBhcmVSZXF1ZXN0GiAuc2tpbGxlbnYuZW52LnYxLlByZXBhcmVSZXNwb25zZSIigtPkkwIcOgEqIhcvdjEvc2VydmljZS1lbnYvcHJlcGFyZWIGcHJvdG8z",
-    [file_google_api_annotations, file_google_api_httpbody, file_google_protobuf_timestamp],
-  );
+export const file_skillenv_env_v1_artifacts = /*@__PURE__*/
+  fileDesc("Ch9za2lsbGVudi9lbnYvdjEvYXJ0aWZhY3RzLnByb3RvEg9za2lsbGVudi5lbnYudjEiiQEKCEFydGlmYWN0EgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoAxIvCgthZG1pdHRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFd29ybGQYBSABKAkSDwoHaW1wb3J0cxgGIAMoCSJRChBBZG1pdFRvb2xSZXF1ZXN0EicKCWNvbXBvbmVudBgBIAEoCzIULmdvb2dsZS5hcGkuSHR0cEJvZHkSFAoMYXNzZXRfc2hhMjU2GAIgASgJIh8KEUFkbWl0VG9vbFJlc3BvbnNlEgoKAmlkGAEgASgJIhwKDkdldFRvb2xSZXF1ZXN0EgoKAmlkGAEgASgJIj4KD0dldFRvb2xSZXNwb25zZRIrCghhcnRpZmFjdBgBIAEoCzIZLnNraWxsZW52LmVudi52MS5BcnRpZmFjdCJWChVBZG1pdEFnZW50TG9vcFJlcXVlc3QSJwoJY29tcG9uZW50GAEgASgLMhQuZ29vZ2xlLmFwaS5IdHRwQm9keRIUCgxhc3NldF9zaGEyNTYYAiABKAkiJAoWQWRtaXRBZ2VudExvb3BSZXNwb25zZRIKCgJpZBgBIAEoCSIhChNHZXRBZ2VudExvb3BSZXF1ZXN0EgoKAmlkGAEgASgJIkMKFEdldEFnZW50TG9vcFJlc3BvbnNlEisKCGFydGlmYWN0GAEgASgLMhkuc2tpbGxlbnYuZW52LnYxLkFydGlmYWN0IkkKE0FkbWl0UHJvZ3JhbVJlcXVlc3QSDgoGc291cmNlGAEgASgJEiIKBGJvZHkYAiABKAsyFC5nb29nbGUuYXBpLkh0dHBCb2R5IiIKFEFkbWl0UHJvZ3JhbVJlc3BvbnNlEgoKAmlkGAEgASgJIh8KEUdldFByb2dyYW1SZXF1ZXN0EgoKAmlkGAEgASgJIkEKEkdldFByb2dyYW1SZXNwb25zZRIrCghhcnRpZmFjdBgBIAEoCzIZLnNraWxsZW52LmVudi52MS5BcnRpZmFjdCJFCg5QcmVwYXJlUmVxdWVzdBISCgphZ2VudGxvb3BzGAEgAygJEhAKCHByb2dyYW1zGAIgAygJEg0KBXRvb2xzGAMgAygJIkcKD1ByZXBhcmVSZXNwb25zZRI0CglhcnRpZmFjdHMYASADKAsyIS5za2lsbGVudi5lbnYudjEuUHJlcGFyZWRBcnRpZmFjdCJKChBQcmVwYXJlZEFydGlmYWN0EgoKAmlkGAEgASgJEgwKBGtpbmQYAiABKAkSEgoFcmVhZHkYAyABKAhIAIgBAUIICgZfcmVhZHkyxwYKD0FydGlmYWN0U2VydmljZRJwCglBZG1pdFRvb2wSIS5za2lsbGVudi5lbnYudjEuQWRtaXRUb29sUmVxdWVzdBoiLnNraWxsZW52LmVudi52MS5BZG1pdFRvb2xSZXNwb25zZSIcgtPkkwIWOgljb21wb25lbnQiCS92MS90b29scxJkCgdHZXRUb29sEh8uc2tpbGxlbnYuZW52LnYxLkdldFRvb2xSZXF1ZXN0GiAuc2tpbGxlbnYuZW52LnYxLkdldFRvb2xSZXNwb25zZSIWgtPkkwIQEg4vdjEvdG9vbHMve2lkfRKEAQoOQWRtaXRBZ2VudExvb3ASJi5za2lsbGVudi5lbnYudjEuQWRtaXRBZ2VudExvb3BSZXF1ZXN0Gicuc2tpbGxlbnYuZW52LnYxLkFkbWl0QWdlbnRMb29wUmVzcG9uc2UiIYLT5JMCGzoJY29tcG9uZW50Ig4vdjEvYWdlbnRsb29wcxJ4CgxHZXRBZ2VudExvb3ASJC5za2lsbGVudi5lbnYudjEuR2V0QWdlbnRMb29wUmVxdWVzdBolLnNraWxsZW52LmVudi52MS5HZXRBZ2VudExvb3BSZXNwb25zZSIbgtPkkwIVEhMvdjEvYWdlbnRsb29wcy97aWR9EncKDEFkbWl0UHJvZ3JhbRIkLnNraWxsZW52LmVudi52MS5BZG1pdFByb2dyYW1SZXF1ZXN0GiUuc2tpbGxlbnYuZW52LnYxLkFkbWl0UHJvZ3JhbVJlc3BvbnNlIhqC0+STAhQ6BGJvZHkiDC92MS9wcm9ncmFtcxJwCgpHZXRQcm9ncmFtEiIuc2tpbGxlbnYuZW52LnYxLkdldFByb2dyYW1SZXF1ZXN0GiMuc2tpbGxlbnYuZW52LnYxLkdldFByb2dyYW1SZXNwb25zZSIZgtPkkwITEhEvdjEvcHJvZ3JhbXMve2lkfRJwCgdQcmVwYXJlEh8uc2tpbGxlbnYuZW52LnYxLlByZXBhcmVSZXF1ZXN0GiAuc2tpbGxlbnYuZW52LnYxLlByZXBhcmVSZXNwb25zZSIigtPkkwIcOgEqIhcvdjEvc2VydmljZS1lbnYvcHJlcGFyZWIGcHJvdG8z", [file_google_api_annotations, file_google_api_httpbody, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message skillenv.env.v1.Artifact.
  * Use `create(ArtifactSchema)` to create a new message.
  */
-export const ArtifactSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 0);
+export const ArtifactSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 0);
 
 /**
  * Describes the message skillenv.env.v1.AdmitToolRequest.
  * Use `create(AdmitToolRequestSchema)` to create a new message.
  */
-export const AdmitToolRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 1);
+export const AdmitToolRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 1);
 
 /**
  * Describes the message skillenv.env.v1.AdmitToolResponse.
  * Use `create(AdmitToolResponseSchema)` to create a new message.
  */
-export const AdmitToolResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 2);
+export const AdmitToolResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 2);
 
 /**
  * Describes the message skillenv.env.v1.GetToolRequest.
  * Use `create(GetToolRequestSchema)` to create a new message.
  */
-export const GetToolRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 3);
+export const GetToolRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 3);
 
 /**
  * Describes the message skillenv.env.v1.GetToolResponse.
  * Use `create(GetToolResponseSchema)` to create a new message.
  */
-export const GetToolResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 4);
+export const GetToolResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 4);
 
 /**
  * Describes the message skillenv.env.v1.AdmitAgentLoopRequest.
  * Use `create(AdmitAgentLoopRequestSchema)` to create a new message.
  */
-export const AdmitAgentLoopRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 5);
+export const AdmitAgentLoopRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 5);
 
 /**
  * Describes the message skillenv.env.v1.AdmitAgentLoopResponse.
  * Use `create(AdmitAgentLoopResponseSchema)` to create a new message.
  */
-export const AdmitAgentLoopResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 6);
+export const AdmitAgentLoopResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 6);
 
 /**
  * Describes the message skillenv.env.v1.GetAgentLoopRequest.
  * Use `create(GetAgentLoopRequestSchema)` to create a new message.
  */
-export const GetAgentLoopRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 7);
+export const GetAgentLoopRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 7);
 
 /**
  * Describes the message skillenv.env.v1.GetAgentLoopResponse.
  * Use `create(GetAgentLoopResponseSchema)` to create a new message.
  */
-export const GetAgentLoopResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 8);
+export const GetAgentLoopResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 8);
 
 /**
  * Describes the message skillenv.env.v1.AdmitProgramRequest.
  * Use `create(AdmitProgramRequestSchema)` to create a new message.
  */
-export const AdmitProgramRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 9);
+export const AdmitProgramRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 9);
 
 /**
  * Describes the message skillenv.env.v1.AdmitProgramResponse.
  * Use `create(AdmitProgramResponseSchema)` to create a new message.
  */
-export const AdmitProgramResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 10);
+export const AdmitProgramResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 10);
 
 /**
  * Describes the message skillenv.env.v1.GetProgramRequest.
  * Use `create(GetProgramRequestSchema)` to create a new message.
  */
-export const GetProgramRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 11);
+export const GetProgramRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 11);
 
 /**
  * Describes the message skillenv.env.v1.GetProgramResponse.
  * Use `create(GetProgramResponseSchema)` to create a new message.
  */
-export const GetProgramResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 12);
+export const GetProgramResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 12);
 
 /**
  * Describes the message skillenv.env.v1.PrepareRequest.
  * Use `create(PrepareRequestSchema)` to create a new message.
  */
-export const PrepareRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 13);
+export const PrepareRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 13);
 
 /**
  * Describes the message skillenv.env.v1.PrepareResponse.
  * Use `create(PrepareResponseSchema)` to create a new message.
  */
-export const PrepareResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 14);
+export const PrepareResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 14);
 
 /**
  * Describes the message skillenv.env.v1.PreparedArtifact.
  * Use `create(PreparedArtifactSchema)` to create a new message.
  */
-export const PreparedArtifactSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_artifacts, 15);
+export const PreparedArtifactSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_artifacts, 15);
 
 /**
  * ArtifactService admits the code the service environment runs and prepares
@@ -127,4 +139,6 @@ export const PreparedArtifactSchema = /*@__PURE__*/ messageDesc(file_skillenv_en
  *
  * @generated from service skillenv.env.v1.ArtifactService
  */
-export const ArtifactService = /*@__PURE__*/ serviceDesc(file_skillenv_env_v1_artifacts, 0);
+export const ArtifactService = /*@__PURE__*/
+  serviceDesc(file_skillenv_env_v1_artifacts, 0);
+

@@ -22,26 +22,23 @@ export declare type ConnectRequest = Message<"skillenv.env.v1.ConnectRequest"> &
    *
    * @generated from oneof skillenv.env.v1.ConnectRequest.message
    */
-  message:
-    | {
-        /**
-         * The binding this host serves; must be the first message.
-         *
-         * @generated from field: skillenv.env.v1.Attach attach = 1;
-         */
-        value: Attach;
-        case: "attach";
-      }
-    | {
-        /**
-         * A receipt for a command.
-         *
-         * @generated from field: skillenv.env.v1.HostReceipt receipt = 2;
-         */
-        value: HostReceipt;
-        case: "receipt";
-      }
-    | { case: undefined; value?: undefined };
+  message: {
+    /**
+     * The binding this host serves; must be the first message.
+     *
+     * @generated from field: skillenv.env.v1.Attach attach = 1;
+     */
+    value: Attach;
+    case: "attach";
+  } | {
+    /**
+     * A receipt for a command.
+     *
+     * @generated from field: skillenv.env.v1.HostReceipt receipt = 2;
+     */
+    value: HostReceipt;
+    case: "receipt";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -116,44 +113,39 @@ export declare type HostReceipt = Message<"skillenv.env.v1.HostReceipt"> & {
    *
    * @generated from oneof skillenv.env.v1.HostReceipt.receipt
    */
-  receipt:
-    | {
-        /**
-         * The host took the command.
-         *
-         * @generated from field: skillenv.env.v1.Accepted accepted = 2;
-         */
-        value: Accepted;
-        case: "accepted";
-      }
-    | {
-        /**
-         * Progress, for people (at most 16 KiB).
-         *
-         * @generated from field: skillenv.env.v1.Progress progress = 3;
-         */
-        value: Progress;
-        case: "progress";
-      }
-    | {
-        /**
-         * The tool returned.
-         *
-         * @generated from field: skillenv.env.v1.Returned returned = 4;
-         */
-        value: Returned;
-        case: "returned";
-      }
-    | {
-        /**
-         * The tool failed.
-         *
-         * @generated from field: skillenv.env.v1.Failure failure = 5;
-         */
-        value: Failure;
-        case: "failure";
-      }
-    | { case: undefined; value?: undefined };
+  receipt: {
+    /**
+     * The host took the command.
+     *
+     * @generated from field: skillenv.env.v1.Accepted accepted = 2;
+     */
+    value: Accepted;
+    case: "accepted";
+  } | {
+    /**
+     * Progress, for people (at most 16 KiB).
+     *
+     * @generated from field: skillenv.env.v1.Progress progress = 3;
+     */
+    value: Progress;
+    case: "progress";
+  } | {
+    /**
+     * The tool returned.
+     *
+     * @generated from field: skillenv.env.v1.Returned returned = 4;
+     */
+    value: Returned;
+    case: "returned";
+  } | {
+    /**
+     * The tool failed.
+     *
+     * @generated from field: skillenv.env.v1.Failure failure = 5;
+     */
+    value: Failure;
+    case: "failure";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -167,7 +159,8 @@ export declare const HostReceiptSchema: GenMessage<HostReceipt>;
  *
  * @generated from message skillenv.env.v1.Accepted
  */
-export declare type Accepted = Message<"skillenv.env.v1.Accepted"> & {};
+export declare type Accepted = Message<"skillenv.env.v1.Accepted"> & {
+};
 
 /**
  * Describes the message skillenv.env.v1.Accepted.
@@ -267,55 +260,49 @@ export declare type ServerMessage = Message<"skillenv.env.v1.ServerMessage"> & {
    *
    * @generated from oneof skillenv.env.v1.ServerMessage.message
    */
-  message:
-    | {
-        /**
-         * The stream is attached; the first message.
-         *
-         * @generated from field: skillenv.env.v1.Attached attached = 1;
-         */
-        value: Attached;
-        case: "attached";
-      }
-    | {
-        /**
-         * Run a tool.
-         *
-         * @generated from field: skillenv.env.v1.Command command = 2;
-         */
-        value: Command;
-        case: "command";
-      }
-    | {
-        /**
-         * Stop a command in flight; its receipt is still expected.
-         *
-         * @generated from field: skillenv.env.v1.CancelCommand cancel = 3;
-         */
-        value: CancelCommand;
-        case: "cancel";
-      }
-    | {
-        /**
-         * A receipt the server did not take (unknown, foreign or finished
-         * operation).
-         *
-         * @generated from field: skillenv.env.v1.ReceiptRefused refused = 4;
-         */
-        value: ReceiptRefused;
-        case: "refused";
-      }
-    | {
-        /**
-         * The server ends the stream: replaced by a newer host, or the session
-         * ended.
-         *
-         * @generated from field: skillenv.env.v1.Closing closing = 5;
-         */
-        value: Closing;
-        case: "closing";
-      }
-    | { case: undefined; value?: undefined };
+  message: {
+    /**
+     * The stream is attached; the first message.
+     *
+     * @generated from field: skillenv.env.v1.Attached attached = 1;
+     */
+    value: Attached;
+    case: "attached";
+  } | {
+    /**
+     * Run a tool.
+     *
+     * @generated from field: skillenv.env.v1.Command command = 2;
+     */
+    value: Command;
+    case: "command";
+  } | {
+    /**
+     * Stop a command in flight; its receipt is still expected.
+     *
+     * @generated from field: skillenv.env.v1.CancelCommand cancel = 3;
+     */
+    value: CancelCommand;
+    case: "cancel";
+  } | {
+    /**
+     * A receipt the server did not take (unknown, foreign or finished
+     * operation).
+     *
+     * @generated from field: skillenv.env.v1.ReceiptRefused refused = 4;
+     */
+    value: ReceiptRefused;
+    case: "refused";
+  } | {
+    /**
+     * The server ends the stream: replaced by a newer host, or the session
+     * ended.
+     *
+     * @generated from field: skillenv.env.v1.Closing closing = 5;
+     */
+    value: Closing;
+    case: "closing";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -569,7 +556,8 @@ export declare const ReportRequestSchema: GenMessage<ReportRequest>;
  *
  * @generated from message skillenv.env.v1.ReportResponse
  */
-export declare type ReportResponse = Message<"skillenv.env.v1.ReportResponse"> & {};
+export declare type ReportResponse = Message<"skillenv.env.v1.ReportResponse"> & {
+};
 
 /**
  * Describes the message skillenv.env.v1.ReportResponse.
@@ -604,7 +592,7 @@ export declare const HostService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof ConnectRequestSchema;
     output: typeof ConnectResponseSchema;
-  };
+  },
   /**
    * Commands is the server-streaming half of the command stream for clients
    * that cannot stream a request body (browsers).
@@ -615,7 +603,7 @@ export declare const HostService: GenService<{
     methodKind: "server_streaming";
     input: typeof CommandsRequestSchema;
     output: typeof CommandsResponseSchema;
-  };
+  },
   /**
    * Report answers a command received through Commands.
    *
@@ -625,5 +613,6 @@ export declare const HostService: GenService<{
     methodKind: "unary";
     input: typeof ReportRequestSchema;
     output: typeof ReportResponseSchema;
-  };
+  },
 }>;
+

@@ -8,120 +8,134 @@ import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bu
 /**
  * Describes the file skillenv/env/v1/host.proto.
  */
-export const file_skillenv_env_v1_host =
-  /*@__PURE__*/
-  fileDesc(
-    "Chpza2lsbGVudi9lbnYvdjEvaG9zdC5wcm90bxIPc2tpbGxlbnYuZW52LnYxIncKDkNvbm5lY3RSZXF1ZXN0EikKBmF0dGFjaBgBIAEoCzIXLnNraWxsZW52LmVudi52MS5BdHRhY2hIABIvCgdyZWNlaXB0GAIgASgLMhwuc2tpbGxlbnYuZW52LnYxLkhvc3RSZWNlaXB0SABCCQoHbWVzc2FnZSJCCg9Db25uZWN0UmVzcG9uc2USLwoHbWVzc2FnZRgBIAEoCzIeLnNraWxsZW52LmVudi52MS5TZXJ2ZXJNZXNzYWdlIjEKBkF0dGFjaBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC2Vudmlyb25tZW50GAIgASgJIugBCgtIb3N0UmVjZWlwdBIUCgxvcGVyYXRpb25faWQYASABKAkSLQoIYWNjZXB0ZWQYAiABKAsyGS5za2lsbGVudi5lbnYudjEuQWNjZXB0ZWRIABItCghwcm9ncmVzcxgDIAEoCzIZLnNraWxsZW52LmVudi52MS5Qcm9ncmVzc0gAEi0KCHJldHVybmVkGAQgASgLMhkuc2tpbGxlbnYuZW52LnYxLlJldHVybmVkSAASKwoHZmFpbHVyZRgFIAEoCzIYLnNraWxsZW52LmVudi52MS5GYWlsdXJlSABCCQoHcmVjZWlwdCIKCghBY2NlcHRlZCIbCghQcm9ncmVzcxIPCgdtZXNzYWdlGAEgASgJIjIKCFJldHVybmVkEiYKBm91dHB1dBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSKjAQoHRmFpbHVyZRIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSEQoJcmV0cnlhYmxlGAMgASgIEjYKB2RldGFpbHMYBCADKAsyJS5za2lsbGVudi5lbnYudjEuRmFpbHVyZS5EZXRhaWxzRW50cnkaLgoMRGV0YWlsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiiQIKDVNlcnZlck1lc3NhZ2USLQoIYXR0YWNoZWQYASABKAsyGS5za2lsbGVudi5lbnYudjEuQXR0YWNoZWRIABIrCgdjb21tYW5kGAIgASgLMhguc2tpbGxlbnYuZW52LnYxLkNvbW1hbmRIABIwCgZjYW5jZWwYAyABKAsyHi5za2lsbGVudi5lbnYudjEuQ2FuY2VsQ29tbWFuZEgAEjIKB3JlZnVzZWQYBCABKAsyHy5za2lsbGVudi5lbnYudjEuUmVjZWlwdFJlZnVzZWRIABIrCgdjbG9zaW5nGAUgASgLMhguc2tpbGxlbnYuZW52LnYxLkNsb3NpbmdIAEIJCgdtZXNzYWdlIiEKCEF0dGFjaGVkEhUKDWNvbm5lY3Rpb25faWQYASABKAkilwIKB0NvbW1hbmQSFAoMb3BlcmF0aW9uX2lkGAEgASgJEgsKA3NlcRgCIAEoAxIsCghkZWFkbGluZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2Vzc2lvbl9pZBgEIAEoCRITCgtlbnZpcm9ubWVudBgFIAEoCRIMCgR0b29sGAYgASgJEiUKBWlucHV0GAcgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi4KDmltcGxlbWVudGF0aW9uGAggASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi0KDWNvbmZpZ3VyYXRpb24YCSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiJQoNQ2FuY2VsQ29tbWFuZBIUCgxvcGVyYXRpb25faWQYASABKAkiNgoOUmVjZWlwdFJlZnVzZWQSFAoMb3BlcmF0aW9uX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSInCgdDbG9zaW5nEg4KBnJlYXNvbhgBIAEoCRIMCgRjb2RlGAIgASgJIjoKD0NvbW1hbmRzUmVxdWVzdBInCgZhdHRhY2gYASABKAsyFy5za2lsbGVudi5lbnYudjEuQXR0YWNoIkMKEENvbW1hbmRzUmVzcG9uc2USLwoHbWVzc2FnZRgBIAEoCzIeLnNraWxsZW52LmVudi52MS5TZXJ2ZXJNZXNzYWdlIlUKDVJlcG9ydFJlcXVlc3QSFQoNY29ubmVjdGlvbl9pZBgBIAEoCRItCgdyZWNlaXB0GAIgASgLMhwuc2tpbGxlbnYuZW52LnYxLkhvc3RSZWNlaXB0IhAKDlJlcG9ydFJlc3BvbnNlMv0BCgtIb3N0U2VydmljZRJQCgdDb25uZWN0Eh8uc2tpbGxlbnYuZW52LnYxLkNvbm5lY3RSZXF1ZXN0GiAuc2tpbGxlbnYuZW52LnYxLkNvbm5lY3RSZXNwb25zZSgBMAESUQoIQ29tbWFuZHMSIC5za2lsbGVudi5lbnYudjEuQ29tbWFuZHNSZXF1ZXN0GiEuc2tpbGxlbnYuZW52LnYxLkNvbW1hbmRzUmVzcG9uc2UwARJJCgZSZXBvcnQSHi5za2lsbGVudi5lbnYudjEuUmVwb3J0UmVxdWVzdBofLnNraWxsZW52LmVudi52MS5SZXBvcnRSZXNwb25zZWIGcHJvdG8z",
-    [file_google_protobuf_struct, file_google_protobuf_timestamp],
-  );
+export const file_skillenv_env_v1_host = /*@__PURE__*/
+  fileDesc("Chpza2lsbGVudi9lbnYvdjEvaG9zdC5wcm90bxIPc2tpbGxlbnYuZW52LnYxIncKDkNvbm5lY3RSZXF1ZXN0EikKBmF0dGFjaBgBIAEoCzIXLnNraWxsZW52LmVudi52MS5BdHRhY2hIABIvCgdyZWNlaXB0GAIgASgLMhwuc2tpbGxlbnYuZW52LnYxLkhvc3RSZWNlaXB0SABCCQoHbWVzc2FnZSJCCg9Db25uZWN0UmVzcG9uc2USLwoHbWVzc2FnZRgBIAEoCzIeLnNraWxsZW52LmVudi52MS5TZXJ2ZXJNZXNzYWdlIjEKBkF0dGFjaBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC2Vudmlyb25tZW50GAIgASgJIugBCgtIb3N0UmVjZWlwdBIUCgxvcGVyYXRpb25faWQYASABKAkSLQoIYWNjZXB0ZWQYAiABKAsyGS5za2lsbGVudi5lbnYudjEuQWNjZXB0ZWRIABItCghwcm9ncmVzcxgDIAEoCzIZLnNraWxsZW52LmVudi52MS5Qcm9ncmVzc0gAEi0KCHJldHVybmVkGAQgASgLMhkuc2tpbGxlbnYuZW52LnYxLlJldHVybmVkSAASKwoHZmFpbHVyZRgFIAEoCzIYLnNraWxsZW52LmVudi52MS5GYWlsdXJlSABCCQoHcmVjZWlwdCIKCghBY2NlcHRlZCIbCghQcm9ncmVzcxIPCgdtZXNzYWdlGAEgASgJIjIKCFJldHVybmVkEiYKBm91dHB1dBgBIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSKjAQoHRmFpbHVyZRIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSEQoJcmV0cnlhYmxlGAMgASgIEjYKB2RldGFpbHMYBCADKAsyJS5za2lsbGVudi5lbnYudjEuRmFpbHVyZS5EZXRhaWxzRW50cnkaLgoMRGV0YWlsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiiQIKDVNlcnZlck1lc3NhZ2USLQoIYXR0YWNoZWQYASABKAsyGS5za2lsbGVudi5lbnYudjEuQXR0YWNoZWRIABIrCgdjb21tYW5kGAIgASgLMhguc2tpbGxlbnYuZW52LnYxLkNvbW1hbmRIABIwCgZjYW5jZWwYAyABKAsyHi5za2lsbGVudi5lbnYudjEuQ2FuY2VsQ29tbWFuZEgAEjIKB3JlZnVzZWQYBCABKAsyHy5za2lsbGVudi5lbnYudjEuUmVjZWlwdFJlZnVzZWRIABIrCgdjbG9zaW5nGAUgASgLMhguc2tpbGxlbnYuZW52LnYxLkNsb3NpbmdIAEIJCgdtZXNzYWdlIiEKCEF0dGFjaGVkEhUKDWNvbm5lY3Rpb25faWQYASABKAkilwIKB0NvbW1hbmQSFAoMb3BlcmF0aW9uX2lkGAEgASgJEgsKA3NlcRgCIAEoAxIsCghkZWFkbGluZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2Vzc2lvbl9pZBgEIAEoCRITCgtlbnZpcm9ubWVudBgFIAEoCRIMCgR0b29sGAYgASgJEiUKBWlucHV0GAcgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi4KDmltcGxlbWVudGF0aW9uGAggASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEi0KDWNvbmZpZ3VyYXRpb24YCSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiJQoNQ2FuY2VsQ29tbWFuZBIUCgxvcGVyYXRpb25faWQYASABKAkiNgoOUmVjZWlwdFJlZnVzZWQSFAoMb3BlcmF0aW9uX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSInCgdDbG9zaW5nEg4KBnJlYXNvbhgBIAEoCRIMCgRjb2RlGAIgASgJIjoKD0NvbW1hbmRzUmVxdWVzdBInCgZhdHRhY2gYASABKAsyFy5za2lsbGVudi5lbnYudjEuQXR0YWNoIkMKEENvbW1hbmRzUmVzcG9uc2USLwoHbWVzc2FnZRgBIAEoCzIeLnNraWxsZW52LmVudi52MS5TZXJ2ZXJNZXNzYWdlIlUKDVJlcG9ydFJlcXVlc3QSFQoNY29ubmVjdGlvbl9pZBgBIAEoCRItCgdyZWNlaXB0GAIgASgLMhwuc2tpbGxlbnYuZW52LnYxLkhvc3RSZWNlaXB0IhAKDlJlcG9ydFJlc3BvbnNlMv0BCgtIb3N0U2VydmljZRJQCgdDb25uZWN0Eh8uc2tpbGxlbnYuZW52LnYxLkNvbm5lY3RSZXF1ZXN0GiAuc2tpbGxlbnYuZW52LnYxLkNvbm5lY3RSZXNwb25zZSgBMAESUQoIQ29tbWFuZHMSIC5za2lsbGVudi5lbnYudjEuQ29tbWFuZHNSZXF1ZXN0GiEuc2tpbGxlbnYuZW52LnYxLkNvbW1hbmRzUmVzcG9uc2UwARJJCgZSZXBvcnQSHi5za2lsbGVudi5lbnYudjEuUmVwb3J0UmVxdWVzdBofLnNraWxsZW52LmVudi52MS5SZXBvcnRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message skillenv.env.v1.ConnectRequest.
  * Use `create(ConnectRequestSchema)` to create a new message.
  */
-export const ConnectRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 0);
+export const ConnectRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 0);
 
 /**
  * Describes the message skillenv.env.v1.ConnectResponse.
  * Use `create(ConnectResponseSchema)` to create a new message.
  */
-export const ConnectResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 1);
+export const ConnectResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 1);
 
 /**
  * Describes the message skillenv.env.v1.Attach.
  * Use `create(AttachSchema)` to create a new message.
  */
-export const AttachSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 2);
+export const AttachSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 2);
 
 /**
  * Describes the message skillenv.env.v1.HostReceipt.
  * Use `create(HostReceiptSchema)` to create a new message.
  */
-export const HostReceiptSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 3);
+export const HostReceiptSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 3);
 
 /**
  * Describes the message skillenv.env.v1.Accepted.
  * Use `create(AcceptedSchema)` to create a new message.
  */
-export const AcceptedSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 4);
+export const AcceptedSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 4);
 
 /**
  * Describes the message skillenv.env.v1.Progress.
  * Use `create(ProgressSchema)` to create a new message.
  */
-export const ProgressSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 5);
+export const ProgressSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 5);
 
 /**
  * Describes the message skillenv.env.v1.Returned.
  * Use `create(ReturnedSchema)` to create a new message.
  */
-export const ReturnedSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 6);
+export const ReturnedSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 6);
 
 /**
  * Describes the message skillenv.env.v1.Failure.
  * Use `create(FailureSchema)` to create a new message.
  */
-export const FailureSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 7);
+export const FailureSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 7);
 
 /**
  * Describes the message skillenv.env.v1.ServerMessage.
  * Use `create(ServerMessageSchema)` to create a new message.
  */
-export const ServerMessageSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 8);
+export const ServerMessageSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 8);
 
 /**
  * Describes the message skillenv.env.v1.Attached.
  * Use `create(AttachedSchema)` to create a new message.
  */
-export const AttachedSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 9);
+export const AttachedSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 9);
 
 /**
  * Describes the message skillenv.env.v1.Command.
  * Use `create(CommandSchema)` to create a new message.
  */
-export const CommandSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 10);
+export const CommandSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 10);
 
 /**
  * Describes the message skillenv.env.v1.CancelCommand.
  * Use `create(CancelCommandSchema)` to create a new message.
  */
-export const CancelCommandSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 11);
+export const CancelCommandSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 11);
 
 /**
  * Describes the message skillenv.env.v1.ReceiptRefused.
  * Use `create(ReceiptRefusedSchema)` to create a new message.
  */
-export const ReceiptRefusedSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 12);
+export const ReceiptRefusedSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 12);
 
 /**
  * Describes the message skillenv.env.v1.Closing.
  * Use `create(ClosingSchema)` to create a new message.
  */
-export const ClosingSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 13);
+export const ClosingSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 13);
 
 /**
  * Describes the message skillenv.env.v1.CommandsRequest.
  * Use `create(CommandsRequestSchema)` to create a new message.
  */
-export const CommandsRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 14);
+export const CommandsRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 14);
 
 /**
  * Describes the message skillenv.env.v1.CommandsResponse.
  * Use `create(CommandsResponseSchema)` to create a new message.
  */
-export const CommandsResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 15);
+export const CommandsResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 15);
 
 /**
  * Describes the message skillenv.env.v1.ReportRequest.
  * Use `create(ReportRequestSchema)` to create a new message.
  */
-export const ReportRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 16);
+export const ReportRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 16);
 
 /**
  * Describes the message skillenv.env.v1.ReportResponse.
  * Use `create(ReportResponseSchema)` to create a new message.
  */
-export const ReportResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_v1_host, 17);
+export const ReportResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_env_v1_host, 17);
 
 /**
  * HostService is the command stream of host environments
@@ -140,4 +154,6 @@ export const ReportResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_env_
  *
  * @generated from service skillenv.env.v1.HostService
  */
-export const HostService = /*@__PURE__*/ serviceDesc(file_skillenv_env_v1_host, 0);
+export const HostService = /*@__PURE__*/
+  serviceDesc(file_skillenv_env_v1_host, 0);
+

@@ -22,48 +22,43 @@ export declare type Implementation = Message<"skillenv.sessions.v1.Implementatio
    *
    * @generated from oneof skillenv.sessions.v1.Implementation.kind
    */
-  kind:
-    | {
-        /**
-         * Service environment: the id of a tool component admitted in this
-         * workspace.
-         *
-         * @generated from field: string tool = 1;
-         */
-        value: string;
-        case: "tool";
-      }
-    | {
-        /**
-         * Service environment: an admitted program on an admitted runtime.
-         *
-         * @generated from field: skillenv.sessions.v1.ServiceProgram program = 2;
-         */
-        value: ServiceProgram;
-        case: "program";
-      }
-    | {
-        /**
-         * Host or extension environment: opaque to the service, carried to the
-         * environment as is. A host environment may omit the implementation;
-         * its tools are then called by their placement names.
-         *
-         * @generated from field: google.protobuf.Value opaque = 3;
-         */
-        value: Value;
-        case: "opaque";
-      }
-    | {
-        /**
-         * Service environment, for a run's agent loop: the id of an agent-loop
-         * component admitted in this workspace.
-         *
-         * @generated from field: string agentloop = 4;
-         */
-        value: string;
-        case: "agentloop";
-      }
-    | { case: undefined; value?: undefined };
+  kind: {
+    /**
+     * Service environment: the id of a tool component admitted in this
+     * workspace.
+     *
+     * @generated from field: string tool = 1;
+     */
+    value: string;
+    case: "tool";
+  } | {
+    /**
+     * Service environment: an admitted program on an admitted runtime.
+     *
+     * @generated from field: skillenv.sessions.v1.ServiceProgram program = 2;
+     */
+    value: ServiceProgram;
+    case: "program";
+  } | {
+    /**
+     * Host or extension environment: opaque to the service, carried to the
+     * environment as is. A host environment may omit the implementation;
+     * its tools are then called by their placement names.
+     *
+     * @generated from field: google.protobuf.Value opaque = 3;
+     */
+    value: Value;
+    case: "opaque";
+  } | {
+    /**
+     * Service environment, for a run's agent loop: the id of an agent-loop
+     * component admitted in this workspace.
+     *
+     * @generated from field: string agentloop = 4;
+     */
+    value: string;
+    case: "agentloop";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -112,36 +107,32 @@ export declare type Receipt = Message<"skillenv.sessions.v1.Receipt"> & {
    *
    * @generated from oneof skillenv.sessions.v1.Receipt.outcome
    */
-  outcome:
-    | {
-        /**
-         * The operation completed and returned an output.
-         *
-         * @generated from field: skillenv.sessions.v1.Returned returned = 1;
-         */
-        value: Returned;
-        case: "returned";
-      }
-    | {
-        /**
-         * The operation failed; nothing is retried.
-         *
-         * @generated from field: skillenv.sessions.v1.Failure failure = 2;
-         */
-        value: Failure;
-        case: "failure";
-      }
-    | {
-        /**
-         * The operation may or may not have taken effect (e.g. the worker or the
-         * server stopped while it ran); it is never replayed.
-         *
-         * @generated from field: skillenv.sessions.v1.Unknown unknown = 3;
-         */
-        value: Unknown;
-        case: "unknown";
-      }
-    | { case: undefined; value?: undefined };
+  outcome: {
+    /**
+     * The operation completed and returned an output.
+     *
+     * @generated from field: skillenv.sessions.v1.Returned returned = 1;
+     */
+    value: Returned;
+    case: "returned";
+  } | {
+    /**
+     * The operation failed; nothing is retried.
+     *
+     * @generated from field: skillenv.sessions.v1.Failure failure = 2;
+     */
+    value: Failure;
+    case: "failure";
+  } | {
+    /**
+     * The operation may or may not have taken effect (e.g. the worker or the
+     * server stopped while it ran); it is never replayed.
+     *
+     * @generated from field: skillenv.sessions.v1.Unknown unknown = 3;
+     */
+    value: Unknown;
+    case: "unknown";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
@@ -231,3 +222,4 @@ export declare type Unknown = Message<"skillenv.sessions.v1.Unknown"> & {
  * Use `create(UnknownSchema)` to create a new message.
  */
 export declare const UnknownSchema: GenMessage<Unknown>;
+

@@ -8,45 +8,48 @@ import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 /**
  * Describes the file skillenv/sessions/v1/common.proto.
  */
-export const file_skillenv_sessions_v1_common =
-  /*@__PURE__*/
-  fileDesc(
-    "CiFza2lsbGVudi9zZXNzaW9ucy92MS9jb21tb24ucHJvdG8SFHNraWxsZW52LnNlc3Npb25zLnYxIqABCg5JbXBsZW1lbnRhdGlvbhIOCgR0b29sGAEgASgJSAASNwoHcHJvZ3JhbRgCIAEoCzIkLnNraWxsZW52LnNlc3Npb25zLnYxLlNlcnZpY2VQcm9ncmFtSAASKAoGb3BhcXVlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlSAASEwoJYWdlbnRsb29wGAQgASgJSABCBgoEa2luZCItCg5TZXJ2aWNlUHJvZ3JhbRIKCgJpZBgBIAEoCRIPCgdydW50aW1lGAIgASgJIqwBCgdSZWNlaXB0EjIKCHJldHVybmVkGAEgASgLMh4uc2tpbGxlbnYuc2Vzc2lvbnMudjEuUmV0dXJuZWRIABIwCgdmYWlsdXJlGAIgASgLMh0uc2tpbGxlbnYuc2Vzc2lvbnMudjEuRmFpbHVyZUgAEjAKB3Vua25vd24YAyABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5Vbmtub3duSABCCQoHb3V0Y29tZSIyCghSZXR1cm5lZBImCgZvdXRwdXQYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiqAEKB0ZhaWx1cmUSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhEKCXJldHJ5YWJsZRgDIAEoCBI7CgdkZXRhaWxzGAQgAygLMiouc2tpbGxlbnYuc2Vzc2lvbnMudjEuRmFpbHVyZS5EZXRhaWxzRW50cnkaLgoMRGV0YWlsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoHVW5rbm93bhIPCgdtZXNzYWdlGAEgASgJYgZwcm90bzM",
-    [file_google_protobuf_struct],
-  );
+export const file_skillenv_sessions_v1_common = /*@__PURE__*/
+  fileDesc("CiFza2lsbGVudi9zZXNzaW9ucy92MS9jb21tb24ucHJvdG8SFHNraWxsZW52LnNlc3Npb25zLnYxIqABCg5JbXBsZW1lbnRhdGlvbhIOCgR0b29sGAEgASgJSAASNwoHcHJvZ3JhbRgCIAEoCzIkLnNraWxsZW52LnNlc3Npb25zLnYxLlNlcnZpY2VQcm9ncmFtSAASKAoGb3BhcXVlGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlSAASEwoJYWdlbnRsb29wGAQgASgJSABCBgoEa2luZCItCg5TZXJ2aWNlUHJvZ3JhbRIKCgJpZBgBIAEoCRIPCgdydW50aW1lGAIgASgJIqwBCgdSZWNlaXB0EjIKCHJldHVybmVkGAEgASgLMh4uc2tpbGxlbnYuc2Vzc2lvbnMudjEuUmV0dXJuZWRIABIwCgdmYWlsdXJlGAIgASgLMh0uc2tpbGxlbnYuc2Vzc2lvbnMudjEuRmFpbHVyZUgAEjAKB3Vua25vd24YAyABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5Vbmtub3duSABCCQoHb3V0Y29tZSIyCghSZXR1cm5lZBImCgZvdXRwdXQYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiqAEKB0ZhaWx1cmUSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhEKCXJldHJ5YWJsZRgDIAEoCBI7CgdkZXRhaWxzGAQgAygLMiouc2tpbGxlbnYuc2Vzc2lvbnMudjEuRmFpbHVyZS5EZXRhaWxzRW50cnkaLgoMRGV0YWlsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiGgoHVW5rbm93bhIPCgdtZXNzYWdlGAEgASgJYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * Describes the message skillenv.sessions.v1.Implementation.
  * Use `create(ImplementationSchema)` to create a new message.
  */
-export const ImplementationSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_common, 0);
+export const ImplementationSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_common, 0);
 
 /**
  * Describes the message skillenv.sessions.v1.ServiceProgram.
  * Use `create(ServiceProgramSchema)` to create a new message.
  */
-export const ServiceProgramSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_common, 1);
+export const ServiceProgramSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_common, 1);
 
 /**
  * Describes the message skillenv.sessions.v1.Receipt.
  * Use `create(ReceiptSchema)` to create a new message.
  */
-export const ReceiptSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_common, 2);
+export const ReceiptSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_common, 2);
 
 /**
  * Describes the message skillenv.sessions.v1.Returned.
  * Use `create(ReturnedSchema)` to create a new message.
  */
-export const ReturnedSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_common, 3);
+export const ReturnedSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_common, 3);
 
 /**
  * Describes the message skillenv.sessions.v1.Failure.
  * Use `create(FailureSchema)` to create a new message.
  */
-export const FailureSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_common, 4);
+export const FailureSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_common, 4);
 
 /**
  * Describes the message skillenv.sessions.v1.Unknown.
  * Use `create(UnknownSchema)` to create a new message.
  */
-export const UnknownSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_common, 5);
+export const UnknownSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_common, 5);
+

@@ -651,7 +651,8 @@ export declare const DeleteRunRequestSchema: GenMessage<DeleteRunRequest>;
  *
  * @generated from message skillenv.sessions.v1.DeleteRunResponse
  */
-export declare type DeleteRunResponse = Message<"skillenv.sessions.v1.DeleteRunResponse"> & {};
+export declare type DeleteRunResponse = Message<"skillenv.sessions.v1.DeleteRunResponse"> & {
+};
 
 /**
  * Describes the message skillenv.sessions.v1.DeleteRunResponse.
@@ -683,7 +684,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof CreateRunRequestSchema;
     output: typeof CreateRunResponseSchema;
-  };
+  },
   /**
    * GetRun returns a run.
    *
@@ -693,7 +694,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof GetRunRequestSchema;
     output: typeof GetRunResponseSchema;
-  };
+  },
   /**
    * ListRuns returns the session's runs, newest first, a page at a time.
    *
@@ -703,7 +704,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof ListRunsRequestSchema;
     output: typeof ListRunsResponseSchema;
-  };
+  },
   /**
    * CancelRun stops a running run: the model call is abandoned and every
    * operation in flight is sent a cancel (their receipts are still
@@ -715,7 +716,7 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof CancelRunRequestSchema;
     output: typeof CancelRunResponseSchema;
-  };
+  },
   /**
    * DeleteRun removes a finished run, its part of the conversation and its
    * skill snapshots.
@@ -726,5 +727,6 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof DeleteRunRequestSchema;
     output: typeof DeleteRunResponseSchema;
-  };
+  },
 }>;
+

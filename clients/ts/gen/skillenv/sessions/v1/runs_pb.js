@@ -10,120 +10,134 @@ import { file_skillenv_sessions_v1_common } from "./common_pb.js";
 /**
  * Describes the file skillenv/sessions/v1/runs.proto.
  */
-export const file_skillenv_sessions_v1_runs =
-  /*@__PURE__*/
-  fileDesc(
-    "Ch9za2lsbGVudi9zZXNzaW9ucy92MS9ydW5zLnByb3RvEhRza2lsbGVudi5zZXNzaW9ucy52MSKdAwoIUnVuSW5wdXQSKgoFbW9kZWwYASABKAsyGy5za2lsbGVudi5zZXNzaW9ucy52MS5Nb2RlbBIyCglhZ2VudGxvb3AYAiABKAsyHy5za2lsbGVudi5zZXNzaW9ucy52MS5BZ2VudExvb3ASNAoGc2tpbGxzGAMgAygLMiQuc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2tpbGxSZWZlcmVuY2USDwoHbWVzc2FnZRgEIAEoCRIRCglhZ2VudHNfbWQYBSABKAkSLAoFZmlsZXMYBiADKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5SdW5GaWxlEkcKDXByb3ZpZGVyX2tleXMYByADKAsyMC5za2lsbGVudi5zZXNzaW9ucy52MS5SdW5JbnB1dC5Qcm92aWRlcktleXNFbnRyeRIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkSEgoKbWF4X3JvdW5kcxgJIAEoBRozChFQcm92aWRlcktleXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImgKBU1vZGVsEhAKCHByb3ZpZGVyGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKbWF4X3Rva2VucxgDIAEoBRIrCgpwYXJhbWV0ZXJzGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKNAQoJQWdlbnRMb29wEhMKC2Vudmlyb25tZW50GAEgASgJEjwKDmltcGxlbWVudGF0aW9uGAIgASgLMiQuc2tpbGxlbnYuc2Vzc2lvbnMudjEuSW1wbGVtZW50YXRpb24SLQoNY29uZmlndXJhdGlvbhgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIsCg5Ta2lsbFJlZmVyZW5jZRIMCgRraW5kGAEgASgJEgwKBG5hbWUYAiABKAkiLQoHUnVuRmlsZRIMCgRwYXRoGAEgASgJEhQKDGFzc2V0X3NoYTI1NhgCIAEoCSLSAwoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEioKBW1vZGVsGAQgASgLMhsuc2tpbGxlbnYuc2Vzc2lvbnMudjEuTW9kZWwSMwoGc2tpbGxzGAUgAygLMiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2tpbGxTbmFwc2hvdBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoFdXNhZ2UYCCABKAsyGy5za2lsbGVudi5zZXNzaW9ucy52MS5Vc2FnZRITCgtzdG9wX3JlYXNvbhgJIAEoCRIOCgZyb3VuZHMYCiABKAUSEgoKdG9vbF9jYWxscxgLIAEoBRITCgtvdXRwdXRfdGV4dBgMIAEoCRIsCgVlcnJvchgNIAEoCzIdLnNraWxsZW52LnNlc3Npb25zLnYxLkZhaWx1cmUSGAoQaWRlbXBvdGVuY3lfaGFzaBgOIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYDyABKAkiSAoNU2tpbGxTbmFwc2hvdBIMCgRuYW1lGAEgASgJEhQKDGNvbnRlbnRfaGFzaBgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCSI0CgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAyJTChBDcmVhdGVSdW5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoDcnVuGAIgASgLMh4uc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuSW5wdXQiXQoRQ3JlYXRlUnVuUmVzcG9uc2USJgoDcnVuGAEgASgLMhkuc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuEhQKB2NyZWF0ZWQYAiABKAhIAIgBAUIKCghfY3JlYXRlZCIzCg1HZXRSdW5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJIjgKDkdldFJ1blJlc3BvbnNlEiYKA3J1bhgBIAEoCzIZLnNraWxsZW52LnNlc3Npb25zLnYxLlJ1biJMCg9MaXN0UnVuc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJUChBMaXN0UnVuc1Jlc3BvbnNlEicKBHJ1bnMYASADKAsyGS5za2lsbGVudi5zZXNzaW9ucy52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjYKEENhbmNlbFJ1blJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiOwoRQ2FuY2VsUnVuUmVzcG9uc2USJgoDcnVuGAEgASgLMhkuc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuIjYKEERlbGV0ZVJ1blJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiEwoRRGVsZXRlUnVuUmVzcG9uc2UyygUKClJ1blNlcnZpY2USiQEKCUNyZWF0ZVJ1bhImLnNraWxsZW52LnNlc3Npb25zLnYxLkNyZWF0ZVJ1blJlcXVlc3QaJy5za2lsbGVudi5zZXNzaW9ucy52MS5DcmVhdGVSdW5SZXNwb25zZSIrgtPkkwIlOgNydW4iHi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucxKEAQoGR2V0UnVuEiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuR2V0UnVuUmVxdWVzdBokLnNraWxsZW52LnNlc3Npb25zLnYxLkdldFJ1blJlc3BvbnNlIi+C0+STAikSJy92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucy97cnVuX2lkfRKBAQoITGlzdFJ1bnMSJS5za2lsbGVudi5zZXNzaW9ucy52MS5MaXN0UnVuc1JlcXVlc3QaJi5za2lsbGVudi5zZXNzaW9ucy52MS5MaXN0UnVuc1Jlc3BvbnNlIiaC0+STAiASHi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucxKUAQoJQ2FuY2VsUnVuEiYuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ2FuY2VsUnVuUmVxdWVzdBonLnNraWxsZW52LnNlc3Npb25zLnYxLkNhbmNlbFJ1blJlc3BvbnNlIjaC0+STAjAiLi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucy97cnVuX2lkfTpjYW5jZWwSjQEKCURlbGV0ZVJ1bhImLnNraWxsZW52LnNlc3Npb25zLnYxLkRlbGV0ZVJ1blJlcXVlc3QaJy5za2lsbGVudi5zZXNzaW9ucy52MS5EZWxldGVSdW5SZXNwb25zZSIvgtPkkwIpKicvdjEvc2Vzc2lvbnMve3Nlc3Npb25faWR9L3J1bnMve3J1bl9pZH1iBnByb3RvMw",
-    [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skillenv_sessions_v1_common],
-  );
+export const file_skillenv_sessions_v1_runs = /*@__PURE__*/
+  fileDesc("Ch9za2lsbGVudi9zZXNzaW9ucy92MS9ydW5zLnByb3RvEhRza2lsbGVudi5zZXNzaW9ucy52MSKdAwoIUnVuSW5wdXQSKgoFbW9kZWwYASABKAsyGy5za2lsbGVudi5zZXNzaW9ucy52MS5Nb2RlbBIyCglhZ2VudGxvb3AYAiABKAsyHy5za2lsbGVudi5zZXNzaW9ucy52MS5BZ2VudExvb3ASNAoGc2tpbGxzGAMgAygLMiQuc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2tpbGxSZWZlcmVuY2USDwoHbWVzc2FnZRgEIAEoCRIRCglhZ2VudHNfbWQYBSABKAkSLAoFZmlsZXMYBiADKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5SdW5GaWxlEkcKDXByb3ZpZGVyX2tleXMYByADKAsyMC5za2lsbGVudi5zZXNzaW9ucy52MS5SdW5JbnB1dC5Qcm92aWRlcktleXNFbnRyeRIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkSEgoKbWF4X3JvdW5kcxgJIAEoBRozChFQcm92aWRlcktleXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImgKBU1vZGVsEhAKCHByb3ZpZGVyGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKbWF4X3Rva2VucxgDIAEoBRIrCgpwYXJhbWV0ZXJzGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKNAQoJQWdlbnRMb29wEhMKC2Vudmlyb25tZW50GAEgASgJEjwKDmltcGxlbWVudGF0aW9uGAIgASgLMiQuc2tpbGxlbnYuc2Vzc2lvbnMudjEuSW1wbGVtZW50YXRpb24SLQoNY29uZmlndXJhdGlvbhgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSIsCg5Ta2lsbFJlZmVyZW5jZRIMCgRraW5kGAEgASgJEgwKBG5hbWUYAiABKAkiLQoHUnVuRmlsZRIMCgRwYXRoGAEgASgJEhQKDGFzc2V0X3NoYTI1NhgCIAEoCSLSAwoDUnVuEgoKAmlkGAEgASgJEhIKCnNlc3Npb25faWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEioKBW1vZGVsGAQgASgLMhsuc2tpbGxlbnYuc2Vzc2lvbnMudjEuTW9kZWwSMwoGc2tpbGxzGAUgAygLMiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2tpbGxTbmFwc2hvdBIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoFdXNhZ2UYCCABKAsyGy5za2lsbGVudi5zZXNzaW9ucy52MS5Vc2FnZRITCgtzdG9wX3JlYXNvbhgJIAEoCRIOCgZyb3VuZHMYCiABKAUSEgoKdG9vbF9jYWxscxgLIAEoBRITCgtvdXRwdXRfdGV4dBgMIAEoCRIsCgVlcnJvchgNIAEoCzIdLnNraWxsZW52LnNlc3Npb25zLnYxLkZhaWx1cmUSGAoQaWRlbXBvdGVuY3lfaGFzaBgOIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYDyABKAkiSAoNU2tpbGxTbmFwc2hvdBIMCgRuYW1lGAEgASgJEhQKDGNvbnRlbnRfaGFzaBgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCSI0CgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAyJTChBDcmVhdGVSdW5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKwoDcnVuGAIgASgLMh4uc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuSW5wdXQiXQoRQ3JlYXRlUnVuUmVzcG9uc2USJgoDcnVuGAEgASgLMhkuc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuEhQKB2NyZWF0ZWQYAiABKAhIAIgBAUIKCghfY3JlYXRlZCIzCg1HZXRSdW5SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJIjgKDkdldFJ1blJlc3BvbnNlEiYKA3J1bhgBIAEoCzIZLnNraWxsZW52LnNlc3Npb25zLnYxLlJ1biJMCg9MaXN0UnVuc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJUChBMaXN0UnVuc1Jlc3BvbnNlEicKBHJ1bnMYASADKAsyGS5za2lsbGVudi5zZXNzaW9ucy52MS5SdW4SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjYKEENhbmNlbFJ1blJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiOwoRQ2FuY2VsUnVuUmVzcG9uc2USJgoDcnVuGAEgASgLMhkuc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuIjYKEERlbGV0ZVJ1blJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiEwoRRGVsZXRlUnVuUmVzcG9uc2UyygUKClJ1blNlcnZpY2USiQEKCUNyZWF0ZVJ1bhImLnNraWxsZW52LnNlc3Npb25zLnYxLkNyZWF0ZVJ1blJlcXVlc3QaJy5za2lsbGVudi5zZXNzaW9ucy52MS5DcmVhdGVSdW5SZXNwb25zZSIrgtPkkwIlOgNydW4iHi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucxKEAQoGR2V0UnVuEiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuR2V0UnVuUmVxdWVzdBokLnNraWxsZW52LnNlc3Npb25zLnYxLkdldFJ1blJlc3BvbnNlIi+C0+STAikSJy92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucy97cnVuX2lkfRKBAQoITGlzdFJ1bnMSJS5za2lsbGVudi5zZXNzaW9ucy52MS5MaXN0UnVuc1JlcXVlc3QaJi5za2lsbGVudi5zZXNzaW9ucy52MS5MaXN0UnVuc1Jlc3BvbnNlIiaC0+STAiASHi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucxKUAQoJQ2FuY2VsUnVuEiYuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ2FuY2VsUnVuUmVxdWVzdBonLnNraWxsZW52LnNlc3Npb25zLnYxLkNhbmNlbFJ1blJlc3BvbnNlIjaC0+STAjAiLi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vcnVucy97cnVuX2lkfTpjYW5jZWwSjQEKCURlbGV0ZVJ1bhImLnNraWxsZW52LnNlc3Npb25zLnYxLkRlbGV0ZVJ1blJlcXVlc3QaJy5za2lsbGVudi5zZXNzaW9ucy52MS5EZWxldGVSdW5SZXNwb25zZSIvgtPkkwIpKicvdjEvc2Vzc2lvbnMve3Nlc3Npb25faWR9L3J1bnMve3J1bl9pZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skillenv_sessions_v1_common]);
 
 /**
  * Describes the message skillenv.sessions.v1.RunInput.
  * Use `create(RunInputSchema)` to create a new message.
  */
-export const RunInputSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 0);
+export const RunInputSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 0);
 
 /**
  * Describes the message skillenv.sessions.v1.Model.
  * Use `create(ModelSchema)` to create a new message.
  */
-export const ModelSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 1);
+export const ModelSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 1);
 
 /**
  * Describes the message skillenv.sessions.v1.AgentLoop.
  * Use `create(AgentLoopSchema)` to create a new message.
  */
-export const AgentLoopSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 2);
+export const AgentLoopSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 2);
 
 /**
  * Describes the message skillenv.sessions.v1.SkillReference.
  * Use `create(SkillReferenceSchema)` to create a new message.
  */
-export const SkillReferenceSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 3);
+export const SkillReferenceSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 3);
 
 /**
  * Describes the message skillenv.sessions.v1.RunFile.
  * Use `create(RunFileSchema)` to create a new message.
  */
-export const RunFileSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 4);
+export const RunFileSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 4);
 
 /**
  * Describes the message skillenv.sessions.v1.Run.
  * Use `create(RunSchema)` to create a new message.
  */
-export const RunSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 5);
+export const RunSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 5);
 
 /**
  * Describes the message skillenv.sessions.v1.SkillSnapshot.
  * Use `create(SkillSnapshotSchema)` to create a new message.
  */
-export const SkillSnapshotSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 6);
+export const SkillSnapshotSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 6);
 
 /**
  * Describes the message skillenv.sessions.v1.Usage.
  * Use `create(UsageSchema)` to create a new message.
  */
-export const UsageSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 7);
+export const UsageSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 7);
 
 /**
  * Describes the message skillenv.sessions.v1.CreateRunRequest.
  * Use `create(CreateRunRequestSchema)` to create a new message.
  */
-export const CreateRunRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 8);
+export const CreateRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 8);
 
 /**
  * Describes the message skillenv.sessions.v1.CreateRunResponse.
  * Use `create(CreateRunResponseSchema)` to create a new message.
  */
-export const CreateRunResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 9);
+export const CreateRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 9);
 
 /**
  * Describes the message skillenv.sessions.v1.GetRunRequest.
  * Use `create(GetRunRequestSchema)` to create a new message.
  */
-export const GetRunRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 10);
+export const GetRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 10);
 
 /**
  * Describes the message skillenv.sessions.v1.GetRunResponse.
  * Use `create(GetRunResponseSchema)` to create a new message.
  */
-export const GetRunResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 11);
+export const GetRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 11);
 
 /**
  * Describes the message skillenv.sessions.v1.ListRunsRequest.
  * Use `create(ListRunsRequestSchema)` to create a new message.
  */
-export const ListRunsRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 12);
+export const ListRunsRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 12);
 
 /**
  * Describes the message skillenv.sessions.v1.ListRunsResponse.
  * Use `create(ListRunsResponseSchema)` to create a new message.
  */
-export const ListRunsResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 13);
+export const ListRunsResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 13);
 
 /**
  * Describes the message skillenv.sessions.v1.CancelRunRequest.
  * Use `create(CancelRunRequestSchema)` to create a new message.
  */
-export const CancelRunRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 14);
+export const CancelRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 14);
 
 /**
  * Describes the message skillenv.sessions.v1.CancelRunResponse.
  * Use `create(CancelRunResponseSchema)` to create a new message.
  */
-export const CancelRunResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 15);
+export const CancelRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 15);
 
 /**
  * Describes the message skillenv.sessions.v1.DeleteRunRequest.
  * Use `create(DeleteRunRequestSchema)` to create a new message.
  */
-export const DeleteRunRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 16);
+export const DeleteRunRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 16);
 
 /**
  * Describes the message skillenv.sessions.v1.DeleteRunResponse.
  * Use `create(DeleteRunResponseSchema)` to create a new message.
  */
-export const DeleteRunResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_runs, 17);
+export const DeleteRunResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_runs, 17);
 
 /**
  * RunService runs a model through an agent loop in a session (docs/runs.md).
@@ -136,4 +150,6 @@ export const DeleteRunResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_s
  *
  * @generated from service skillenv.sessions.v1.RunService
  */
-export const RunService = /*@__PURE__*/ serviceDesc(file_skillenv_sessions_v1_runs, 0);
+export const RunService = /*@__PURE__*/
+  serviceDesc(file_skillenv_sessions_v1_runs, 0);
+

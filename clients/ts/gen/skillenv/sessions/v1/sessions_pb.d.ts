@@ -97,35 +97,31 @@ export declare type Environment = Message<"skillenv.sessions.v1.Environment"> & 
    *
    * @generated from oneof skillenv.sessions.v1.Environment.kind
    */
-  kind:
-    | {
-        /**
-         * The service environment: admitted components in the worker pool.
-         *
-         * @generated from field: skillenv.sessions.v1.ServiceEnvironment service = 3;
-         */
-        value: ServiceEnvironment;
-        case: "service";
-      }
-    | {
-        /**
-         * The caller's own process, reached over the host command stream.
-         *
-         * @generated from field: skillenv.sessions.v1.HostEnvironment host = 4;
-         */
-        value: HostEnvironment;
-        case: "host";
-      }
-    | {
-        /**
-         * An extension reached over HTTP.
-         *
-         * @generated from field: skillenv.sessions.v1.ExtensionEnvironment extension = 5;
-         */
-        value: ExtensionEnvironment;
-        case: "extension";
-      }
-    | { case: undefined; value?: undefined };
+  kind: {
+    /**
+     * The service environment: admitted components in the worker pool.
+     *
+     * @generated from field: skillenv.sessions.v1.ServiceEnvironment service = 3;
+     */
+    value: ServiceEnvironment;
+    case: "service";
+  } | {
+    /**
+     * The caller's own process, reached over the host command stream.
+     *
+     * @generated from field: skillenv.sessions.v1.HostEnvironment host = 4;
+     */
+    value: HostEnvironment;
+    case: "host";
+  } | {
+    /**
+     * An extension reached over HTTP.
+     *
+     * @generated from field: skillenv.sessions.v1.ExtensionEnvironment extension = 5;
+     */
+    value: ExtensionEnvironment;
+    case: "extension";
+  } | { case: undefined; value?: undefined };
 
   /**
    * Output only: "pending", "ready", "failed" or "detached".
@@ -784,7 +780,8 @@ export declare const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest
  *
  * @generated from message skillenv.sessions.v1.DeleteSessionResponse
  */
-export declare type DeleteSessionResponse = Message<"skillenv.sessions.v1.DeleteSessionResponse"> & {};
+export declare type DeleteSessionResponse = Message<"skillenv.sessions.v1.DeleteSessionResponse"> & {
+};
 
 /**
  * Describes the message skillenv.sessions.v1.DeleteSessionResponse.
@@ -818,7 +815,7 @@ export declare const SessionService: GenService<{
     methodKind: "unary";
     input: typeof CreateSessionRequestSchema;
     output: typeof CreateSessionResponseSchema;
-  };
+  },
   /**
    * GetSession returns a session and the state of its environments.
    *
@@ -828,7 +825,7 @@ export declare const SessionService: GenService<{
     methodKind: "unary";
     input: typeof GetSessionRequestSchema;
     output: typeof GetSessionResponseSchema;
-  };
+  },
   /**
    * ListSessions returns the workspace's sessions, newest first, a page at a
    * time.
@@ -839,7 +836,7 @@ export declare const SessionService: GenService<{
     methodKind: "unary";
     input: typeof ListSessionsRequestSchema;
     output: typeof ListSessionsResponseSchema;
-  };
+  },
   /**
    * SetupEnvironment sets up a manual environment (or one whose setup
    * failed) through the journal, and answers with its receipt.
@@ -850,7 +847,7 @@ export declare const SessionService: GenService<{
     methodKind: "unary";
     input: typeof SetupEnvironmentRequestSchema;
     output: typeof SetupEnvironmentResponseSchema;
-  };
+  },
   /**
    * CallTool runs one placed tool in its environment with an input, through
    * the journal, and answers with the operation's terminal receipt. A tool's
@@ -863,7 +860,7 @@ export declare const SessionService: GenService<{
     methodKind: "unary";
     input: typeof CallToolRequestSchema;
     output: typeof CallToolResponseSchema;
-  };
+  },
   /**
    * WatchSession streams the session's journal as events: those after
    * `after`, then live ones as they are written. The stream ends after the
@@ -876,7 +873,7 @@ export declare const SessionService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchSessionRequestSchema;
     output: typeof WatchSessionResponseSchema;
-  };
+  },
   /**
    * EndSession detaches every environment; the session then refuses new
    * work. Retained state (the journal, environment workspaces) is kept.
@@ -887,7 +884,7 @@ export declare const SessionService: GenService<{
     methodKind: "unary";
     input: typeof EndSessionRequestSchema;
     output: typeof EndSessionResponseSchema;
-  };
+  },
   /**
    * DeleteSession cancels operations in flight, asks each environment to tear
    * down (the service environment removes its retained workspace) and removes
@@ -899,5 +896,6 @@ export declare const SessionService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSessionRequestSchema;
     output: typeof DeleteSessionResponseSchema;
-  };
+  },
 }>;
+

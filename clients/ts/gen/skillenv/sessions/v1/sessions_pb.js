@@ -11,169 +11,183 @@ import { file_skillenv_sessions_v1_runs } from "./runs_pb.js";
 /**
  * Describes the file skillenv/sessions/v1/sessions.proto.
  */
-export const file_skillenv_sessions_v1_sessions =
-  /*@__PURE__*/
-  fileDesc(
-    "CiNza2lsbGVudi9zZXNzaW9ucy92MS9zZXNzaW9ucy5wcm90bxIUc2tpbGxlbnYuc2Vzc2lvbnMudjEi7wEKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFc3RhdGUYAiABKAkSNwoMZW52aXJvbm1lbnRzGAMgAygLMiEuc2tpbGxlbnYuc2Vzc2lvbnMudjEuRW52aXJvbm1lbnQSMgoFdG9vbHMYBCADKAsyIy5za2lsbGVudi5zZXNzaW9ucy52MS5Ub29sUGxhY2VtZW50Ei4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoLRW52aXJvbm1lbnQSDAoEbmFtZRgBIAEoCRINCgVzZXR1cBgCIAEoCRI7CgdzZXJ2aWNlGAMgASgLMiguc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2VydmljZUVudmlyb25tZW50SAASNQoEaG9zdBgEIAEoCzIlLnNraWxsZW52LnNlc3Npb25zLnYxLkhvc3RFbnZpcm9ubWVudEgAEj8KCWV4dGVuc2lvbhgFIAEoCzIqLnNraWxsZW52LnNlc3Npb25zLnYxLkV4dGVuc2lvbkVudmlyb25tZW50SAASDQoFc3RhdGUYBiABKAlCBgoEa2luZCJJChJTZXJ2aWNlRW52aXJvbm1lbnQSMwoGZ3JhbnRzGAEgASgLMiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2VydmljZUdyYW50cyJtCg1TZXJ2aWNlR3JhbnRzEjoKCmZpbGVzeXN0ZW0YASABKAsyJi5za2lsbGVudi5zZXNzaW9ucy52MS5GaWxlc3lzdGVtR3JhbnRzEg8KB25ldHdvcmsYAiADKAkSDwoHc2VjcmV0cxgDIAMoCSI2ChBGaWxlc3lzdGVtR3JhbnRzEhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdzY3JhdGNoGAIgASgJIiMKD0hvc3RFbnZpcm9ubWVudBIQCghhdHRhY2hlZBgBIAEoCCJmChRFeHRlbnNpb25FbnZpcm9ubWVudBILCgN1cmwYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCRItCg1jb25maWd1cmF0aW9uGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIuMBCg1Ub29sUGxhY2VtZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtlbnZpcm9ubWVudBgEIAEoCRI8Cg5pbXBsZW1lbnRhdGlvbhgFIAEoCzIkLnNraWxsZW52LnNlc3Npb25zLnYxLkltcGxlbWVudGF0aW9uEi0KDWNvbmZpZ3VyYXRpb24YBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUisAEKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EjcKDGVudmlyb25tZW50cxgBIAMoCzIhLnNraWxsZW52LnNlc3Npb25zLnYxLkVudmlyb25tZW50EjIKBXRvb2xzGAIgAygLMiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuVG9vbFBsYWNlbWVudBIrCgNydW4YAyABKAsyHi5za2lsbGVudi5zZXNzaW9ucy52MS5SdW5JbnB1dCJvChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USLgoHc2Vzc2lvbhgBIAEoCzIdLnNraWxsZW52LnNlc3Npb25zLnYxLlNlc3Npb24SJgoDcnVuGAIgASgLMhkuc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRAoSR2V0U2Vzc2lvblJlc3BvbnNlEi4KB3Nlc3Npb24YASABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5TZXNzaW9uIjwKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYAoUTGlzdFNlc3Npb25zUmVzcG9uc2USLwoIc2Vzc2lvbnMYASADKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJCChdTZXR1cEVudmlyb25tZW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC2Vudmlyb25tZW50GAIgASgJIoIBChhTZXR1cEVudmlyb25tZW50UmVzcG9uc2USNgoLZW52aXJvbm1lbnQYASABKAsyIS5za2lsbGVudi5zZXNzaW9ucy52MS5FbnZpcm9ubWVudBIuCgdyZWNlaXB0GAIgASgLMh0uc2tpbGxlbnYuc2Vzc2lvbnMudjEuUmVjZWlwdCKGAQoPQ2FsbFRvb2xSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDAoEdG9vbBgCIAEoCRIlCgVpbnB1dBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIlgKEENhbGxUb29sUmVzcG9uc2USFAoMb3BlcmF0aW9uX2lkGAEgASgJEi4KB3JlY2VpcHQYAiABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5SZWNlaXB0IjgKE1dhdGNoU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVhZnRlchgCIAEoAyJJChRXYXRjaFNlc3Npb25SZXNwb25zZRIxCgVldmVudBgBIAEoCzIiLnNraWxsZW52LnNlc3Npb25zLnYxLlNlc3Npb25FdmVudCKMAQoMU2Vzc2lvbkV2ZW50EgsKA3NlcRgBIAEoAxImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2Vzc2lvbl9pZBgDIAEoCRIMCgR0eXBlGAQgASgJEiUKBGRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IicKEUVuZFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRAoSRW5kU2Vzc2lvblJlc3BvbnNlEi4KB3Nlc3Npb24YASABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5TZXNzaW9uIioKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlMo0JCg5TZXNzaW9uU2VydmljZRKBAQoNQ3JlYXRlU2Vzc2lvbhIqLnNraWxsZW52LnNlc3Npb25zLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0Gisuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlIheC0+STAhE6ASoiDC92MS9zZXNzaW9ucxKCAQoKR2V0U2Vzc2lvbhInLnNraWxsZW52LnNlc3Npb25zLnYxLkdldFNlc3Npb25SZXF1ZXN0Giguc2tpbGxlbnYuc2Vzc2lvbnMudjEuR2V0U2Vzc2lvblJlc3BvbnNlIiGC0+STAhsSGS92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0SewoMTGlzdFNlc3Npb25zEikuc2tpbGxlbnYuc2Vzc2lvbnMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBoqLnNraWxsZW52LnNlc3Npb25zLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIhSC0+STAg4SDC92MS9zZXNzaW9ucxK1AQoQU2V0dXBFbnZpcm9ubWVudBItLnNraWxsZW52LnNlc3Npb25zLnYxLlNldHVwRW52aXJvbm1lbnRSZXF1ZXN0Gi4uc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2V0dXBFbnZpcm9ubWVudFJlc3BvbnNlIkKC0+STAjwiOi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vZW52aXJvbm1lbnRzL3tlbnZpcm9ubWVudH06c2V0dXASkQEKCENhbGxUb29sEiUuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ2FsbFRvb2xSZXF1ZXN0GiYuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ2FsbFRvb2xSZXNwb25zZSI2gtPkkwIwOgEqIisvdjEvc2Vzc2lvbnMve3Nlc3Npb25faWR9L3Rvb2xzL3t0b29sfTpjYWxsEpEBCgxXYXRjaFNlc3Npb24SKS5za2lsbGVudi5zZXNzaW9ucy52MS5XYXRjaFNlc3Npb25SZXF1ZXN0Giouc2tpbGxlbnYuc2Vzc2lvbnMudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UiKILT5JMCIhIgL3YxL3Nlc3Npb25zL3tzZXNzaW9uX2lkfS9ldmVudHMwARKGAQoKRW5kU2Vzc2lvbhInLnNraWxsZW52LnNlc3Npb25zLnYxLkVuZFNlc3Npb25SZXF1ZXN0Giguc2tpbGxlbnYuc2Vzc2lvbnMudjEuRW5kU2Vzc2lvblJlc3BvbnNlIiWC0+STAh8iHS92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vZW5kEosBCg1EZWxldGVTZXNzaW9uEiouc2tpbGxlbnYuc2Vzc2lvbnMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaKy5za2lsbGVudi5zZXNzaW9ucy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2UiIYLT5JMCGyoZL3YxL3Nlc3Npb25zL3tzZXNzaW9uX2lkfWIGcHJvdG8z",
-    [
-      file_google_api_annotations,
-      file_google_protobuf_duration,
-      file_google_protobuf_struct,
-      file_google_protobuf_timestamp,
-      file_skillenv_sessions_v1_common,
-      file_skillenv_sessions_v1_runs,
-    ],
-  );
+export const file_skillenv_sessions_v1_sessions = /*@__PURE__*/
+  fileDesc("CiNza2lsbGVudi9zZXNzaW9ucy92MS9zZXNzaW9ucy5wcm90bxIUc2tpbGxlbnYuc2Vzc2lvbnMudjEi7wEKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFc3RhdGUYAiABKAkSNwoMZW52aXJvbm1lbnRzGAMgAygLMiEuc2tpbGxlbnYuc2Vzc2lvbnMudjEuRW52aXJvbm1lbnQSMgoFdG9vbHMYBCADKAsyIy5za2lsbGVudi5zZXNzaW9ucy52MS5Ub29sUGxhY2VtZW50Ei4KCmNyZWF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoLRW52aXJvbm1lbnQSDAoEbmFtZRgBIAEoCRINCgVzZXR1cBgCIAEoCRI7CgdzZXJ2aWNlGAMgASgLMiguc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2VydmljZUVudmlyb25tZW50SAASNQoEaG9zdBgEIAEoCzIlLnNraWxsZW52LnNlc3Npb25zLnYxLkhvc3RFbnZpcm9ubWVudEgAEj8KCWV4dGVuc2lvbhgFIAEoCzIqLnNraWxsZW52LnNlc3Npb25zLnYxLkV4dGVuc2lvbkVudmlyb25tZW50SAASDQoFc3RhdGUYBiABKAlCBgoEa2luZCJJChJTZXJ2aWNlRW52aXJvbm1lbnQSMwoGZ3JhbnRzGAEgASgLMiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2VydmljZUdyYW50cyJtCg1TZXJ2aWNlR3JhbnRzEjoKCmZpbGVzeXN0ZW0YASABKAsyJi5za2lsbGVudi5zZXNzaW9ucy52MS5GaWxlc3lzdGVtR3JhbnRzEg8KB25ldHdvcmsYAiADKAkSDwoHc2VjcmV0cxgDIAMoCSI2ChBGaWxlc3lzdGVtR3JhbnRzEhEKCXdvcmtzcGFjZRgBIAEoCRIPCgdzY3JhdGNoGAIgASgJIiMKD0hvc3RFbnZpcm9ubWVudBIQCghhdHRhY2hlZBgBIAEoCCJmChRFeHRlbnNpb25FbnZpcm9ubWVudBILCgN1cmwYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCRItCg1jb25maWd1cmF0aW9uGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIuMBCg1Ub29sUGxhY2VtZW50EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgtlbnZpcm9ubWVudBgEIAEoCRI8Cg5pbXBsZW1lbnRhdGlvbhgFIAEoCzIkLnNraWxsZW52LnNlc3Npb25zLnYxLkltcGxlbWVudGF0aW9uEi0KDWNvbmZpZ3VyYXRpb24YBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUisAEKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EjcKDGVudmlyb25tZW50cxgBIAMoCzIhLnNraWxsZW52LnNlc3Npb25zLnYxLkVudmlyb25tZW50EjIKBXRvb2xzGAIgAygLMiMuc2tpbGxlbnYuc2Vzc2lvbnMudjEuVG9vbFBsYWNlbWVudBIrCgNydW4YAyABKAsyHi5za2lsbGVudi5zZXNzaW9ucy52MS5SdW5JbnB1dCJvChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USLgoHc2Vzc2lvbhgBIAEoCzIdLnNraWxsZW52LnNlc3Npb25zLnYxLlNlc3Npb24SJgoDcnVuGAIgASgLMhkuc2tpbGxlbnYuc2Vzc2lvbnMudjEuUnVuIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRAoSR2V0U2Vzc2lvblJlc3BvbnNlEi4KB3Nlc3Npb24YASABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5TZXNzaW9uIjwKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYAoUTGlzdFNlc3Npb25zUmVzcG9uc2USLwoIc2Vzc2lvbnMYASADKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJCChdTZXR1cEVudmlyb25tZW50UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKC2Vudmlyb25tZW50GAIgASgJIoIBChhTZXR1cEVudmlyb25tZW50UmVzcG9uc2USNgoLZW52aXJvbm1lbnQYASABKAsyIS5za2lsbGVudi5zZXNzaW9ucy52MS5FbnZpcm9ubWVudBIuCgdyZWNlaXB0GAIgASgLMh0uc2tpbGxlbnYuc2Vzc2lvbnMudjEuUmVjZWlwdCKGAQoPQ2FsbFRvb2xSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDAoEdG9vbBgCIAEoCRIlCgVpbnB1dBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIqCgd0aW1lb3V0GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIlgKEENhbGxUb29sUmVzcG9uc2USFAoMb3BlcmF0aW9uX2lkGAEgASgJEi4KB3JlY2VpcHQYAiABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5SZWNlaXB0IjgKE1dhdGNoU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVhZnRlchgCIAEoAyJJChRXYXRjaFNlc3Npb25SZXNwb25zZRIxCgVldmVudBgBIAEoCzIiLnNraWxsZW52LnNlc3Npb25zLnYxLlNlc3Npb25FdmVudCKMAQoMU2Vzc2lvbkV2ZW50EgsKA3NlcRgBIAEoAxImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKc2Vzc2lvbl9pZBgDIAEoCRIMCgR0eXBlGAQgASgJEiUKBGRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IicKEUVuZFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRAoSRW5kU2Vzc2lvblJlc3BvbnNlEi4KB3Nlc3Npb24YASABKAsyHS5za2lsbGVudi5zZXNzaW9ucy52MS5TZXNzaW9uIioKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlMo0JCg5TZXNzaW9uU2VydmljZRKBAQoNQ3JlYXRlU2Vzc2lvbhIqLnNraWxsZW52LnNlc3Npb25zLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0Gisuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlIheC0+STAhE6ASoiDC92MS9zZXNzaW9ucxKCAQoKR2V0U2Vzc2lvbhInLnNraWxsZW52LnNlc3Npb25zLnYxLkdldFNlc3Npb25SZXF1ZXN0Giguc2tpbGxlbnYuc2Vzc2lvbnMudjEuR2V0U2Vzc2lvblJlc3BvbnNlIiGC0+STAhsSGS92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0SewoMTGlzdFNlc3Npb25zEikuc2tpbGxlbnYuc2Vzc2lvbnMudjEuTGlzdFNlc3Npb25zUmVxdWVzdBoqLnNraWxsZW52LnNlc3Npb25zLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIhSC0+STAg4SDC92MS9zZXNzaW9ucxK1AQoQU2V0dXBFbnZpcm9ubWVudBItLnNraWxsZW52LnNlc3Npb25zLnYxLlNldHVwRW52aXJvbm1lbnRSZXF1ZXN0Gi4uc2tpbGxlbnYuc2Vzc2lvbnMudjEuU2V0dXBFbnZpcm9ubWVudFJlc3BvbnNlIkKC0+STAjwiOi92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vZW52aXJvbm1lbnRzL3tlbnZpcm9ubWVudH06c2V0dXASkQEKCENhbGxUb29sEiUuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ2FsbFRvb2xSZXF1ZXN0GiYuc2tpbGxlbnYuc2Vzc2lvbnMudjEuQ2FsbFRvb2xSZXNwb25zZSI2gtPkkwIwOgEqIisvdjEvc2Vzc2lvbnMve3Nlc3Npb25faWR9L3Rvb2xzL3t0b29sfTpjYWxsEpEBCgxXYXRjaFNlc3Npb24SKS5za2lsbGVudi5zZXNzaW9ucy52MS5XYXRjaFNlc3Npb25SZXF1ZXN0Giouc2tpbGxlbnYuc2Vzc2lvbnMudjEuV2F0Y2hTZXNzaW9uUmVzcG9uc2UiKILT5JMCIhIgL3YxL3Nlc3Npb25zL3tzZXNzaW9uX2lkfS9ldmVudHMwARKGAQoKRW5kU2Vzc2lvbhInLnNraWxsZW52LnNlc3Npb25zLnYxLkVuZFNlc3Npb25SZXF1ZXN0Giguc2tpbGxlbnYuc2Vzc2lvbnMudjEuRW5kU2Vzc2lvblJlc3BvbnNlIiWC0+STAh8iHS92MS9zZXNzaW9ucy97c2Vzc2lvbl9pZH0vZW5kEosBCg1EZWxldGVTZXNzaW9uEiouc2tpbGxlbnYuc2Vzc2lvbnMudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaKy5za2lsbGVudi5zZXNzaW9ucy52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2UiIYLT5JMCGyoZL3YxL3Nlc3Npb25zL3tzZXNzaW9uX2lkfWIGcHJvdG8z", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp, file_skillenv_sessions_v1_common, file_skillenv_sessions_v1_runs]);
 
 /**
  * Describes the message skillenv.sessions.v1.Session.
  * Use `create(SessionSchema)` to create a new message.
  */
-export const SessionSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 0);
+export const SessionSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 0);
 
 /**
  * Describes the message skillenv.sessions.v1.Environment.
  * Use `create(EnvironmentSchema)` to create a new message.
  */
-export const EnvironmentSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 1);
+export const EnvironmentSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 1);
 
 /**
  * Describes the message skillenv.sessions.v1.ServiceEnvironment.
  * Use `create(ServiceEnvironmentSchema)` to create a new message.
  */
-export const ServiceEnvironmentSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 2);
+export const ServiceEnvironmentSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 2);
 
 /**
  * Describes the message skillenv.sessions.v1.ServiceGrants.
  * Use `create(ServiceGrantsSchema)` to create a new message.
  */
-export const ServiceGrantsSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 3);
+export const ServiceGrantsSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 3);
 
 /**
  * Describes the message skillenv.sessions.v1.FilesystemGrants.
  * Use `create(FilesystemGrantsSchema)` to create a new message.
  */
-export const FilesystemGrantsSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 4);
+export const FilesystemGrantsSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 4);
 
 /**
  * Describes the message skillenv.sessions.v1.HostEnvironment.
  * Use `create(HostEnvironmentSchema)` to create a new message.
  */
-export const HostEnvironmentSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 5);
+export const HostEnvironmentSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 5);
 
 /**
  * Describes the message skillenv.sessions.v1.ExtensionEnvironment.
  * Use `create(ExtensionEnvironmentSchema)` to create a new message.
  */
-export const ExtensionEnvironmentSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 6);
+export const ExtensionEnvironmentSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 6);
 
 /**
  * Describes the message skillenv.sessions.v1.ToolPlacement.
  * Use `create(ToolPlacementSchema)` to create a new message.
  */
-export const ToolPlacementSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 7);
+export const ToolPlacementSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 7);
 
 /**
  * Describes the message skillenv.sessions.v1.CreateSessionRequest.
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
-export const CreateSessionRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 8);
+export const CreateSessionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 8);
 
 /**
  * Describes the message skillenv.sessions.v1.CreateSessionResponse.
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
-export const CreateSessionResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 9);
+export const CreateSessionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 9);
 
 /**
  * Describes the message skillenv.sessions.v1.GetSessionRequest.
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
-export const GetSessionRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 10);
+export const GetSessionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 10);
 
 /**
  * Describes the message skillenv.sessions.v1.GetSessionResponse.
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
-export const GetSessionResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 11);
+export const GetSessionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 11);
 
 /**
  * Describes the message skillenv.sessions.v1.ListSessionsRequest.
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
-export const ListSessionsRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 12);
+export const ListSessionsRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 12);
 
 /**
  * Describes the message skillenv.sessions.v1.ListSessionsResponse.
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
-export const ListSessionsResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 13);
+export const ListSessionsResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 13);
 
 /**
  * Describes the message skillenv.sessions.v1.SetupEnvironmentRequest.
  * Use `create(SetupEnvironmentRequestSchema)` to create a new message.
  */
-export const SetupEnvironmentRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 14);
+export const SetupEnvironmentRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 14);
 
 /**
  * Describes the message skillenv.sessions.v1.SetupEnvironmentResponse.
  * Use `create(SetupEnvironmentResponseSchema)` to create a new message.
  */
-export const SetupEnvironmentResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 15);
+export const SetupEnvironmentResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 15);
 
 /**
  * Describes the message skillenv.sessions.v1.CallToolRequest.
  * Use `create(CallToolRequestSchema)` to create a new message.
  */
-export const CallToolRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 16);
+export const CallToolRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 16);
 
 /**
  * Describes the message skillenv.sessions.v1.CallToolResponse.
  * Use `create(CallToolResponseSchema)` to create a new message.
  */
-export const CallToolResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 17);
+export const CallToolResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 17);
 
 /**
  * Describes the message skillenv.sessions.v1.WatchSessionRequest.
  * Use `create(WatchSessionRequestSchema)` to create a new message.
  */
-export const WatchSessionRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 18);
+export const WatchSessionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 18);
 
 /**
  * Describes the message skillenv.sessions.v1.WatchSessionResponse.
  * Use `create(WatchSessionResponseSchema)` to create a new message.
  */
-export const WatchSessionResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 19);
+export const WatchSessionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 19);
 
 /**
  * Describes the message skillenv.sessions.v1.SessionEvent.
  * Use `create(SessionEventSchema)` to create a new message.
  */
-export const SessionEventSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 20);
+export const SessionEventSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 20);
 
 /**
  * Describes the message skillenv.sessions.v1.EndSessionRequest.
  * Use `create(EndSessionRequestSchema)` to create a new message.
  */
-export const EndSessionRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 21);
+export const EndSessionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 21);
 
 /**
  * Describes the message skillenv.sessions.v1.EndSessionResponse.
  * Use `create(EndSessionResponseSchema)` to create a new message.
  */
-export const EndSessionResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 22);
+export const EndSessionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 22);
 
 /**
  * Describes the message skillenv.sessions.v1.DeleteSessionRequest.
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
-export const DeleteSessionRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 23);
+export const DeleteSessionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 23);
 
 /**
  * Describes the message skillenv.sessions.v1.DeleteSessionResponse.
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
-export const DeleteSessionResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_sessions_v1_sessions, 24);
+export const DeleteSessionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_sessions_v1_sessions, 24);
 
 /**
  * SessionService runs placed tools in named environments (docs/sessions.md).
@@ -188,4 +202,6 @@ export const DeleteSessionResponseSchema = /*@__PURE__*/ messageDesc(file_skille
  *
  * @generated from service skillenv.sessions.v1.SessionService
  */
-export const SessionService = /*@__PURE__*/ serviceDesc(file_skillenv_sessions_v1_sessions, 0);
+export const SessionService = /*@__PURE__*/
+  serviceDesc(file_skillenv_sessions_v1_sessions, 0);
+

@@ -289,7 +289,8 @@ export declare const DeleteSkillRequestSchema: GenMessage<DeleteSkillRequest>;
  *
  * @generated from message skillenv.skills.v1.DeleteSkillResponse
  */
-export declare type DeleteSkillResponse = Message<"skillenv.skills.v1.DeleteSkillResponse"> & {};
+export declare type DeleteSkillResponse = Message<"skillenv.skills.v1.DeleteSkillResponse"> & {
+};
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillResponse.
@@ -319,7 +320,7 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof PutSkillRequestSchema;
     output: typeof PutSkillResponseSchema;
-  };
+  },
   /**
    * GetSkill returns the metadata of one skill and the paths and sizes of
    * its files.
@@ -330,7 +331,7 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof GetSkillRequestSchema;
     output: typeof GetSkillResponseSchema;
-  };
+  },
   /**
    * ListSkills returns the workspace's skills in name order, a page at a time.
    *
@@ -340,7 +341,7 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof ListSkillsRequestSchema;
     output: typeof ListSkillsResponseSchema;
-  };
+  },
   /**
    * DeleteSkill removes the skill `name`. Runs that already snapshotted it
    * keep their copy.
@@ -351,5 +352,6 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSkillRequestSchema;
     output: typeof DeleteSkillResponseSchema;
-  };
+  },
 }>;
+

@@ -9,72 +9,78 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 /**
  * Describes the file skillenv/skills/v1/skills.proto.
  */
-export const file_skillenv_skills_v1_skills =
-  /*@__PURE__*/
-  fileDesc(
-    "Ch9za2lsbGVudi9za2lsbHMvdjEvc2tpbGxzLnByb3RvEhJza2lsbGVudi5za2lsbHMudjEi5AEKBVNraWxsEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMY29udGVudF9oYXNoGAMgASgJEhQKDGJ1bmRsZV9ieXRlcxgEIAEoAxISCgpmaWxlX2NvdW50GAUgASgFEhgKEHRvdGFsX2ZpbGVfYnl0ZXMYBiABKAMSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNQoPUHV0U2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMY29udGVudF9oYXNoGAIgASgJIl4KEFB1dFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSFAoHY2hhbmdlZBgCIAEoCEgAiAEBQgoKCF9jaGFuZ2VkIh8KD0dldFNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJImoKEEdldFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIi0KCVNraWxsRmlsZRIMCgRwYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMiOgoRTGlzdFNraWxsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWAoSTGlzdFNraWxsc1Jlc3BvbnNlEikKBnNraWxscxgBIAMoCzIZLnNraWxsZW52LnNraWxscy52MS5Ta2lsbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZTLVAwoMU2tpbGxTZXJ2aWNlEnAKCFB1dFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLlB1dFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5QdXRTa2lsbFJlc3BvbnNlIhmC0+STAhM6ASoaDi9za2lsbHMve25hbWV9Em0KCEdldFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLkdldFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbFJlc3BvbnNlIhaC0+STAhASDi9za2lsbHMve25hbWV9EmwKCkxpc3RTa2lsbHMSJS5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1JlcXVlc3QaJi5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1Jlc3BvbnNlIg+C0+STAgkSBy9za2lsbHMSdgoLRGVsZXRlU2tpbGwSJi5za2lsbGVudi5za2lsbHMudjEuRGVsZXRlU2tpbGxSZXF1ZXN0Gicuc2tpbGxlbnYuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVzcG9uc2UiFoLT5JMCECoOL3NraWxscy97bmFtZX1iBnByb3RvMw",
-    [file_google_api_annotations, file_google_protobuf_timestamp],
-  );
+export const file_skillenv_skills_v1_skills = /*@__PURE__*/
+  fileDesc("Ch9za2lsbGVudi9za2lsbHMvdjEvc2tpbGxzLnByb3RvEhJza2lsbGVudi5za2lsbHMudjEi5AEKBVNraWxsEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMY29udGVudF9oYXNoGAMgASgJEhQKDGJ1bmRsZV9ieXRlcxgEIAEoAxISCgpmaWxlX2NvdW50GAUgASgFEhgKEHRvdGFsX2ZpbGVfYnl0ZXMYBiABKAMSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNQoPUHV0U2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMY29udGVudF9oYXNoGAIgASgJIl4KEFB1dFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSFAoHY2hhbmdlZBgCIAEoCEgAiAEBQgoKCF9jaGFuZ2VkIh8KD0dldFNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJImoKEEdldFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIi0KCVNraWxsRmlsZRIMCgRwYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMiOgoRTGlzdFNraWxsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWAoSTGlzdFNraWxsc1Jlc3BvbnNlEikKBnNraWxscxgBIAMoCzIZLnNraWxsZW52LnNraWxscy52MS5Ta2lsbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZTLVAwoMU2tpbGxTZXJ2aWNlEnAKCFB1dFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLlB1dFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5QdXRTa2lsbFJlc3BvbnNlIhmC0+STAhM6ASoaDi9za2lsbHMve25hbWV9Em0KCEdldFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLkdldFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbFJlc3BvbnNlIhaC0+STAhASDi9za2lsbHMve25hbWV9EmwKCkxpc3RTa2lsbHMSJS5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1JlcXVlc3QaJi5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1Jlc3BvbnNlIg+C0+STAgkSBy9za2lsbHMSdgoLRGVsZXRlU2tpbGwSJi5za2lsbGVudi5za2lsbHMudjEuRGVsZXRlU2tpbGxSZXF1ZXN0Gicuc2tpbGxlbnYuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVzcG9uc2UiFoLT5JMCECoOL3NraWxscy97bmFtZX1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message skillenv.skills.v1.Skill.
  * Use `create(SkillSchema)` to create a new message.
  */
-export const SkillSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 0);
+export const SkillSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 0);
 
 /**
  * Describes the message skillenv.skills.v1.PutSkillRequest.
  * Use `create(PutSkillRequestSchema)` to create a new message.
  */
-export const PutSkillRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 1);
+export const PutSkillRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 1);
 
 /**
  * Describes the message skillenv.skills.v1.PutSkillResponse.
  * Use `create(PutSkillResponseSchema)` to create a new message.
  */
-export const PutSkillResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 2);
+export const PutSkillResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 2);
 
 /**
  * Describes the message skillenv.skills.v1.GetSkillRequest.
  * Use `create(GetSkillRequestSchema)` to create a new message.
  */
-export const GetSkillRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 3);
+export const GetSkillRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 3);
 
 /**
  * Describes the message skillenv.skills.v1.GetSkillResponse.
  * Use `create(GetSkillResponseSchema)` to create a new message.
  */
-export const GetSkillResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 4);
+export const GetSkillResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 4);
 
 /**
  * Describes the message skillenv.skills.v1.SkillFile.
  * Use `create(SkillFileSchema)` to create a new message.
  */
-export const SkillFileSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 5);
+export const SkillFileSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 5);
 
 /**
  * Describes the message skillenv.skills.v1.ListSkillsRequest.
  * Use `create(ListSkillsRequestSchema)` to create a new message.
  */
-export const ListSkillsRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 6);
+export const ListSkillsRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 6);
 
 /**
  * Describes the message skillenv.skills.v1.ListSkillsResponse.
  * Use `create(ListSkillsResponseSchema)` to create a new message.
  */
-export const ListSkillsResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 7);
+export const ListSkillsResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 7);
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillRequest.
  * Use `create(DeleteSkillRequestSchema)` to create a new message.
  */
-export const DeleteSkillRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 8);
+export const DeleteSkillRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 8);
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillResponse.
  * Use `create(DeleteSkillResponseSchema)` to create a new message.
  */
-export const DeleteSkillResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_skills_v1_skills, 9);
+export const DeleteSkillResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 9);
 
 /**
  * SkillService is the workspace's registry of named skills.
@@ -87,4 +93,6 @@ export const DeleteSkillResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv
  *
  * @generated from service skillenv.skills.v1.SkillService
  */
-export const SkillService = /*@__PURE__*/ serviceDesc(file_skillenv_skills_v1_skills, 0);
+export const SkillService = /*@__PURE__*/
+  serviceDesc(file_skillenv_skills_v1_skills, 0);
+

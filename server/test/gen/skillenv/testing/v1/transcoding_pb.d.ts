@@ -200,7 +200,8 @@ export declare const GetMessageResponseSchema: GenMessage<GetMessageResponse>;
  *
  * @generated from message skillenv.testing.v1.GetLatestMessageRequest
  */
-export declare type GetLatestMessageRequest = Message$1<"skillenv.testing.v1.GetLatestMessageRequest"> & {};
+export declare type GetLatestMessageRequest = Message$1<"skillenv.testing.v1.GetLatestMessageRequest"> & {
+};
 
 /**
  * Describes the message skillenv.testing.v1.GetLatestMessageRequest.
@@ -623,7 +624,8 @@ export declare const UploadBlobResponseSchema: GenMessage<UploadBlobResponse>;
  *
  * @generated from message skillenv.testing.v1.WaitRequest
  */
-export declare type WaitRequest = Message$1<"skillenv.testing.v1.WaitRequest"> & {};
+export declare type WaitRequest = Message$1<"skillenv.testing.v1.WaitRequest"> & {
+};
 
 /**
  * Describes the message skillenv.testing.v1.WaitRequest.
@@ -636,7 +638,8 @@ export declare const WaitRequestSchema: GenMessage<WaitRequest>;
  *
  * @generated from message skillenv.testing.v1.WaitResponse
  */
-export declare type WaitResponse = Message$1<"skillenv.testing.v1.WaitResponse"> & {};
+export declare type WaitResponse = Message$1<"skillenv.testing.v1.WaitResponse"> & {
+};
 
 /**
  * Describes the message skillenv.testing.v1.WaitResponse.
@@ -749,7 +752,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof EchoRequestSchema;
     output: typeof EchoResponseSchema;
-  };
+  },
   /**
    * GetMessage maps a resource name from the path and every other field from
    * the query, with an additional binding by user.
@@ -760,7 +763,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetMessageRequestSchema;
     output: typeof GetMessageResponseSchema;
-  };
+  },
   /**
    * GetLatestMessage overlaps GetMessage with a more specific literal path.
    *
@@ -770,7 +773,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetLatestMessageRequestSchema;
     output: typeof GetLatestMessageResponseSchema;
-  };
+  },
   /**
    * UpdateMessage maps one request field to the body.
    *
@@ -780,7 +783,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof UpdateMessageRequestSchema;
     output: typeof UpdateMessageResponseSchema;
-  };
+  },
   /**
    * ReplaceMessage maps every field not bound by the path to the body.
    *
@@ -790,7 +793,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof ReplaceMessageRequestSchema;
     output: typeof ReplaceMessageResponseSchema;
-  };
+  },
   /**
    * GetObject has a single-segment and a multi-segment variable.
    *
@@ -800,7 +803,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetObjectRequestSchema;
     output: typeof GetObjectResponseSchema;
-  };
+  },
   /**
    * GetObjectMetadata overlaps GetObject but carries a custom verb.
    *
@@ -810,7 +813,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof GetObjectMetadataRequestSchema;
     output: typeof GetObjectMetadataResponseSchema;
-  };
+  },
   /**
    * UpdateBook binds a nested field from the path into the body field.
    *
@@ -820,7 +823,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof UpdateBookRequestSchema;
     output: typeof UpdateBookResponseSchema;
-  };
+  },
   /**
    * CancelOperation is a custom method reached through a custom verb, or the
    * custom HTTP methods PURGE and (any method) on a second path.
@@ -831,7 +834,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof CancelOperationRequestSchema;
     output: typeof CancelOperationResponseSchema;
-  };
+  },
   /**
    * UploadBlob receives the raw request body as an HttpBody field.
    *
@@ -841,7 +844,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof UploadBlobRequestSchema;
     output: typeof UploadBlobResponseSchema;
-  };
+  },
   /**
    * EchoRaw takes and returns raw HTTP bodies; it upper-cases text.
    * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
@@ -854,7 +857,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof HttpBodySchema;
     output: typeof HttpBodySchema;
-  };
+  },
   /**
    * Wait blocks until the call is cancelled.
    *
@@ -864,7 +867,7 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "unary";
     input: typeof WaitRequestSchema;
     output: typeof WaitResponseSchema;
-  };
+  },
   /**
    * Watch is server-streaming: the transcoder serves it as server-sent
    * events.
@@ -875,5 +878,6 @@ export declare const TranscodingTestService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchRequestSchema;
     output: typeof WatchResponseSchema;
-  };
+  },
 }>;
+

@@ -9,186 +9,211 @@ import { file_google_api_httpbody } from "../../../google/api/httpbody_pb.js";
 /**
  * Describes the file skillenv/testing/v1/transcoding.proto.
  */
-export const file_skillenv_testing_v1_transcoding =
-  /*@__PURE__*/
-  fileDesc(
-    "CiVza2lsbGVudi90ZXN0aW5nL3YxL3RyYW5zY29kaW5nLnByb3RvEhNza2lsbGVudi50ZXN0aW5nLnYxIhkKC0VjaG9SZXF1ZXN0EgoKAmlkGAEgASgJIkEKDEVjaG9SZXNwb25zZRIxCgdyZXF1ZXN0GAEgASgLMiAuc2tpbGxlbnYudGVzdGluZy52MS5FY2hvUmVxdWVzdCIeCgpTdWJNZXNzYWdlEhAKCHN1YmZpZWxkGAEgASgJIscDChFHZXRNZXNzYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIsCgNzdWIYBSABKAsyHy5za2lsbGVudi50ZXN0aW5nLnYxLlN1Yk1lc3NhZ2USDAoEdGFncxgGIAMoCRIPCgd2ZXJib3NlGAcgASgIEicKBGtpbmQYCCABKA4yGS5za2lsbGVudi50ZXN0aW5nLnYxLktpbmQSKAoFa2luZHMYCSADKA4yGS5za2lsbGVudi50ZXN0aW5nLnYxLktpbmQSDQoFcmF0aW8YCiABKAESEgoFbGltaXQYCyABKAVIAIgBARItCgRzdWJzGAwgAygLMh8uc2tpbGxlbnYudGVzdGluZy52MS5TdWJNZXNzYWdlEkIKBmxhYmVscxgNIAMoCzIyLnNraWxsZW52LnRlc3RpbmcudjEuR2V0TWVzc2FnZVJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIICgZfbGltaXQiTQoSR2V0TWVzc2FnZVJlc3BvbnNlEjcKB3JlcXVlc3QYASABKAsyJi5za2lsbGVudi50ZXN0aW5nLnYxLkdldE1lc3NhZ2VSZXF1ZXN0IhkKF0dldExhdGVzdE1lc3NhZ2VSZXF1ZXN0IlkKGEdldExhdGVzdE1lc3NhZ2VSZXNwb25zZRI9CgdyZXF1ZXN0GAEgASgLMiwuc2tpbGxlbnYudGVzdGluZy52MS5HZXRMYXRlc3RNZXNzYWdlUmVxdWVzdCJFCgdNZXNzYWdlEgwKBHRleHQYASABKAkSLAoDc3ViGAIgASgLMh8uc2tpbGxlbnYudGVzdGluZy52MS5TdWJNZXNzYWdlInAKFFVwZGF0ZU1lc3NhZ2VSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSLQoHbWVzc2FnZRgCIAEoCzIcLnNraWxsZW52LnRlc3RpbmcudjEuTWVzc2FnZRIVCg1hbGxvd19taXNzaW5nGAMgASgIIlMKFVVwZGF0ZU1lc3NhZ2VSZXNwb25zZRI6CgdyZXF1ZXN0GAEgASgLMikuc2tpbGxlbnYudGVzdGluZy52MS5VcGRhdGVNZXNzYWdlUmVxdWVzdCI5ChVSZXBsYWNlTWVzc2FnZVJlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJIlUKFlJlcGxhY2VNZXNzYWdlUmVzcG9uc2USOwoHcmVxdWVzdBgBIAEoCzIqLnNraWxsZW52LnRlc3RpbmcudjEuUmVwbGFjZU1lc3NhZ2VSZXF1ZXN0IjIKEEdldE9iamVjdFJlcXVlc3QSDgoGYnVja2V0GAEgASgJEg4KBm9iamVjdBgCIAEoCSJLChFHZXRPYmplY3RSZXNwb25zZRI2CgdyZXF1ZXN0GAEgASgLMiUuc2tpbGxlbnYudGVzdGluZy52MS5HZXRPYmplY3RSZXF1ZXN0IjoKGEdldE9iamVjdE1ldGFkYXRhUmVxdWVzdBIOCgZidWNrZXQYASABKAkSDgoGb2JqZWN0GAIgASgJIlsKGUdldE9iamVjdE1ldGFkYXRhUmVzcG9uc2USPgoHcmVxdWVzdBgBIAEoCzItLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0TWV0YWRhdGFSZXF1ZXN0IiMKBEJvb2sSDAoEbmFtZRgBIAEoCRINCgV0aXRsZRgCIAEoCSI8ChFVcGRhdGVCb29rUmVxdWVzdBInCgRib29rGAEgASgLMhkuc2tpbGxlbnYudGVzdGluZy52MS5Cb29rIk0KElVwZGF0ZUJvb2tSZXNwb25zZRI3CgdyZXF1ZXN0GAEgASgLMiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGRhdGVCb29rUmVxdWVzdCI2ChZDYW5jZWxPcGVyYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGcmVhc29uGAIgASgJIlcKF0NhbmNlbE9wZXJhdGlvblJlc3BvbnNlEjwKB3JlcXVlc3QYASABKAsyKy5za2lsbGVudi50ZXN0aW5nLnYxLkNhbmNlbE9wZXJhdGlvblJlcXVlc3QiVgoRVXBsb2FkQmxvYlJlcXVlc3QSDAoEbmFtZRgBIAEoCRIlCgdjb250ZW50GAIgASgLMhQuZ29vZ2xlLmFwaS5IdHRwQm9keRIMCgRub3RlGAMgASgJIk0KElVwbG9hZEJsb2JSZXNwb25zZRI3CgdyZXF1ZXN0GAEgASgLMiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGxvYWRCbG9iUmVxdWVzdCINCgtXYWl0UmVxdWVzdCIOCgxXYWl0UmVzcG9uc2UiKwoMV2F0Y2hSZXF1ZXN0Eg0KBWNvdW50GAEgASgFEgwKBGZhaWwYAiABKAgiKAoNV2F0Y2hSZXNwb25zZRIJCgFuGAEgASgFEgwKBHRhZ3MYAiADKAkqOwoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASDgoKS0lORF9BTFBIQRABEg0KCUtJTkRfQkVUQRACMp8OChZUcmFuc2NvZGluZ1Rlc3RTZXJ2aWNlEmIKBEVjaG8SIC5za2lsbGVudi50ZXN0aW5nLnYxLkVjaG9SZXF1ZXN0GiEuc2tpbGxlbnYudGVzdGluZy52MS5FY2hvUmVzcG9uc2UiFYLT5JMCDxINL3YxL2VjaG8ve2lkfRKpAQoKR2V0TWVzc2FnZRImLnNraWxsZW52LnRlc3RpbmcudjEuR2V0TWVzc2FnZVJlcXVlc3QaJy5za2lsbGVudi50ZXN0aW5nLnYxLkdldE1lc3NhZ2VSZXNwb25zZSJKgtPkkwJEWisSKS92MS91c2Vycy97dXNlcl9pZH0vbWVzc2FnZXMve21lc3NhZ2VfaWR9EhUvdjEve25hbWU9bWVzc2FnZXMvKn0SjAEKEEdldExhdGVzdE1lc3NhZ2USLC5za2lsbGVudi50ZXN0aW5nLnYxLkdldExhdGVzdE1lc3NhZ2VSZXF1ZXN0Gi0uc2tpbGxlbnYudGVzdGluZy52MS5HZXRMYXRlc3RNZXNzYWdlUmVzcG9uc2UiG4LT5JMCFRITL3YxL21lc3NhZ2VzL2xhdGVzdBKSAQoNVXBkYXRlTWVzc2FnZRIpLnNraWxsZW52LnRlc3RpbmcudjEuVXBkYXRlTWVzc2FnZVJlcXVlc3QaKi5za2lsbGVudi50ZXN0aW5nLnYxLlVwZGF0ZU1lc3NhZ2VSZXNwb25zZSIqgtPkkwIkOgdtZXNzYWdlMhkvdjEvbWVzc2FnZXMve21lc3NhZ2VfaWR9Eo8BCg5SZXBsYWNlTWVzc2FnZRIqLnNraWxsZW52LnRlc3RpbmcudjEuUmVwbGFjZU1lc3NhZ2VSZXF1ZXN0Gisuc2tpbGxlbnYudGVzdGluZy52MS5SZXBsYWNlTWVzc2FnZVJlc3BvbnNlIiSC0+STAh46ASoaGS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0SjAEKCUdldE9iamVjdBIlLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0UmVxdWVzdBomLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0UmVzcG9uc2UiMILT5JMCKhIoL3YxL2J1Y2tldHMve2J1Y2tldH0vb2JqZWN0cy97b2JqZWN0PSoqfRKtAQoRR2V0T2JqZWN0TWV0YWRhdGESLS5za2lsbGVudi50ZXN0aW5nLnYxLkdldE9iamVjdE1ldGFkYXRhUmVxdWVzdBouLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0TWV0YWRhdGFSZXNwb25zZSI5gtPkkwIzEjEvdjEvYnVja2V0cy97YnVja2V0fS9vYmplY3RzL3tvYmplY3Q9Kip9Om1ldGFkYXRhEo4BCgpVcGRhdGVCb29rEiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGRhdGVCb29rUmVxdWVzdBonLnNraWxsZW52LnRlc3RpbmcudjEuVXBkYXRlQm9va1Jlc3BvbnNlIi+C0+STAik6BGJvb2syIS92MS97Ym9vay5uYW1lPXNoZWx2ZXMvKi9ib29rcy8qfRLXAQoPQ2FuY2VsT3BlcmF0aW9uEisuc2tpbGxlbnYudGVzdGluZy52MS5DYW5jZWxPcGVyYXRpb25SZXF1ZXN0Giwuc2tpbGxlbnYudGVzdGluZy52MS5DYW5jZWxPcGVyYXRpb25SZXNwb25zZSJpgtPkkwJjOgEqWiNCIQoFUFVSR0USGC92MS97bmFtZT1vcGVyYXRpb25zLyoqfVoYQhYKASoSES92MS9jYW5jZWwve25hbWV9Ih8vdjEve25hbWU9b3BlcmF0aW9ucy8qKn06Y2FuY2VsEoABCgpVcGxvYWRCbG9iEiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGxvYWRCbG9iUmVxdWVzdBonLnNraWxsZW52LnRlc3RpbmcudjEuVXBsb2FkQmxvYlJlc3BvbnNlIiGC0+STAhs6B2NvbnRlbnQiEC92MS9ibG9icy97bmFtZX0STgoHRWNob1JhdxIULmdvb2dsZS5hcGkuSHR0cEJvZHkaFC5nb29nbGUuYXBpLkh0dHBCb2R5IheC0+STAhE6ASoiDC92MS9yYXc6ZWNobxJdCgRXYWl0EiAuc2tpbGxlbnYudGVzdGluZy52MS5XYWl0UmVxdWVzdBohLnNraWxsZW52LnRlc3RpbmcudjEuV2FpdFJlc3BvbnNlIhCC0+STAgoSCC92MS93YWl0EmMKBVdhdGNoEiEuc2tpbGxlbnYudGVzdGluZy52MS5XYXRjaFJlcXVlc3QaIi5za2lsbGVudi50ZXN0aW5nLnYxLldhdGNoUmVzcG9uc2UiEYLT5JMCCxIJL3YxL3dhdGNoMAFiBnByb3RvMw",
-    [file_google_api_annotations, file_google_api_httpbody],
-  );
+export const file_skillenv_testing_v1_transcoding = /*@__PURE__*/
+  fileDesc("CiVza2lsbGVudi90ZXN0aW5nL3YxL3RyYW5zY29kaW5nLnByb3RvEhNza2lsbGVudi50ZXN0aW5nLnYxIhkKC0VjaG9SZXF1ZXN0EgoKAmlkGAEgASgJIkEKDEVjaG9SZXNwb25zZRIxCgdyZXF1ZXN0GAEgASgLMiAuc2tpbGxlbnYudGVzdGluZy52MS5FY2hvUmVxdWVzdCIeCgpTdWJNZXNzYWdlEhAKCHN1YmZpZWxkGAEgASgJIscDChFHZXRNZXNzYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIQCghyZXZpc2lvbhgEIAEoAxIsCgNzdWIYBSABKAsyHy5za2lsbGVudi50ZXN0aW5nLnYxLlN1Yk1lc3NhZ2USDAoEdGFncxgGIAMoCRIPCgd2ZXJib3NlGAcgASgIEicKBGtpbmQYCCABKA4yGS5za2lsbGVudi50ZXN0aW5nLnYxLktpbmQSKAoFa2luZHMYCSADKA4yGS5za2lsbGVudi50ZXN0aW5nLnYxLktpbmQSDQoFcmF0aW8YCiABKAESEgoFbGltaXQYCyABKAVIAIgBARItCgRzdWJzGAwgAygLMh8uc2tpbGxlbnYudGVzdGluZy52MS5TdWJNZXNzYWdlEkIKBmxhYmVscxgNIAMoCzIyLnNraWxsZW52LnRlc3RpbmcudjEuR2V0TWVzc2FnZVJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIICgZfbGltaXQiTQoSR2V0TWVzc2FnZVJlc3BvbnNlEjcKB3JlcXVlc3QYASABKAsyJi5za2lsbGVudi50ZXN0aW5nLnYxLkdldE1lc3NhZ2VSZXF1ZXN0IhkKF0dldExhdGVzdE1lc3NhZ2VSZXF1ZXN0IlkKGEdldExhdGVzdE1lc3NhZ2VSZXNwb25zZRI9CgdyZXF1ZXN0GAEgASgLMiwuc2tpbGxlbnYudGVzdGluZy52MS5HZXRMYXRlc3RNZXNzYWdlUmVxdWVzdCJFCgdNZXNzYWdlEgwKBHRleHQYASABKAkSLAoDc3ViGAIgASgLMh8uc2tpbGxlbnYudGVzdGluZy52MS5TdWJNZXNzYWdlInAKFFVwZGF0ZU1lc3NhZ2VSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSLQoHbWVzc2FnZRgCIAEoCzIcLnNraWxsZW52LnRlc3RpbmcudjEuTWVzc2FnZRIVCg1hbGxvd19taXNzaW5nGAMgASgIIlMKFVVwZGF0ZU1lc3NhZ2VSZXNwb25zZRI6CgdyZXF1ZXN0GAEgASgLMikuc2tpbGxlbnYudGVzdGluZy52MS5VcGRhdGVNZXNzYWdlUmVxdWVzdCI5ChVSZXBsYWNlTWVzc2FnZVJlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJIlUKFlJlcGxhY2VNZXNzYWdlUmVzcG9uc2USOwoHcmVxdWVzdBgBIAEoCzIqLnNraWxsZW52LnRlc3RpbmcudjEuUmVwbGFjZU1lc3NhZ2VSZXF1ZXN0IjIKEEdldE9iamVjdFJlcXVlc3QSDgoGYnVja2V0GAEgASgJEg4KBm9iamVjdBgCIAEoCSJLChFHZXRPYmplY3RSZXNwb25zZRI2CgdyZXF1ZXN0GAEgASgLMiUuc2tpbGxlbnYudGVzdGluZy52MS5HZXRPYmplY3RSZXF1ZXN0IjoKGEdldE9iamVjdE1ldGFkYXRhUmVxdWVzdBIOCgZidWNrZXQYASABKAkSDgoGb2JqZWN0GAIgASgJIlsKGUdldE9iamVjdE1ldGFkYXRhUmVzcG9uc2USPgoHcmVxdWVzdBgBIAEoCzItLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0TWV0YWRhdGFSZXF1ZXN0IiMKBEJvb2sSDAoEbmFtZRgBIAEoCRINCgV0aXRsZRgCIAEoCSI8ChFVcGRhdGVCb29rUmVxdWVzdBInCgRib29rGAEgASgLMhkuc2tpbGxlbnYudGVzdGluZy52MS5Cb29rIk0KElVwZGF0ZUJvb2tSZXNwb25zZRI3CgdyZXF1ZXN0GAEgASgLMiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGRhdGVCb29rUmVxdWVzdCI2ChZDYW5jZWxPcGVyYXRpb25SZXF1ZXN0EgwKBG5hbWUYASABKAkSDgoGcmVhc29uGAIgASgJIlcKF0NhbmNlbE9wZXJhdGlvblJlc3BvbnNlEjwKB3JlcXVlc3QYASABKAsyKy5za2lsbGVudi50ZXN0aW5nLnYxLkNhbmNlbE9wZXJhdGlvblJlcXVlc3QiVgoRVXBsb2FkQmxvYlJlcXVlc3QSDAoEbmFtZRgBIAEoCRIlCgdjb250ZW50GAIgASgLMhQuZ29vZ2xlLmFwaS5IdHRwQm9keRIMCgRub3RlGAMgASgJIk0KElVwbG9hZEJsb2JSZXNwb25zZRI3CgdyZXF1ZXN0GAEgASgLMiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGxvYWRCbG9iUmVxdWVzdCINCgtXYWl0UmVxdWVzdCIOCgxXYWl0UmVzcG9uc2UiKwoMV2F0Y2hSZXF1ZXN0Eg0KBWNvdW50GAEgASgFEgwKBGZhaWwYAiABKAgiKAoNV2F0Y2hSZXNwb25zZRIJCgFuGAEgASgFEgwKBHRhZ3MYAiADKAkqOwoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASDgoKS0lORF9BTFBIQRABEg0KCUtJTkRfQkVUQRACMp8OChZUcmFuc2NvZGluZ1Rlc3RTZXJ2aWNlEmIKBEVjaG8SIC5za2lsbGVudi50ZXN0aW5nLnYxLkVjaG9SZXF1ZXN0GiEuc2tpbGxlbnYudGVzdGluZy52MS5FY2hvUmVzcG9uc2UiFYLT5JMCDxINL3YxL2VjaG8ve2lkfRKpAQoKR2V0TWVzc2FnZRImLnNraWxsZW52LnRlc3RpbmcudjEuR2V0TWVzc2FnZVJlcXVlc3QaJy5za2lsbGVudi50ZXN0aW5nLnYxLkdldE1lc3NhZ2VSZXNwb25zZSJKgtPkkwJEWisSKS92MS91c2Vycy97dXNlcl9pZH0vbWVzc2FnZXMve21lc3NhZ2VfaWR9EhUvdjEve25hbWU9bWVzc2FnZXMvKn0SjAEKEEdldExhdGVzdE1lc3NhZ2USLC5za2lsbGVudi50ZXN0aW5nLnYxLkdldExhdGVzdE1lc3NhZ2VSZXF1ZXN0Gi0uc2tpbGxlbnYudGVzdGluZy52MS5HZXRMYXRlc3RNZXNzYWdlUmVzcG9uc2UiG4LT5JMCFRITL3YxL21lc3NhZ2VzL2xhdGVzdBKSAQoNVXBkYXRlTWVzc2FnZRIpLnNraWxsZW52LnRlc3RpbmcudjEuVXBkYXRlTWVzc2FnZVJlcXVlc3QaKi5za2lsbGVudi50ZXN0aW5nLnYxLlVwZGF0ZU1lc3NhZ2VSZXNwb25zZSIqgtPkkwIkOgdtZXNzYWdlMhkvdjEvbWVzc2FnZXMve21lc3NhZ2VfaWR9Eo8BCg5SZXBsYWNlTWVzc2FnZRIqLnNraWxsZW52LnRlc3RpbmcudjEuUmVwbGFjZU1lc3NhZ2VSZXF1ZXN0Gisuc2tpbGxlbnYudGVzdGluZy52MS5SZXBsYWNlTWVzc2FnZVJlc3BvbnNlIiSC0+STAh46ASoaGS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0SjAEKCUdldE9iamVjdBIlLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0UmVxdWVzdBomLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0UmVzcG9uc2UiMILT5JMCKhIoL3YxL2J1Y2tldHMve2J1Y2tldH0vb2JqZWN0cy97b2JqZWN0PSoqfRKtAQoRR2V0T2JqZWN0TWV0YWRhdGESLS5za2lsbGVudi50ZXN0aW5nLnYxLkdldE9iamVjdE1ldGFkYXRhUmVxdWVzdBouLnNraWxsZW52LnRlc3RpbmcudjEuR2V0T2JqZWN0TWV0YWRhdGFSZXNwb25zZSI5gtPkkwIzEjEvdjEvYnVja2V0cy97YnVja2V0fS9vYmplY3RzL3tvYmplY3Q9Kip9Om1ldGFkYXRhEo4BCgpVcGRhdGVCb29rEiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGRhdGVCb29rUmVxdWVzdBonLnNraWxsZW52LnRlc3RpbmcudjEuVXBkYXRlQm9va1Jlc3BvbnNlIi+C0+STAik6BGJvb2syIS92MS97Ym9vay5uYW1lPXNoZWx2ZXMvKi9ib29rcy8qfRLXAQoPQ2FuY2VsT3BlcmF0aW9uEisuc2tpbGxlbnYudGVzdGluZy52MS5DYW5jZWxPcGVyYXRpb25SZXF1ZXN0Giwuc2tpbGxlbnYudGVzdGluZy52MS5DYW5jZWxPcGVyYXRpb25SZXNwb25zZSJpgtPkkwJjOgEqWiNCIQoFUFVSR0USGC92MS97bmFtZT1vcGVyYXRpb25zLyoqfVoYQhYKASoSES92MS9jYW5jZWwve25hbWV9Ih8vdjEve25hbWU9b3BlcmF0aW9ucy8qKn06Y2FuY2VsEoABCgpVcGxvYWRCbG9iEiYuc2tpbGxlbnYudGVzdGluZy52MS5VcGxvYWRCbG9iUmVxdWVzdBonLnNraWxsZW52LnRlc3RpbmcudjEuVXBsb2FkQmxvYlJlc3BvbnNlIiGC0+STAhs6B2NvbnRlbnQiEC92MS9ibG9icy97bmFtZX0STgoHRWNob1JhdxIULmdvb2dsZS5hcGkuSHR0cEJvZHkaFC5nb29nbGUuYXBpLkh0dHBCb2R5IheC0+STAhE6ASoiDC92MS9yYXc6ZWNobxJdCgRXYWl0EiAuc2tpbGxlbnYudGVzdGluZy52MS5XYWl0UmVxdWVzdBohLnNraWxsZW52LnRlc3RpbmcudjEuV2FpdFJlc3BvbnNlIhCC0+STAgoSCC92MS93YWl0EmMKBVdhdGNoEiEuc2tpbGxlbnYudGVzdGluZy52MS5XYXRjaFJlcXVlc3QaIi5za2lsbGVudi50ZXN0aW5nLnYxLldhdGNoUmVzcG9uc2UiEYLT5JMCCxIJL3YxL3dhdGNoMAFiBnByb3RvMw", [file_google_api_annotations, file_google_api_httpbody]);
 
 /**
  * Describes the message skillenv.testing.v1.EchoRequest.
  * Use `create(EchoRequestSchema)` to create a new message.
  */
-export const EchoRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 0);
+export const EchoRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 0);
 
 /**
  * Describes the message skillenv.testing.v1.EchoResponse.
  * Use `create(EchoResponseSchema)` to create a new message.
  */
-export const EchoResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 1);
+export const EchoResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 1);
 
 /**
  * Describes the message skillenv.testing.v1.SubMessage.
  * Use `create(SubMessageSchema)` to create a new message.
  */
-export const SubMessageSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 2);
+export const SubMessageSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 2);
 
 /**
  * Describes the message skillenv.testing.v1.GetMessageRequest.
  * Use `create(GetMessageRequestSchema)` to create a new message.
  */
-export const GetMessageRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 3);
+export const GetMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 3);
 
 /**
  * Describes the message skillenv.testing.v1.GetMessageResponse.
  * Use `create(GetMessageResponseSchema)` to create a new message.
  */
-export const GetMessageResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 4);
+export const GetMessageResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 4);
 
 /**
  * Describes the message skillenv.testing.v1.GetLatestMessageRequest.
  * Use `create(GetLatestMessageRequestSchema)` to create a new message.
  */
-export const GetLatestMessageRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 5);
+export const GetLatestMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 5);
 
 /**
  * Describes the message skillenv.testing.v1.GetLatestMessageResponse.
  * Use `create(GetLatestMessageResponseSchema)` to create a new message.
  */
-export const GetLatestMessageResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 6);
+export const GetLatestMessageResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 6);
 
 /**
  * Describes the message skillenv.testing.v1.Message.
  * Use `create(MessageSchema)` to create a new message.
  */
-export const MessageSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 7);
+export const MessageSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 7);
 
 /**
  * Describes the message skillenv.testing.v1.UpdateMessageRequest.
  * Use `create(UpdateMessageRequestSchema)` to create a new message.
  */
-export const UpdateMessageRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 8);
+export const UpdateMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 8);
 
 /**
  * Describes the message skillenv.testing.v1.UpdateMessageResponse.
  * Use `create(UpdateMessageResponseSchema)` to create a new message.
  */
-export const UpdateMessageResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 9);
+export const UpdateMessageResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 9);
 
 /**
  * Describes the message skillenv.testing.v1.ReplaceMessageRequest.
  * Use `create(ReplaceMessageRequestSchema)` to create a new message.
  */
-export const ReplaceMessageRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 10);
+export const ReplaceMessageRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 10);
 
 /**
  * Describes the message skillenv.testing.v1.ReplaceMessageResponse.
  * Use `create(ReplaceMessageResponseSchema)` to create a new message.
  */
-export const ReplaceMessageResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 11);
+export const ReplaceMessageResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 11);
 
 /**
  * Describes the message skillenv.testing.v1.GetObjectRequest.
  * Use `create(GetObjectRequestSchema)` to create a new message.
  */
-export const GetObjectRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 12);
+export const GetObjectRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 12);
 
 /**
  * Describes the message skillenv.testing.v1.GetObjectResponse.
  * Use `create(GetObjectResponseSchema)` to create a new message.
  */
-export const GetObjectResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 13);
+export const GetObjectResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 13);
 
 /**
  * Describes the message skillenv.testing.v1.GetObjectMetadataRequest.
  * Use `create(GetObjectMetadataRequestSchema)` to create a new message.
  */
-export const GetObjectMetadataRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 14);
+export const GetObjectMetadataRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 14);
 
 /**
  * Describes the message skillenv.testing.v1.GetObjectMetadataResponse.
  * Use `create(GetObjectMetadataResponseSchema)` to create a new message.
  */
-export const GetObjectMetadataResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 15);
+export const GetObjectMetadataResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 15);
 
 /**
  * Describes the message skillenv.testing.v1.Book.
  * Use `create(BookSchema)` to create a new message.
  */
-export const BookSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 16);
+export const BookSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 16);
 
 /**
  * Describes the message skillenv.testing.v1.UpdateBookRequest.
  * Use `create(UpdateBookRequestSchema)` to create a new message.
  */
-export const UpdateBookRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 17);
+export const UpdateBookRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 17);
 
 /**
  * Describes the message skillenv.testing.v1.UpdateBookResponse.
  * Use `create(UpdateBookResponseSchema)` to create a new message.
  */
-export const UpdateBookResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 18);
+export const UpdateBookResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 18);
 
 /**
  * Describes the message skillenv.testing.v1.CancelOperationRequest.
  * Use `create(CancelOperationRequestSchema)` to create a new message.
  */
-export const CancelOperationRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 19);
+export const CancelOperationRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 19);
 
 /**
  * Describes the message skillenv.testing.v1.CancelOperationResponse.
  * Use `create(CancelOperationResponseSchema)` to create a new message.
  */
-export const CancelOperationResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 20);
+export const CancelOperationResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 20);
 
 /**
  * Describes the message skillenv.testing.v1.UploadBlobRequest.
  * Use `create(UploadBlobRequestSchema)` to create a new message.
  */
-export const UploadBlobRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 21);
+export const UploadBlobRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 21);
 
 /**
  * Describes the message skillenv.testing.v1.UploadBlobResponse.
  * Use `create(UploadBlobResponseSchema)` to create a new message.
  */
-export const UploadBlobResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 22);
+export const UploadBlobResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 22);
 
 /**
  * Describes the message skillenv.testing.v1.WaitRequest.
  * Use `create(WaitRequestSchema)` to create a new message.
  */
-export const WaitRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 23);
+export const WaitRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 23);
 
 /**
  * Describes the message skillenv.testing.v1.WaitResponse.
  * Use `create(WaitResponseSchema)` to create a new message.
  */
-export const WaitResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 24);
+export const WaitResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 24);
 
 /**
  * Describes the message skillenv.testing.v1.WatchRequest.
  * Use `create(WatchRequestSchema)` to create a new message.
  */
-export const WatchRequestSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 25);
+export const WatchRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 25);
 
 /**
  * Describes the message skillenv.testing.v1.WatchResponse.
  * Use `create(WatchResponseSchema)` to create a new message.
  */
-export const WatchResponseSchema = /*@__PURE__*/ messageDesc(file_skillenv_testing_v1_transcoding, 26);
+export const WatchResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_testing_v1_transcoding, 26);
 
 /**
  * Describes the enum skillenv.testing.v1.Kind.
  */
-export const KindSchema = /*@__PURE__*/ enumDesc(file_skillenv_testing_v1_transcoding, 0);
+export const KindSchema = /*@__PURE__*/
+  enumDesc(file_skillenv_testing_v1_transcoding, 0);
 
 /**
  * Kind is an enum for query parameter tests.
  *
  * @generated from enum skillenv.testing.v1.Kind
  */
-export const Kind = /*@__PURE__*/ tsEnum(KindSchema);
+export const Kind = /*@__PURE__*/
+  tsEnum(KindSchema);
 
 /**
  * TranscodingTestService is a fixture for the HTTP transcoder's tests. Its
@@ -197,4 +222,6 @@ export const Kind = /*@__PURE__*/ tsEnum(KindSchema);
  *
  * @generated from service skillenv.testing.v1.TranscodingTestService
  */
-export const TranscodingTestService = /*@__PURE__*/ serviceDesc(file_skillenv_testing_v1_transcoding, 0);
+export const TranscodingTestService = /*@__PURE__*/
+  serviceDesc(file_skillenv_testing_v1_transcoding, 0);
+
