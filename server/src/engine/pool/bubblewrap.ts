@@ -90,9 +90,10 @@ export function findBubblewrap(path = process.env.PATH ?? ""): string | undefine
   return findOnPath("bwrap", path);
 }
 
-/** Bash on the server's PATH (the launcher that closes inherited descriptors needs it). */
+/** Bash, from the server's PATH or else /usr/bin or /bin (the launcher that closes inherited descriptors needs it). */
 export function findBash(path = process.env.PATH ?? ""): string | undefined {
-  return findOnPath("bash", path);
+  // Bash is essential on Debian: /bin/bash is there whatever PATH the server was given.
+  return findOnPath("bash", path) ?? findOnPath("bash", ["/usr/bin", "/bin"].join(delimiter));
 }
 
 /** The descriptors a worker process is started with (stdin to the sync channel: WorkerProcess). */
