@@ -4,18 +4,17 @@
 // soon as the server is done with it). Loopback, bounded: a fixed number of calls per phase,
 // paced so that a phase outlasts the server's default 10 s deadline on undecided connections.
 import { createHash, randomBytes } from "node:crypto";
-import { once } from "node:events";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import { createNodeTransport, createServiceClient } from "@skillenv/client/node";
 import { BENCH_API_KEY, spawnServer, type ServerChild } from "./lib/child.ts";
 import { MiB, summarize } from "./lib/stats.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
-import { msSince, now } from "./lib/timing.ts";
+import { pacedLatencies, startAttackers } from "./lib/attackers.ts";
 import { noisyNeighbour } from "./noisy-neighbour.ts";
 
 const SILENT_CONNECTIONS = 200;
@@ -133,20 +132,10 @@ function sampleRss(pid: number): { stop(): number | undefined } {
 
 /** Warm-up, then MEASURED_CALLS paced Presign round trips, with server RSS sampled throughout. */
 async function measurePhase(name: string, server: ServerChild, call: () => Promise<void>): Promise<ResultRow> {
-  const deadline = performance.now() + PHASE_BUDGET_MS;
   const rss = sampleRss(server.pid);
   const serverBefore = await server.stats();
   const clientBefore = process.cpuUsage();
-  let calls = 0;
-  for (; calls < WARMUP_CALLS && performance.now() < deadline; calls++) await call();
-  const latenciesMs: number[] = [];
-  while (latenciesMs.length < MEASURED_CALLS && performance.now() < deadline) {
-    const start = now();
-    await call();
-    latenciesMs.push(msSince(start));
-    await sleep(PACE_MS);
-  }
-  calls += latenciesMs.length;
+  const { latenciesMs, calls } = await pacedLatencies(call, { warmup: WARMUP_CALLS, measured: MEASURED_CALLS, paceMs: PACE_MS, budgetMs: PHASE_BUDGET_MS });
   const client = process.cpuUsage(clientBefore);
   const serverAfter = await server.stats();
   const s = summarize(latenciesMs);
@@ -162,24 +151,8 @@ async function measurePhase(name: string, server: ServerChild, call: () => Promi
   };
 }
 
-async function startHostileClients(url: string): Promise<{ stop(): Promise<HostileStats> }> {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { role: HOSTILE_ROLE, url } });
-  // A failing worker must fail the suite, not leave it waiting for a message that never comes.
-  let failure: unknown;
-  worker.on("error", (error) => (failure = error));
-  const exited = once(worker, "exit").then(() => {
-    throw failure ?? new Error("the hostile clients stopped early");
-  });
-  const nextMessage = () => Promise.race([once(worker, "message"), exited]);
-  await nextMessage();
-  return {
-    async stop() {
-      worker.postMessage("stop");
-      const [stats] = (await nextMessage()) as [HostileStats];
-      await worker.terminate();
-      return stats;
-    },
-  };
+function startHostileClients(url: string): Promise<{ stop(): Promise<HostileStats> }> {
+  return startAttackers<HostileStats>(new URL(import.meta.url), HOSTILE_ROLE, url, "the hostile clients");
 }
 
 async function run(): Promise<SuiteReport> {

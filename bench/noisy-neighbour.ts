@@ -8,10 +8,9 @@
 //   - lists of its largest sessions, a thousand at a time.
 // The measured workspace calls echo-wat, paced, checked on every call.
 import { randomBytes } from "node:crypto";
-import { once } from "node:events";
 import { readFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { createNodeTransport } from "@skillenv/client/node";
@@ -22,7 +21,7 @@ import { BENCH_API_KEY } from "./lib/child.ts";
 import { admitTool, createEchoSession, echoCaller, sessionClient, connectH2, spawnService } from "./lib/services.ts";
 import { summarize } from "./lib/stats.ts";
 import type { ResultRow } from "./lib/suite.ts";
-import { msSince, now } from "./lib/timing.ts";
+import { pacedLatencies, startAttackers } from "./lib/attackers.ts";
 
 const NOISY_KEY = "noisy-key-0123456789abcdef";
 const NOISY_ROLE = "noisy-workspace";
@@ -162,36 +161,13 @@ async function runNoisyWorkspace(url: string): Promise<void> {
   await Promise.allSettled(activities);
 }
 
-async function startNoisyWorkspace(url: string): Promise<{ stop(): Promise<NoisyStats> }> {
-  const worker = new Worker(new URL(import.meta.url), { workerData: { role: NOISY_ROLE, url } });
-  let failure: unknown;
-  worker.on("error", (error) => (failure = error));
-  const exited = once(worker, "exit").then(() => {
-    throw failure ?? new Error("the noisy workspace stopped early");
-  });
-  const nextMessage = () => Promise.race([once(worker, "message"), exited]);
-  await nextMessage();
-  return {
-    async stop() {
-      worker.postMessage("stop");
-      const [stats] = (await nextMessage()) as [NoisyStats];
-      await worker.terminate();
-      return stats;
-    },
-  };
+function startNoisyWorkspace(url: string): Promise<{ stop(): Promise<NoisyStats> }> {
+  return startAttackers<NoisyStats>(new URL(import.meta.url), NOISY_ROLE, url, "the noisy workspace");
 }
 
 async function measure(name: string, call: () => Promise<void>): Promise<ResultRow> {
-  const deadline = performance.now() + PHASE_BUDGET_MS;
-  for (let i = 0; i < WARMUP_CALLS && performance.now() < deadline; i++) await call();
-  const latencies: number[] = [];
-  while (latencies.length < MEASURED_CALLS && performance.now() < deadline) {
-    const start = now();
-    await call();
-    latencies.push(msSince(start));
-    await sleep(PACE_MS);
-  }
-  const s = summarize(latencies);
+  const { latenciesMs } = await pacedLatencies(call, { warmup: WARMUP_CALLS, measured: MEASURED_CALLS, paceMs: PACE_MS, budgetMs: PHASE_BUDGET_MS });
+  const s = summarize(latenciesMs);
   return {
     name,
     n: s.n,
