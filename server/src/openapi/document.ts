@@ -5,7 +5,7 @@ import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { errorCatalogue } from "../errors/index.ts";
 import { buildRules } from "../transcoder/rules.ts";
 import type { Comments } from "./comments.ts";
-import { describeRule } from "./operations.ts";
+import { describeRule, ERROR_SCHEMA_REF } from "./operations.ts";
 import { SchemaSet, type JsonSchema } from "./schemas.ts";
 import type { OpenApiDocument, PathItem, Response } from "./spec.ts";
 
@@ -43,7 +43,7 @@ const ERROR_SCHEMA: JsonSchema = {
 
 const ERROR_RESPONSE: Response = {
   description: "A refusal, with the HTTP status of its code in the error catalogue (docs/errors.md).",
-  content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+  content: { "application/json": { schema: { $ref: ERROR_SCHEMA_REF } } },
 };
 
 /**

@@ -21,7 +21,7 @@ export interface DescribedRule {
 const VERBS: ReadonlySet<string> = new Set<HttpVerb>(["get", "put", "post", "delete", "patch"]);
 
 /** The error responses every operation shares: 4XX and 5XX, each code's status in the catalogue. */
-export const ERROR_RESPONSES = { "4XX": { $ref: ERROR_RESPONSE_REF }, "5XX": { $ref: ERROR_RESPONSE_REF } } as const;
+const ERROR_RESPONSES = { "4XX": { $ref: ERROR_RESPONSE_REF }, "5XX": { $ref: ERROR_RESPONSE_REF } } as const;
 
 const EVENT_STREAM =
   "Server-sent events. The schema is one event's (OpenAPI 3.1 has no keyword for the items of a stream; 3.2's itemSchema is this): " +

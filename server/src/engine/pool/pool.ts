@@ -100,12 +100,13 @@ class WorkerHandle {
    * as theirs in their share, so that a workspace whose guests got its worker stopped waits for
    * the replacement instead of taking another workspace's worker meanwhile.
    */
-  inherited: ReadonlySet<string> = new Set();
+  readonly inherited: ReadonlySet<string>;
   /** What its invocations in flight are told when it is lost. */
   lostReason = "";
 
-  constructor(index: number, create: (handle: WorkerHandle) => WorkerProcess) {
+  constructor(index: number, inherited: ReadonlySet<string>, create: (handle: WorkerHandle) => WorkerProcess) {
     this.index = index;
+    this.inherited = inherited;
     this.process = create(this);
   }
 }
@@ -809,9 +810,7 @@ export class Pool {
         handle.replaced.resolve();
         return;
       }
-      const replacement = this.#spawn(handle.index);
-      replacement.inherited = heirs;
-      this.#workers[handle.index] = replacement;
+      this.#workers[handle.index] = this.#spawn(handle.index, heirs);
       this.#replacements++;
       handle.replaced.resolve();
     };
@@ -819,10 +818,11 @@ export class Pool {
     else setTimeout(respawn, delay).unref();
   }
 
-  #spawn(index: number): WorkerHandle {
+  #spawn(index: number, inherited: ReadonlySet<string> = new Set()): WorkerHandle {
     const generation = ++this.#spawns;
     const handle = new WorkerHandle(
       index,
+      inherited,
       (self) =>
         new WorkerProcess(
           {
