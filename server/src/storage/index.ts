@@ -5,5 +5,6 @@ export { KeyedLock } from "./keyed-lock.ts";
 export { readOrCreateKey } from "./data-key.ts";
 export { storageErrorInterceptor } from "./api-errors.ts";
 export { LevelStore } from "./level-store.ts";
-export { prefixEnd, StorageError, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
+export { readModifyWrite, type ConditionalReads, type Decision } from "./read-modify-write.ts";
+export { prefixEnd, StorageError, WriteConflict, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, readPage, type Listing, type Page, type PageRequest } from "./pages.ts";

@@ -1,6 +1,6 @@
 import type { AbstractSublevel } from "abstract-level";
 import type { Level } from "level";
-import { StorageError, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
+import { StorageError, WriteConflict, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
 type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8Array, string, string>;
 
@@ -19,6 +19,11 @@ interface PendingWrite {
  * the writes one piece of work issues together (a turn's last events and its run record) share
  * one fsync, under load many writes do, and their order is kept: batches are written one after
  * another, in call order.
+ *
+ * Conditions (`expect` operations) are checked while the group is assembled, against the database
+ * and the group's earlier writes. LevelDB admits one process, and one flush runs at a time, so
+ * nothing can write between the check and the batch: a write whose condition fails is rejected
+ * with `WriteConflict` and left out of the group, the others go ahead.
  */
 export class LevelStore implements Store {
   readonly #db: Level<string, string>;
@@ -50,11 +55,13 @@ export class LevelStore implements Store {
 
   async #flush(): Promise<void> {
     while (this.#queue.length > 0) {
-      const group = this.#queue;
+      const pending = this.#queue;
       this.#queue = [];
+      let group: PendingWrite[] = pending;
       try {
+        group = await this.#admit(pending);
         await this.#db.batch(
-          group.flatMap((write) => write.ops.map((op) => this.#levelOp(op))),
+          group.flatMap((write) => write.ops.flatMap((op) => (op.type === "expect" ? [] : [this.#levelOp(op)]))),
           { sync: true },
         );
         for (const write of group) write.resolve();
@@ -66,7 +73,40 @@ export class LevelStore implements Store {
     this.#flushing = undefined;
   }
 
-  #levelOp(op: WriteOp) {
+  /**
+   * The writes of a group whose conditions hold, in order, each checked against the database as the
+   * group's earlier admitted writes leave it; the others are rejected with `WriteConflict`.
+   */
+  async #admit(pending: PendingWrite[]): Promise<PendingWrite[]> {
+    if (!pending.some((write) => write.ops.some((op) => op.type === "expect"))) return pending;
+    /** Values the admitted writes leave, by table and key; undefined: deleted. */
+    const written = new Map<string, string | undefined>();
+    const admitted: PendingWrite[] = [];
+    for (const write of pending) {
+      let holds = true;
+      for (const op of write.ops) {
+        if (op.type !== "expect") continue;
+        const slot = `${op.table}\u0000${op.key}`;
+        const current = written.has(slot) ? written.get(slot) : await this.#sublevel(op.table).get(op.key);
+        if (current !== op.value) {
+          holds = false;
+          break;
+        }
+      }
+      if (!holds) {
+        write.reject(new WriteConflict(`a record this write expected has changed (${write.ops.find((op) => op.type === "expect")?.table})`));
+        continue;
+      }
+      for (const op of write.ops) {
+        if (op.type === "put") written.set(`${op.table}\u0000${op.key}`, op.value as string);
+        else if (op.type === "delete") written.set(`${op.table}\u0000${op.key}`, undefined);
+      }
+      admitted.push(write);
+    }
+    return admitted;
+  }
+
+  #levelOp(op: WriteOp & { type: "put" | "delete" }) {
     const sublevel = this.#sublevel(op.table);
     return op.type === "put" ? { type: "put" as const, sublevel, key: op.key, value: op.value as string } : { type: "del" as const, sublevel, key: op.key };
   }
@@ -153,6 +193,10 @@ class LevelTable<V> implements Table<V> {
 
   deleteOp(key: string): WriteOp {
     return { type: "delete", table: this.name, key };
+  }
+
+  expectOp(key: string, value: V | undefined): WriteOp {
+    return { type: "expect", table: this.name, key, value: value === undefined ? undefined : JSON.stringify(value) };
   }
 }
 

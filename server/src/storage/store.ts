@@ -12,6 +12,13 @@
  * - **Ordered ranges**: keys compare by their UTF-8 bytes, the order range reads return.
  * - **Bounded pages**: `page` holds at most one value beyond its byte budget in memory, however
  *   large the values of the range are.
+ * - **Conditional writes**: a batch may hold `expect` operations (`Table.expectOp`); it applies
+ *   only when every expected key holds exactly the expected value (compared as the JSON text
+ *   `putOp` stores) or is absent when `undefined` is expected, checked atomically with the
+ *   batch's writes, across every process sharing the store. Otherwise `write` rejects with
+ *   `WriteConflict` and applies nothing of that batch (other batches are unaffected). This is how
+ *   a read-modify-write stays correct with several writers: read, compute, write with the read
+ *   value expected, and on `WriteConflict` read again (`updateRecord` does that loop).
  */
 export interface Store {
   /** A named table of JSON values of type V; keys are strings. */
@@ -24,7 +31,9 @@ export interface Store {
 /** One operation of an atomic batch; build them with `Table.putOp` / `Table.deleteOp`. */
 export type WriteOp =
   | { readonly type: "put"; readonly table: string; readonly key: string; readonly value: unknown }
-  | { readonly type: "delete"; readonly table: string; readonly key: string };
+  | { readonly type: "delete"; readonly table: string; readonly key: string }
+  /** A condition, not a write: `value` is the JSON text the key must hold, undefined for "absent". */
+  | { readonly type: "expect"; readonly table: string; readonly key: string; readonly value: string | undefined };
 
 /** Bounds of a range read; at most one lower and one upper bound. */
 export interface KeyRange {
@@ -55,6 +64,8 @@ export interface Table<V> {
   page(range: KeyRange & { limit: number }, maxBytes: number): Promise<TablePage<V>>;
   putOp(key: string, value: V): WriteOp;
   deleteOp(key: string): WriteOp;
+  /** A condition of a batch: the key holds exactly `value` (as last read), or is absent when undefined. */
+  expectOp(key: string, value: V | undefined): WriteOp;
 }
 
 /** What `Table.page` read. */
@@ -69,6 +80,14 @@ export interface TablePage<V> {
  */
 export class StorageError extends Error {
   override name = "StorageError";
+}
+
+/**
+ * A conditional batch found a key changed since it was read (by this process or another);
+ * nothing of the batch was applied. Read again and retry, or report the conflict.
+ */
+export class WriteConflict extends Error {
+  override name = "WriteConflict";
 }
 
 /** The upper bound of a prefix range: every key that starts with `prefix` sorts below it. */

@@ -1,0 +1,43 @@
+import { WriteConflict, type Store, type Table, type WriteOp } from "./store.ts";
+
+/** Reads of one attempt: each read value becomes a condition of the attempt's write. */
+export interface ConditionalReads {
+  get<V>(table: Table<V>, key: string): Promise<V | undefined>;
+}
+
+/** What an attempt decided: the batch to write (may be empty) and the attempt's result. */
+export interface Decision<T> {
+  ops: readonly WriteOp[];
+  result: T;
+}
+
+/** Attempts before a key that keeps changing is reported; each retry has lost to a write that succeeded. */
+const MAX_ATTEMPTS = 32;
+
+/**
+ * A read-modify-write that stays correct with any number of writers, in this process or others:
+ * `attempt` reads through `reads`, decides, and its batch is written on condition that nothing it
+ * read has changed (`Table.expectOp`, captured when read, so later changes to the returned
+ * objects do not alter the condition). On `WriteConflict` the attempt runs again on fresh reads.
+ * An attempt that writes nothing writes no conditions either: what it read was current when read.
+ */
+export async function readModifyWrite<T>(store: Store, attempt: (reads: ConditionalReads) => Promise<Decision<T>>): Promise<T> {
+  for (let attempts = 1; ; attempts++) {
+    const conditions: WriteOp[] = [];
+    const reads: ConditionalReads = {
+      async get<V>(table: Table<V>, key: string) {
+        const value = await table.get(key);
+        conditions.push(table.expectOp(key, value));
+        return value;
+      },
+    };
+    const { ops, result } = await attempt(reads);
+    if (ops.length === 0) return result;
+    try {
+      await store.write([...conditions, ...ops]);
+      return result;
+    } catch (error) {
+      if (!(error instanceof WriteConflict) || attempts >= MAX_ATTEMPTS) throw error;
+    }
+  }
+}
