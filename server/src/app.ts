@@ -25,7 +25,7 @@ import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
-import { FileBlobStore, openStore, storageErrorInterceptor } from "./storage/index.ts";
+import { dataDirSecrets, FileBlobStore, openStore, storageErrorInterceptor, type SecretSource } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -57,8 +57,10 @@ export async function startService(settings: Settings, options: StartOptions = {
   let serviceEnv: ServiceEnvironment | undefined;
   try {
     const blobs = await FileBlobStore.open(settings.dataDir);
-    const { keys, devKeyFile } = await resolveKeys(settings);
-    const assets = await createAssets({ store, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
+    // The data directory's files, until the store is shared by several replicas.
+    const secrets = dataDirSecrets(settings.dataDir);
+    const { keys, devKeyFile } = await resolveKeys(settings, secrets);
+    const assets = await createAssets({ store, blobs, secrets, ...settings.limits, publicUrl: settings.publicUrl });
 
     const skills = createSkills(store, assets, blobs, settings.limits);
 
@@ -70,7 +72,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const kinds = {
       service: new ServiceEnvironmentKind({ pool: serviceEnv.pool, artifacts, allow: { filesystemAllow, networkAllow, secretAllow }, workspaceRoot }),
       host: new HostEnvironmentKind(hosts),
-      extension: new ExtensionEnvironmentKind({ sealer: await Sealer.open(settings.dataDir), networkAllow }),
+      extension: new ExtensionEnvironmentKind({ sealer: await Sealer.open(secrets), networkAllow }),
     };
     const { listMaxBytes } = settings.limits;
     const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs, listMaxBytes });
@@ -150,8 +152,8 @@ export async function startService(settings: Settings, options: StartOptions = {
   }
 }
 
-async function resolveKeys(settings: Settings): Promise<{ keys: ApiKeys; devKeyFile: string | undefined }> {
+async function resolveKeys(settings: Settings, secrets: SecretSource): Promise<{ keys: ApiKeys; devKeyFile: string | undefined }> {
   if (settings.apiKeys) return { keys: new ApiKeys(settings.apiKeys), devKeyFile: undefined };
-  const dev = await loadOrCreateDevKey(settings.dataDir);
+  const dev = await loadOrCreateDevKey(secrets, settings.dataDir);
   return { keys: new ApiKeys(new Map([[dev.key, DEV_WORKSPACE]])), devKeyFile: dev.file };
 }

@@ -11,7 +11,7 @@ import { createArtifacts, type Artifacts, type Preparer } from "../src/artifacts
 import { createAssets } from "../src/assets/index.ts";
 import { workspaceContextKey } from "../src/auth/index.ts";
 import { serviceError } from "../src/errors/index.ts";
-import { FileBlobStore, openStore, type Store } from "../src/storage/index.ts";
+import { dataDirSecrets, FileBlobStore, openStore, type Store } from "../src/storage/index.ts";
 import { coreModule, testComponent, withCustomSection, type TestWorld } from "./helpers/components.ts";
 import { bearer, KEY_A, KEY_B, postJson, startTestService, type TestService } from "./helpers/service.ts";
 import { sha256, uploadAsset } from "./helpers/skills.ts";
@@ -400,7 +400,14 @@ describe("the server-internal API", () => {
     dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-artifacts-"));
     store = await openStore(dataDir);
     const blobs = await FileBlobStore.open(dataDir);
-    const assets = await createAssets({ store, blobs, dataDir, maxUploadBytes: COMPONENT_LIMIT, uploadUrlTtlSecs: 60, publicUrl: undefined });
+    const assets = await createAssets({
+      store,
+      blobs,
+      secrets: dataDirSecrets(dataDir),
+      maxUploadBytes: COMPONENT_LIMIT,
+      uploadUrlTtlSecs: 60,
+      publicUrl: undefined,
+    });
     artifacts = createArtifacts({
       store,
       blobs,

@@ -3,6 +3,7 @@ import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { UploadSigner } from "../src/assets/upload-signer.ts";
+import { dataDirSecrets } from "../src/storage/index.ts";
 import { KEY_A, KEY_B, postJson, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
@@ -131,7 +132,7 @@ describe("assets upload over REST", () => {
     });
 
     it("refuses an expired URL (upload_url_expired)", async () => {
-      const signer = await UploadSigner.open(service.dataDir);
+      const signer = await UploadSigner.open(dataDirSecrets(service.dataDir));
       const expired = signer.sign({ workspace: "a", sha256: sha256(bytes), sizeBytes: bytes.byteLength, expires: Math.floor(Date.now() / 1000) - 1 });
       expect(await put(service.url + expired, headers, bytes)).toMatchObject({ status: 403, body: { code: "upload_url_expired" } });
       await expectNothingStored();
@@ -139,7 +140,7 @@ describe("assets upload over REST", () => {
 
     it("refuses a body over the configured maximum (payload_too_large)", async () => {
       const big = new Uint8Array(64 * 1024 + 10);
-      const signer = await UploadSigner.open(service.dataDir);
+      const signer = await UploadSigner.open(dataDirSecrets(service.dataDir));
       const signed = signer.sign({ workspace: "a", sha256: sha256(big), sizeBytes: big.byteLength, expires: Math.floor(Date.now() / 1000) + 60 });
       const response = await put(service.url + signed, { "x-content-sha256": sha256(big) }, big);
       expect(response).toMatchObject({ status: 413, body: { code: "payload_too_large" } });

@@ -106,13 +106,14 @@ export class Admission {
    */
   async #admit(workspace: string, kind: ArtifactKind, bytes: Uint8Array, check: () => Pick<ArtifactRecord, "world" | "imports">): Promise<ArtifactRecord> {
     const id = createHash("sha256").update(bytes).digest("hex");
+    // The lock spares this process's concurrent admissions the checks and the write; putIfAbsent
+    // keeps admissions by several processes to one record.
     return this.#lock.run(`${workspace}/${kind}/${id}`, async () => {
       const existing = await this.#records.get(workspace, kind, id);
       if (existing) return existing;
       const record: ArtifactRecord = { kind, id, sizeBytes: bytes.byteLength, admittedAt: new Date().toISOString(), ...check() };
       await this.#blobs.write({ sha256: id, sizeBytes: bytes.byteLength }, once(bytes));
-      await this.#records.put(workspace, record);
-      return record;
+      return this.#records.putIfAbsent(workspace, record);
     });
   }
 }

@@ -1,6 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { AssetService } from "../../../gen/skillenv/assets/v1/assets_pb.js";
-import type { BlobStore, Store } from "../storage/index.ts";
+import type { BlobStore, SecretSource, Store } from "../storage/index.ts";
 import { AssetRecords, type AssetRecord } from "./asset-records.ts";
 import { createAssetService } from "./asset-service.ts";
 import { createUploadHandler } from "./upload-handler.ts";
@@ -13,7 +13,8 @@ export type { AssetRecord } from "./asset-records.ts";
 export interface AssetsOptions {
   store: Store;
   blobs: BlobStore;
-  dataDir: string;
+  /** Where the upload signing key is kept. */
+  secrets: SecretSource;
   maxUploadBytes: number;
   uploadUrlTtlSecs: number;
   publicUrl: string | undefined;
@@ -30,7 +31,7 @@ export interface Assets {
 
 export async function createAssets(options: AssetsOptions): Promise<Assets> {
   const records = new AssetRecords(options.store);
-  const signer = await UploadSigner.open(options.dataDir);
+  const signer = await UploadSigner.open(options.secrets);
   const { blobs, maxUploadBytes } = options;
   return {
     service: createAssetService({ ...options, records, signer }),

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { serviceError } from "../errors/index.ts";
-import { readOrCreateKey, SHA256_HEX, type Sha256Hex } from "../storage/index.ts";
+import { readOrCreateKey, SHA256_HEX, type SecretSource, type Sha256Hex } from "../storage/index.ts";
 
 /** Path prefix of the embedded object store's signed upload URLs. */
 export const UPLOAD_PATH_PREFIX = "/objects/sha256/";
@@ -29,9 +29,9 @@ export class UploadSigner {
     this.#key = key;
   }
 
-  /** The key is generated once into the data directory; every instance sharing it accepts the others' URLs. */
-  static async open(dataDir: string): Promise<UploadSigner> {
-    return new UploadSigner(await readOrCreateKey(dataDir, SIGNING_KEY_FILE));
+  /** The key is generated once into the secrets' source; every instance sharing it accepts the others' URLs. */
+  static async open(secrets: SecretSource): Promise<UploadSigner> {
+    return new UploadSigner(await readOrCreateKey(secrets, SIGNING_KEY_FILE));
   }
 
   /** Path and query of the upload URL (the caller prefixes the public base URL). */

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
+import type { SecretSource } from "../storage/index.ts";
 
 export const DEV_WORKSPACE = "dev";
 export const DEV_KEY_FILE = "dev-api-key";
@@ -37,24 +38,18 @@ function digest(key: string): Buffer {
 }
 
 /**
- * The development key: generated once into the data directory (mode 0600) and reused after,
- * so `npm start` works with no configuration and the key survives restarts.
+ * The development key: generated once into the secrets' source and reused after, so `npm start`
+ * works with no configuration and the key survives restarts. It is also in the data directory's
+ * `dev-api-key` file (mode 0600), where the operator reads it: the source itself when secrets are
+ * kept there, a copy when they are kept in a shared database (so every replica accepts it).
  */
-export async function loadOrCreateDevKey(dataDir: string): Promise<{ key: string; file: string }> {
+export async function loadOrCreateDevKey(secrets: SecretSource, dataDir: string): Promise<{ key: string; file: string }> {
+  const key = await secrets(DEV_KEY_FILE, () => `dev_${randomBytes(24).toString("base64url")}`);
   const file = path.join(dataDir, DEV_KEY_FILE);
-  try {
-    return { key: (await fs.readFile(file, "utf8")).trim(), file };
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
-  const key = `dev_${randomBytes(24).toString("base64url")}`;
-  await fs.mkdir(dataDir, { recursive: true });
-  try {
-    await fs.writeFile(file, `${key}\n`, { mode: 0o600, flag: "wx" });
-  } catch (error) {
-    // Another process created it first: use theirs.
-    if ((error as NodeJS.ErrnoException).code === "EEXIST") return loadOrCreateDevKey(dataDir);
-    throw error;
+  const written = await fs.readFile(file, "utf8").catch(() => undefined);
+  if (written?.trim() !== key) {
+    await fs.mkdir(dataDir, { recursive: true });
+    await fs.writeFile(file, `${key}\n`, { mode: 0o600 });
   }
   return { key, file };
 }

@@ -4,7 +4,7 @@ import { checkSha256 } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { KeyedLock, type Page, type PageRequest } from "../storage/index.ts";
 import type { BundleFile } from "./bundle/index.ts";
-import type { SkillRecord, SkillRecords } from "./skill-records.ts";
+import type { SkillRecord, SkillRecords, SkillUpdate } from "./skill-records.ts";
 import type { StoredBundles } from "./stored-bundles.ts";
 
 export interface PutResult {
@@ -39,13 +39,15 @@ export class SkillRegistry {
   async put(workspace: string, name: string, contentHash: string): Promise<PutResult> {
     checkName(name);
     checkSha256(contentHash);
-    return this.#lock.run(`${workspace}/${name}`, async () => {
-      const existing = await this.#records.get(workspace, name);
-      if (existing?.contentHash === contentHash) return { record: existing, changed: false };
-      const { record, files } = await this.#validatedRecord(workspace, name, contentHash, existing);
-      await this.#records.put(workspace, record, files);
-      return { record, changed: true };
-    });
+    // The lock keeps this process's puts of one name from validating in parallel only to conflict;
+    // the conditional update keeps puts through several processes to one consistent record.
+    return this.#lock.run(`${workspace}/${name}`, () =>
+      this.#records.update(workspace, name, async (existing): Promise<SkillUpdate<PutResult>> => {
+        if (existing?.contentHash === contentHash) return { result: { record: existing, changed: false } };
+        const { record, files } = await this.#validatedRecord(workspace, name, contentHash, existing);
+        return { record, files, result: { record, changed: true } };
+      }),
+    );
   }
 
   async get(workspace: string, name: string): Promise<SkillRecord> {

@@ -1,5 +1,5 @@
 import { validateSkillName } from "@skillenv/client/bundle";
-import { readPage, workspaceKey, workspaceRange, type Page, type PageRequest, type Store, type Table } from "../storage/index.ts";
+import { readModifyWrite, readPage, workspaceKey, workspaceRange, type Page, type PageRequest, type Store, type Table } from "../storage/index.ts";
 import type { BundleFile } from "./bundle/index.ts";
 
 /** What the registry stores per (workspace, name): metadata only; bytes stay in the blob store. */
@@ -18,6 +18,9 @@ export interface SkillRecord {
   createdAt: string;
   updatedAt: string;
 }
+
+/** What an update decided: a new record and its file listing, or to keep the current one; and what to answer. */
+export type SkillUpdate<T> = { record: SkillRecord; files: BundleFile[]; result: T } | { result: T };
 
 /**
  * The skills table, keyed `<workspace>/<name>` so a workspace's range scan never reaches another's,
@@ -39,10 +42,18 @@ export class SkillRecords {
     return this.#skills.get(workspaceKey(workspace, name));
   }
 
-  /** The record and its file listing, in one atomic batch. */
-  put(workspace: string, record: SkillRecord, files: BundleFile[]): Promise<void> {
-    const key = workspaceKey(workspace, record.name);
-    return this.#store.write([this.#skills.putOp(key, record), this.#files.putOp(key, files)]);
+  /**
+   * Replaces the named record (and its file listing, in one atomic batch) with what `decide` makes
+   * of the current one, or keeps it when `decide` answers undefined. Safe with several writers,
+   * in this process or others: when the record changed meanwhile, `decide` runs again on the new one.
+   */
+  update<T>(workspace: string, name: string, decide: (existing: SkillRecord | undefined) => Promise<SkillUpdate<T>>): Promise<T> {
+    const key = workspaceKey(workspace, name);
+    return readModifyWrite(this.#store, async (reads) => {
+      const decision = await decide(await reads.get(this.#skills, key));
+      if (!("record" in decision)) return { ops: [], result: decision.result };
+      return { ops: [this.#skills.putOp(key, decision.record), this.#files.putOp(key, decision.files)], result: decision.result };
+    });
   }
 
   /** The skill's file listing, unless its record predates it being kept. */

@@ -2,7 +2,7 @@ export { openStore, workspaceKey, workspaceRange } from "./database.ts";
 export { SHA256_HEX, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 export { FileBlobStore } from "./file-blob-store.ts";
 export { KeyedLock } from "./keyed-lock.ts";
-export { readOrCreateKey } from "./data-key.ts";
+export { dataDirSecrets, readOrCreateKey, storeSecrets, type SecretSource } from "./data-key.ts";
 export { storageErrorInterceptor } from "./api-errors.ts";
 export { LevelStore } from "./level-store.ts";
 export { readModifyWrite, type ConditionalReads, type Decision } from "./read-modify-write.ts";

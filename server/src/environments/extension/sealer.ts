@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
-import { readOrCreateKey } from "../../storage/index.ts";
+import { readOrCreateKey, type SecretSource } from "../../storage/index.ts";
 
 const KEY_FILE = "sealing-key";
 const VERSION = "v1";
@@ -20,8 +20,8 @@ export class Sealer {
     this.#key = key;
   }
 
-  static async open(dataDir: string): Promise<Sealer> {
-    return new Sealer(await readOrCreateKey(dataDir, KEY_FILE));
+  static async open(secrets: SecretSource): Promise<Sealer> {
+    return new Sealer(await readOrCreateKey(secrets, KEY_FILE));
   }
 
   seal(plaintext: string): string {
