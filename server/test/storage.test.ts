@@ -6,7 +6,7 @@ import { Level } from "level";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
-import { LevelStore, StorageError, storageErrorInterceptor, type Store } from "../src/storage/index.ts";
+import { LevelStore, readModifyWrite, StorageError, storageErrorInterceptor, WriteConflict, type Store } from "../src/storage/index.ts";
 
 describe("the LevelDB adapter of the store port", () => {
   let dir: string;
@@ -66,6 +66,36 @@ describe("the LevelDB adapter of the store port", () => {
     expect(await store.table<string>("t").get("k")).toBe("kept");
   });
 
+  it("retries a read-modify-write that lost to another writer, on fresh reads", async () => {
+    const counter = store.table<number>("counter");
+    await counter.put("n", 0);
+    let attempts = 0;
+    const result = await readModifyWrite(store, async (reads) => {
+      const n = (await reads.get(counter, "n"))!;
+      attempts++;
+      // Another writer gets in between the first attempt's read and its write.
+      if (attempts === 1) await counter.put("n", 10);
+      return { ops: [counter.putOp("n", n + 1)], result: n + 1 };
+    });
+    expect({ result, attempts, stored: await counter.get("n") }).toEqual({ result: 11, attempts: 2, stored: 11 });
+  });
+
+  it("gives up with WriteConflict, having written nothing, when every attempt loses", async () => {
+    const counter = store.table<number>("counter");
+    await counter.put("n", 0);
+    let attempts = 0;
+    const update = readModifyWrite(store, async (reads) => {
+      const n = (await reads.get(counter, "n"))!;
+      attempts++;
+      await counter.put("n", -attempts);
+      return { ops: [counter.putOp("n", n + 1), store.table<string>("side").putOp("effect", "written")], result: n };
+    });
+    await expect(update).rejects.toBeInstanceOf(WriteConflict);
+    expect(attempts).toBe(32);
+    expect(await counter.get("n")).toBe(-32);
+    expect(await store.table<string>("side").get("effect")).toBeUndefined();
+  });
+
   it("reports a failed write as a StorageError", async () => {
     await db.close();
     await expect(store.table<string>("t").put("k", "v")).rejects.toBeInstanceOf(StorageError);
@@ -91,5 +121,23 @@ describe("storage failures at the API edge", () => {
     expect((error as ConnectError).code).toBe(Code.Unavailable);
     expect((error as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe("storage_unavailable");
     expect((error as ConnectError).rawMessage).not.toContain("/var/lib");
+  });
+
+  it("a read-modify-write that kept losing becomes write_conflict", async () => {
+    const transport = createRouterTransport(
+      (router) =>
+        router.service(Health, {
+          check: () => {
+            throw new WriteConflict("a record this write expected has changed (skills)");
+          },
+          watch: async function* () {},
+        }),
+      { router: { interceptors: [storageErrorInterceptor()] } },
+    );
+    const error = await createClient(Health, transport)
+      .check({})
+      .catch((thrown: unknown) => ConnectError.from(thrown));
+    expect((error as ConnectError).code).toBe(Code.Aborted);
+    expect((error as ConnectError).findDetails(ErrorInfoSchema)[0]?.reason).toBe("write_conflict");
   });
 });

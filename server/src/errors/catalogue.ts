@@ -208,6 +208,11 @@ export const errorCatalogue = {
     summary: "A receipt: the tool returned JSON nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; its output is not kept (the tool did run).",
   },
   storage_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The metadata store failed to read or write; nothing was acknowledged." },
+  write_conflict: {
+    code: Code.Aborted,
+    httpStatus: 409,
+    summary: "Other writers kept changing the record this call updates (through this replica or others); nothing was written. Retry.",
+  },
   host_unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "A receipt: no host is connected for the tool's host environment; nothing was sent." },
   host_busy: {
     code: Code.ResourceExhausted,
