@@ -5,6 +5,7 @@ import { Level } from "level";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ConversationMessage } from "../src/models/index.ts";
 import { RunRecords, type RunRecord } from "../src/runs/records.ts";
+import { interruptedConversation } from "../src/runs/turn-log.ts";
 import { LevelStore, StorageError, type Store } from "../src/storage/index.ts";
 
 const SESSION = "ses_0000000000000000000000000a";
@@ -89,5 +90,61 @@ describe("a session's conversation (kept in memory for its next run)", () => {
     });
     await expect(failed).rejects.toBeInstanceOf(StorageError);
     expect(texts(await records.conversation(SESSION))).toEqual(["one", "two"]);
+  });
+});
+
+describe("a turn's log (what an interrupted run keeps)", () => {
+  let dir: string;
+  let store: Store;
+  let records: RunRecords;
+
+  beforeEach(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-turn-log-"));
+    const db = new Level<string, string>(dir);
+    await db.open();
+    store = new LevelStore(db);
+    records = new RunRecords(store);
+  });
+
+  afterEach(async () => {
+    await store.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  it("reads back what was logged, answers the calls left without results as unknown, and is removed with the run", async () => {
+    const run = { ...finishedRun("run_0000000000000000000000000a"), status: "running" as const };
+    const log = records.turnLog(run);
+    const user: ConversationMessage = { role: "user", content: [{ type: "text", text: "go" }] };
+    const reply: ConversationMessage = {
+      role: "assistant",
+      content: [
+        { type: "text", text: "two tools" },
+        { type: "tool_call", id: "came-back", name: "t", input: {} },
+        { type: "tool_call", id: "in-flight", name: "t", input: {} },
+      ],
+    };
+    await store.write([log.counters({ rounds: 1, toolCalls: 2, usage: { inputTokens: 3, outputTokens: 4 } }), ...log.messagesOf([user])]);
+    await store.write([log.message(1, reply), log.result({ type: "tool_result", toolCallId: "came-back", output: '{"ok":1}', isError: false })]);
+    // Logged already: nothing is written twice.
+    expect(log.messagesOf([user, reply])).toEqual([]);
+
+    const { logged, clearOps } = await records.readTurnLog(run);
+    expect(logged.counters).toEqual({ rounds: 1, toolCalls: 2, usage: { inputTokens: 3, outputTokens: 4 } });
+    const conversation = interruptedConversation(logged);
+    expect(conversation.slice(0, 2)).toEqual([user, reply]);
+    expect(conversation[2]!.content).toEqual([
+      { type: "tool_result", toolCallId: "came-back", output: '{"ok":1}', isError: false },
+      { type: "tool_result", toolCallId: "in-flight", output: expect.stringContaining('"unknown_outcome"'), isError: true },
+    ]);
+
+    await store.write(clearOps);
+    expect((await records.readTurnLog(run)).logged).toEqual({ counters: undefined, messages: [], results: new Map() });
+    // The turn's own removal names the same rows.
+    expect(
+      log
+        .clearOps()
+        .map((op) => op.key)
+        .sort(),
+    ).toEqual(clearOps.map((op) => op.key).sort());
   });
 });

@@ -2,6 +2,7 @@ import type { ConversationMessage } from "../models/index.ts";
 import { isId } from "../ids/index.ts";
 import { prefixEnd, readPage, type Page, type PageRequest, type Store, type Table, type WriteOp } from "../storage/index.ts";
 import { ConversationCache } from "./conversation-cache.ts";
+import { readTurnLog, TurnLog, type LoggedTurn, type TurnLogEntry } from "./turn-log.ts";
 
 export type RunStatus = "running" | "completed" | "failed" | "cancelled";
 
@@ -45,6 +46,8 @@ export class RunRecords {
   readonly #active: Table<RunLocation>;
   /** Finished runs keyed `<finishedAt>/<runId>`, for retention cleanup in time order. */
   readonly #finished: Table<RunLocation>;
+  /** What running turns have done so far (TurnLog). */
+  readonly #turnLogs: Table<TurnLogEntry>;
   readonly #cache = new ConversationCache();
 
   constructor(store: Store) {
@@ -54,6 +57,17 @@ export class RunRecords {
     this.#conversations = store.table<ConversationMessage[]>("conversations");
     this.#active = store.table<RunLocation>("active-runs");
     this.#finished = store.table<RunLocation>("finished-runs");
+    this.#turnLogs = store.table<TurnLogEntry>("turn-logs");
+  }
+
+  /** The log of a run's turn, which the turn writes with its events. */
+  turnLog(record: RunRecord): TurnLog {
+    return new TurnLog(this.#turnLogs, record.sessionId, record.id);
+  }
+
+  /** What an interrupted run's turn had logged, and the operations that remove the log. */
+  readTurnLog(record: RunRecord): Promise<{ logged: LoggedTurn; clearOps: WriteOp[] }> {
+    return readTurnLog(this.#turnLogs, record.sessionId, record.id);
   }
 
   get(workspace: string, sessionId: string, runId: string): Promise<RunRecord | undefined> {
@@ -81,11 +95,12 @@ export class RunRecords {
 
   /**
    * Stores a finished run with the conversation it added and forgets it as active, in one atomic
-   * batch that `commit` writes (with the run's last event).
+   * batch that `commit` writes (with the run's last event) with `extra` (its turn log's removal).
    */
-  async finish(record: RunRecord, conversation: ConversationMessage[], commit: (ops: WriteOp[]) => Promise<void>): Promise<void> {
+  async finish(record: RunRecord, conversation: ConversationMessage[], commit: (ops: WriteOp[]) => Promise<void>, extra: WriteOp[] = []): Promise<void> {
     const location = { workspace: record.workspace, sessionId: record.sessionId };
     const ops = [
+      ...extra,
       this.#runs.putOp(runKey(record.workspace, record.sessionId, record.id), record),
       this.#conversations.putOp(`${record.sessionId}/${record.id}`, conversation),
       this.#active.deleteOp(record.id),

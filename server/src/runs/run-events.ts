@@ -23,9 +23,12 @@ export class RunEvents {
     this.#runId = runId;
   }
 
-  /** Records the event without waiting for it to be durable; a failed write fails `written()`. */
-  record(type: NoteEvent["type"], data: Record<string, unknown>): void {
-    void this.#write(type, data, []);
+  /**
+   * Records the event, in one atomic batch with `records` (the turn's log), without waiting for
+   * it to be durable; a failed write fails `written()`.
+   */
+  record(type: NoteEvent["type"], data: Record<string, unknown>, records: WriteOp[] = []): void {
+    void this.#write(type, data, records);
   }
 
   /**

@@ -6,13 +6,14 @@ import { newId } from "../ids/index.ts";
 import type { ModelProvider, ToolDefinition } from "../models/index.ts";
 import type { SessionRecord, Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
-import { KeyedLock, type Page, type PageRequest } from "../storage/index.ts";
+import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import type { RunRecord, RunRecords } from "./records.ts";
 import type { RunAssets } from "./run-assets.ts";
 import { RunEvents } from "./run-events.ts";
 import type { RunSkill } from "./skills-tool.ts";
 import { checkSubmission, type Submission } from "./submission.ts";
 import { Turn, TurnStopped, type TurnEnd, type TurnSetup } from "./turn.ts";
+import { interruptedConversation } from "./turn-log.ts";
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 
 export interface RunSettings {
@@ -115,13 +116,18 @@ export class Runs {
   }
 
   /**
-   * Runs that were running when the process stopped end as failed; nothing is resumed. Snapshots
-   * of submissions that were never recorded are removed.
+   * Runs that were running when the process stopped end as failed, with what their turn had done
+   * (its counters and conversation, from its log; a tool whose result was not recorded is
+   * reported to the conversation as of unknown outcome); nothing is resumed. Snapshots of
+   * submissions that were never recorded are removed.
    */
   async recover(): Promise<void> {
     for (const record of await this.#options.records.interrupted()) {
+      const { logged, clearOps } = await this.#options.records.readTurnLog(record);
+      Object.assign(record, logged.counters);
       const error = { code: "interrupted", message: "the server stopped during the run; it was not resumed" };
-      await this.#finish(record, { status: "failed", added: [], outputText: "", error, progressDropped: 0 });
+      const added = interruptedConversation(logged);
+      await this.#finish(record, { status: "failed", added, outputText: "", error, progressDropped: 0 }, undefined, clearOps);
     }
     const recorded = await this.#options.records.ids();
     await this.#options.runAssets.sweep((runId) => recorded.has(runId));
@@ -212,10 +218,11 @@ export class Runs {
       deadlineMs - Date.now(),
     );
     const provider = this.#options.providers.get(submission.model.provider)!;
+    const log = this.#options.records.turnLog(record);
     const done = (async () => {
       const end = await new Turn(
         setup,
-        { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress },
+        { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress, log },
         controller.signal,
       ).run();
       clearTimeout(timer);
@@ -231,7 +238,7 @@ export class Runs {
         return;
       }
       if (controller.signal.aborted) await this.#options.sessions.cancelRunOperations(record.workspace, record.sessionId, record.id).catch(() => undefined);
-      await this.#finish(record, end, events);
+      await this.#finish(record, end, events, log.clearOps());
     })()
       // A run whose end could not be written stays active in storage: the next start marks it interrupted.
       .catch(() => undefined)
@@ -244,7 +251,12 @@ export class Runs {
    * committed after every event the turn recorded (which the turn did not wait for); a turn
    * event that could not be written fails this too. GetRun shows the end once it is durable.
    */
-  async #finish(record: RunRecord, end: TurnEnd, events = new RunEvents(this.#options.sessions, record.sessionId, record.id)): Promise<void> {
+  async #finish(
+    record: RunRecord,
+    end: TurnEnd,
+    events = new RunEvents(this.#options.sessions, record.sessionId, record.id),
+    clearLog: WriteOp[] = [],
+  ): Promise<void> {
     const finished: RunRecord = {
       ...record,
       status: end.status,
@@ -258,7 +270,7 @@ export class Runs {
       end.status === "completed"
         ? (["turn.completed", { stopReason: end.stopReason, outputText: end.outputText, ...counts }] as const)
         : ([end.status === "cancelled" ? "run.cancelled" : "turn.failed", { ...end.error, ...counts }] as const);
-    await this.#options.records.finish(finished, end.added, (records) => events.commit(type, data, records));
+    await this.#options.records.finish(finished, end.added, (records) => events.commit(type, data, records), clearLog);
     Object.assign(record, finished);
   }
 

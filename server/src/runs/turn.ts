@@ -16,6 +16,7 @@ import {
 } from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
+import type { TurnLog } from "./turn-log.ts";
 import { callSkillsTool, SKILLS_DIRECTORY, skillsTool, STAGED_SKILL_FILES, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
 import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
@@ -45,6 +46,8 @@ export interface TurnDeps {
   deadlineMs: number;
   /** What a custom loop's `emit` may journal as `turn.progress` (the operations' limits, per turn). */
   progress: ProgressLimits;
+  /** Where the turn keeps what it has done, with its events, for a restart to rebuild the run. */
+  log: TurnLog;
 }
 
 /** How a turn ended, for the run record. */
@@ -128,7 +131,11 @@ export class Turn implements LoopHost {
     const { record, submission, skills } = this.#setup;
     record.rounds = round;
     const tools = skills.length > 0 ? [...this.#setup.tools, skillsTool(this.#skillsStaged)] : this.#setup.tools;
-    this.#events.record("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) });
+    const { log } = this.#deps;
+    this.#events.record("model.request", { round, messages: messages.length, tools: tools.map((tool) => tool.name) }, [
+      log.counters(record),
+      ...log.messagesOf(this.#added),
+    ]);
     const deltas = this.#events.deltas(round);
     let reply: ModelResponse;
     try {
@@ -157,7 +164,11 @@ export class Turn implements LoopHost {
     record.usage.inputTokens += reply.usage.inputTokens;
     record.usage.outputTokens += reply.usage.outputTokens;
     const toolCalls = reply.content.filter((part) => part.type === "tool_call");
-    this.#events.record("assistant.message", { round, text: textOf(reply.content), toolCalls, stopReason: reply.stopReason });
+    // Logged as the message the loop adds next (both loops add the reply as it is, at once).
+    this.#events.record("assistant.message", { round, text: textOf(reply.content), toolCalls, stopReason: reply.stopReason }, [
+      log.counters(record),
+      log.message(this.#added.length, { role: "assistant", content: reply.content }),
+    ]);
     this.#events.record("model.usage", { round, ...reply.usage });
     return reply;
   }
@@ -214,11 +225,14 @@ export class Turn implements LoopHost {
   }
 
   async #dispatch(call: ToolCall, round: number): Promise<ToolResult> {
-    this.#setup.record.toolCalls++;
-    this.#events.record("tool.call", { round, callId: call.id, name: call.name, input: call.input ?? null });
+    const { record } = this.#setup;
+    const { log } = this.#deps;
+    record.toolCalls++;
+    this.#events.record("tool.call", { round, callId: call.id, name: call.name, input: call.input ?? null }, [log.counters(record)]);
     const result = await this.#callTool(call);
-    this.#events.record("tool.result", { round, callId: call.id, name: call.name, ...result.event });
-    return { type: "tool_result", toolCallId: call.id, output: result.output, isError: result.event.outcome !== "returned" };
+    const toolResult: ToolResult = { type: "tool_result", toolCallId: call.id, output: result.output, isError: result.event.outcome !== "returned" };
+    this.#events.record("tool.result", { round, callId: call.id, name: call.name, ...result.event }, [log.result(toolResult)]);
+    return toolResult;
   }
 
   async #callTool(call: ToolCall): Promise<{ output: string; event: Record<string, unknown> }> {
