@@ -320,6 +320,22 @@ describe("runs", () => {
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
   });
 
+  it("counts the tokens the provider reported for a model call the run's cancel cut off", async () => {
+    const { session } = await sessions.createSession({});
+    const sessionId = session!.id;
+    // Anthropic reports the input tokens as the stream starts (message_start); the rest never comes.
+    provider.script("cut-stream-model", [
+      { text: "a reply that never ends", chunkChars: 2, chunkDelayMs: 60_000, usage: { inputTokens: 21, outputTokens: 9 } },
+    ]);
+    const { run } = await runs.createRun({ sessionId, run: runInput("cut-stream-model") });
+    await eventsUntil(sessions, sessionId, (event) => event.type === "assistant.delta" && event.data?.runId === run!.id);
+    const { run: cancelled } = await runs.cancelRun({ sessionId, runId: run!.id });
+    expect(cancelled?.status).toBe("cancelled");
+    expect(cancelled?.usage?.inputTokens).toBe(21n);
+    const events = await eventsUntil(sessions, sessionId, runEnded(run!.id));
+    expect(events.at(-1)).toMatchObject({ type: "run.cancelled", data: { usage: { inputTokens: 21 } } });
+  });
+
   it("fails a turn that passes SERVICE_MAX_TURN_SECS", async () => {
     const bounded = await startTestService({
       SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,

@@ -1,6 +1,7 @@
 import {
   ModelError,
   type AssistantContent,
+  type ModelCallOptions,
   type ConversationMessage,
   type ModelErrorCode,
   type ModelProvider,
@@ -27,7 +28,7 @@ export function createAnthropicProvider(options: ProviderOptions): ModelProvider
     async complete(request, call) {
       const headers = { "content-type": "application/json", "anthropic-version": API_VERSION, "x-api-key": call.apiKey };
       const events = streamEvents({ provider: NAME, url: `${options.baseUrl}/v1/messages`, headers, body: messagesBody(request) }, options, call);
-      return readReply(events, call.onTextDelta, options.maxJsonDepth);
+      return readReply(events, call, options.maxJsonDepth);
     },
   };
 }
@@ -103,7 +104,7 @@ const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
 
 async function readReply(
   events: AsyncIterable<ServerSentEvent>,
-  onTextDelta: ((text: string) => void) | undefined,
+  { onTextDelta, onUsage }: Pick<ModelCallOptions, "onTextDelta" | "onUsage">,
   maxJsonDepth: number,
 ): Promise<ModelResponse> {
   /** Keyed by block index; blocks the port does not carry (thinking, server tools) have no draft. */
@@ -115,6 +116,7 @@ async function readReply(
     switch (event.type) {
       case "message_start":
         readUsage(usage, event.message?.usage);
+        onUsage?.({ ...usage });
         break;
       case "content_block_start":
         startBlock(drafts, event, onTextDelta);
@@ -125,6 +127,7 @@ async function readReply(
       case "message_delta":
         stopReason = STOP_REASONS.get(event.delta?.stop_reason ?? "") ?? "other";
         readUsage(usage, event.usage);
+        onUsage?.({ ...usage });
         break;
       case "message_stop":
         return { content: finishContent(drafts.values(), stopReason, NAME, maxJsonDepth), stopReason, usage };

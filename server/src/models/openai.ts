@@ -1,6 +1,7 @@
 import {
   ModelError,
   type AssistantContent,
+  type ModelCallOptions,
   type ConversationMessage,
   type ModelProvider,
   type ModelRequest,
@@ -24,7 +25,7 @@ export function createOpenAIProvider(options: ProviderOptions): ModelProvider {
     async complete(request, call) {
       const headers = { "content-type": "application/json", authorization: `Bearer ${call.apiKey}` };
       const events = streamEvents({ provider: NAME, url: `${options.baseUrl}/chat/completions`, headers, body: chatBody(request) }, options, call);
-      return readReply(events, call.onTextDelta, options.maxJsonDepth);
+      return readReply(events, call, options.maxJsonDepth);
     },
   };
 }
@@ -104,7 +105,7 @@ const STOP_REASONS = new Map<string, StopReason>([
 
 async function readReply(
   events: AsyncIterable<ServerSentEvent>,
-  onTextDelta: ((text: string) => void) | undefined,
+  { onTextDelta, onUsage }: Pick<ModelCallOptions, "onTextDelta" | "onUsage">,
   maxJsonDepth: number,
 ): Promise<ModelResponse> {
   const text: TextDraft = { type: "text", text: "" };
@@ -116,8 +117,12 @@ async function readReply(
     if (event.data === "[DONE]") return { content: finishContent([text, ...calls.values()], stopReason, NAME, maxJsonDepth), stopReason, usage };
     const chunk = eventJson(event, NAME) as WireChunk;
     if (chunk.error !== undefined) throw new ModelError("model_unavailable", `${NAME}: the reply broke off with an error`);
-    if (typeof chunk.usage?.prompt_tokens === "number") usage.inputTokens = chunk.usage.prompt_tokens;
-    if (typeof chunk.usage?.completion_tokens === "number") usage.outputTokens = chunk.usage.completion_tokens;
+    if (chunk.usage) {
+      // Chat Completions reports usage once, in a chunk of its own before [DONE].
+      if (typeof chunk.usage.prompt_tokens === "number") usage.inputTokens = chunk.usage.prompt_tokens;
+      if (typeof chunk.usage.completion_tokens === "number") usage.outputTokens = chunk.usage.completion_tokens;
+      onUsage?.({ ...usage });
+    }
     // The request asks for one choice; a caller's `n` parameter would add others, which are ignored.
     const choice = Array.isArray(chunk.choices) ? chunk.choices.find((candidate) => candidate?.index === 0) : undefined;
     const content = choice?.delta?.content;

@@ -51,6 +51,12 @@ export interface ModelCallOptions {
   /** Called with each piece of reply text as it streams in, in order. */
   onTextDelta?: (text: string) => void;
   /**
+   * Called with the usage the provider has reported so far, whenever it reports more (Anthropic
+   * reports input tokens as the stream starts), so that a call that is cancelled or breaks off
+   * still counts what the provider has said it used.
+   */
+  onUsage?: (usage: ModelResponse["usage"]) => void;
+  /**
    * Nothing is sent before this resolves: the request is prepared meanwhile (its body built, a
    * connection taken from the pool or opened), so that it goes out in one write once it may. If
    * it rejects, nothing is sent and the call fails.

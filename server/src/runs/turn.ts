@@ -137,6 +137,8 @@ export class Turn implements LoopHost {
       ...log.messagesOf(this.#added),
     ]);
     const deltas = this.#events.deltas(round);
+    /** What the provider has said this call used, counted even when the call does not finish. */
+    let used = { inputTokens: 0, outputTokens: 0 };
     let reply: ModelResponse;
     try {
       reply = await this.#deps.provider.complete(
@@ -154,9 +156,15 @@ export class Turn implements LoopHost {
           apiKey: submission.apiKey,
           signal: this.#signal,
           onTextDelta: (text) => deltas.push(text),
+          onUsage: (usage) => (used = usage),
           ...(this.#unrecorded ? { sendAfter: this.#unrecorded } : {}),
         },
       );
+    } catch (error) {
+      // A cancelled or broken-off call still cost what the provider reported.
+      record.usage.inputTokens += used.inputTokens;
+      record.usage.outputTokens += used.outputTokens;
+      throw error;
     } finally {
       // Text that streamed in is journaled before anything the turn records next, its end included.
       deltas.end();
