@@ -355,16 +355,46 @@ describe("runs", () => {
   });
 
   it.each([
-    ["a refused key", { status: 401, type: "authentication_error", message: "invalid x-api-key" }, "model_auth_failed"],
-    ["an overloaded provider", { status: 529, type: "overloaded_error", message: "overloaded" }, "model_overloaded"],
-  ])("reports %s as a failed turn", async (_, error, code) => {
+    ["a refused key", { status: 401, type: "authentication_error", message: "invalid x-api-key" }, "model_auth_failed", false],
+    ["an overloaded provider", { status: 529, type: "overloaded_error", message: "overloaded" }, "model_overloaded", true],
+    ["a rate limit", { status: 429, type: "rate_limit_error", message: "slow down" }, "model_rate_limited", true],
+    ["a provider failure", { status: 500, type: "api_error", message: "internal" }, "model_unavailable", true],
+    ["a refused request", { status: 400, type: "invalid_request_error", message: "bad" }, "model_rejected", false],
+  ])("reports %s as a failed turn, retryable as docs/models.md lists it", async (_, error, code, retryable) => {
     provider.script("error-model", [{ error }]);
     const sessionId = await workspaceSession();
     const { run } = await runs.createRun({ sessionId, run: runInput("error-model") });
     const { run: done } = await finish(sessionId, run!.id);
     expect(done.status).toBe("failed");
-    expect(done.error?.code).toBe(code);
+    expect({ code: done.error?.code, retryable: done.error?.retryable }).toEqual({ code, retryable });
     expect(done.error?.message).not.toContain(PROVIDER_KEY);
+  });
+
+  it("fails at once, as rate limited, when the provider asks to wait longer than the call may last", async () => {
+    const patient = await startTestService({
+      SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+      SERVICE_MODEL_TIMEOUT_SECS: "5",
+      SERVICE_MODEL_MAX_RETRIES: "2",
+    });
+    try {
+      provider.script("retry-after-model", [{ error: { status: 429, type: "rate_limit_error", message: "tokens per minute exceeded", retryAfterSecs: 60 } }]);
+      const client = sessionClient(patient.url, KEY_A);
+      const { session } = await client.createSession({ environments: [], tools: [] });
+      const { run } = await runClient(patient.url, KEY_A).createRun({ sessionId: session!.id, run: runInput("retry-after-model") });
+      const events = await eventsUntil(client, session!.id, runEnded(run!.id));
+      expect(events.at(-1)).toMatchObject({
+        type: "turn.failed",
+        data: { code: "model_rate_limited", retryable: true, details: { retryAfterSecs: "60" } },
+      });
+      const { run: done } = await runClient(patient.url, KEY_A).getRun({ sessionId: session!.id, runId: run!.id });
+      expect(done?.error).toMatchObject({ code: "model_rate_limited", retryable: true, details: { retryAfterSecs: "60" } });
+      // The provider's own words are kept.
+      expect(done?.error?.message).toContain("tokens per minute exceeded");
+      // Asked once, not again after a wait that could only time out.
+      expect(provider.requests.filter((request) => (request.body as { model?: string }).model === "retry-after-model")).toHaveLength(1);
+    } finally {
+      await patient.close();
+    }
   });
 
   it("fails a run whose model still wants tools after max_rounds", async () => {

@@ -103,7 +103,10 @@ async function play(step: Step, wire: WireFormat, body: Record<string, unknown>,
   const closed = closedSignal(response);
   if (!(await pause(step.delayMs, closed))) return;
   const streaming = body.stream === true;
-  if (step.error !== undefined) return sendJson(response, step.error.status, wire.errorBody(step.error.type, step.error.message));
+  if (step.error !== undefined) {
+    const retryAfter = step.error.retryAfterSecs === undefined ? {} : { "retry-after": String(step.error.retryAfterSecs) };
+    return sendJson(response, step.error.status, wire.errorBody(step.error.type, step.error.message), retryAfter);
+  }
   if (step.rawBody !== undefined) {
     response.writeHead(200, { "content-type": streaming ? "text/event-stream" : "application/json" }).end(step.rawBody);
     return;
@@ -153,6 +156,6 @@ function parseObject(text: string): Record<string, unknown> | undefined {
   }
 }
 
-function sendJson(response: http.ServerResponse, status: number, body: unknown): void {
-  response.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+function sendJson(response: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  response.writeHead(status, { "content-type": "application/json", ...headers }).end(JSON.stringify(body));
 }

@@ -15,8 +15,8 @@ export interface Step {
   chunkChars?: number;
   /** Wait this long after each streamed piece. */
   chunkDelayMs?: number;
-  /** Answer this HTTP error, in the provider's error format, instead of a reply. */
-  error?: { status: number; type: string; message: string };
+  /** Answer this HTTP error, in the provider's error format, instead of a reply; with a `retry-after` header when `retryAfterSecs` is set. */
+  error?: { status: number; type: string; message: string; retryAfterSecs?: number };
   /** Answer 200 with exactly this body, in the content type the request expects, instead of a reply. */
   rawBody?: string;
   /** Close the connection halfway through the streamed reply (or instead of a whole one). */

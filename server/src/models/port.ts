@@ -62,6 +62,11 @@ export interface ModelCallOptions {
    * it rejects, nothing is sent and the call fails.
    */
   sendAfter?: Promise<unknown>;
+  /**
+   * When the caller stops waiting (epoch ms; a run's turn bound). A provider that asks to be
+   * retried later than that (retry-after) fails the call at once instead of being waited for.
+   */
+  deadlineMs?: number;
 }
 
 export interface ModelProvider {
@@ -97,11 +102,14 @@ export class ModelError extends Error {
   /** The provider's HTTP status, when it answered with one. */
   readonly status: number | undefined;
   readonly retryable: boolean;
+  /** Machine-readable details, e.g. `retryAfterSecs` of a rate limit. */
+  readonly details: Readonly<Record<string, string>>;
 
-  constructor(code: ModelErrorCode, message: string, status?: number) {
+  constructor(code: ModelErrorCode, message: string, status?: number, details: Record<string, string> = {}) {
     super(message);
     this.code = code;
     this.status = status;
     this.retryable = RETRYABLE[code];
+    this.details = details;
   }
 }

@@ -38,6 +38,8 @@ interface CallContext {
   provider: string;
   apiKey: string;
   timeoutMs: number;
+  /** When the call must be over (epoch ms): its own time bound or the caller's deadline, whichever comes first. */
+  endsAtMs: number;
   /** The caller's signal: when it fired, the call was cancelled. */
   callerSignal: AbortSignal;
   /** The caller's signal or the time bound, whichever fires first; it aborts every request and pause. */
@@ -70,6 +72,7 @@ export async function* streamEvents(request: StreamRequest, options: ProviderOpt
     provider: request.provider,
     apiKey: call.apiKey,
     timeoutMs: options.timeoutMs,
+    endsAtMs: Math.min(Date.now() + options.timeoutMs, call.deadlineMs ?? Number.POSITIVE_INFINITY),
     callerSignal: call.signal,
     signal: bound.signal,
     sendAfter: call.sendAfter,
@@ -143,9 +146,21 @@ async function connect(request: StreamRequest, options: ProviderOptions, context
   for (let retry = 0; ; retry++) {
     const outcome = await attempt(request, context);
     if (!("error" in outcome)) return outcome;
-    if (!outcome.error.retryable || retry >= options.maxRetries) throw outcome.error;
-    await pause(backoffMs(retry, options.retryBaseDelayMs ?? 500, outcome.retryAfterMs), context);
+    const { error, retryAfterMs } = outcome;
+    if (!error.retryable || retry >= options.maxRetries) throw withRetryAfter(error, retryAfterMs);
+    const waitMs = backoffMs(retry, options.retryBaseDelayMs ?? 500, retryAfterMs);
+    // Waiting longer than the call may last would only end in model_timeout, losing the reason.
+    if (Date.now() + waitMs >= context.endsAtMs) throw withRetryAfter(error, retryAfterMs, "which is longer than the call may still last");
+    await pause(waitMs, context);
   }
+}
+
+/** The provider's failure, saying how long it asked to be left alone (and in details, as `retryAfterSecs`). */
+function withRetryAfter(error: ModelError, retryAfterMs: number | undefined, why?: string): ModelError {
+  if (retryAfterMs === undefined) return error;
+  const secs = Math.ceil(retryAfterMs / 1000);
+  const message = `${error.message}; the provider asks to retry after ${secs} s${why ? `, ${why}` : ""}`;
+  return new ModelError(error.code, message, error.status, { ...error.details, retryAfterSecs: String(secs) });
 }
 
 interface FailedAttempt {

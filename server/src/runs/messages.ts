@@ -17,7 +17,16 @@ export function runMessage(record: RunRecord): Run {
     rounds: record.rounds,
     toolCalls: record.toolCalls,
     outputText: record.outputText,
-    ...(record.error ? { error: { code: record.error.code, message: record.error.message } } : {}),
+    ...(record.error
+      ? {
+          error: {
+            code: record.error.code,
+            message: record.error.message,
+            retryable: record.error.retryable ?? false,
+            details: record.error.details ?? {},
+          },
+        }
+      : {}),
     idempotencyHash: record.idempotencyHash,
     idempotencyKey: record.idempotencyKey ?? "",
   });

@@ -21,9 +21,18 @@ export interface RunRecord {
   rounds: number;
   toolCalls: number;
   outputText: string;
-  error?: { code: string; message: string };
+  error?: RunFailure;
   idempotencyHash: string;
   idempotencyKey?: string;
+}
+
+/** Why a run did not complete. `retryable` and `details` come from the model's failures (docs/models.md). */
+export interface RunFailure {
+  code: string;
+  message: string;
+  /** Submitting the run again later may succeed (a rate limit, an overloaded or unavailable provider). */
+  retryable?: boolean;
+  details?: Record<string, string>;
 }
 
 /** Where a run's record is, for the indexes that know only its id. */

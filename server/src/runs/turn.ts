@@ -14,7 +14,7 @@ import {
   type ToolCall,
   type ToolResult,
 } from "./default-loop.ts";
-import type { RunRecord } from "./records.ts";
+import type { RunFailure, RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
 import type { TurnLog } from "./turn-log.ts";
 import { callSkillsTool, SKILLS_DIRECTORY, skillsTool, STAGED_SKILL_FILES, type RunSkill } from "./skills-tool.ts";
@@ -56,7 +56,7 @@ export interface TurnEnd {
   added: ConversationMessage[];
   stopReason?: string;
   outputText: string;
-  error?: { code: string; message: string };
+  error?: RunFailure;
   /** `emit`s of a custom loop that were not journaled (beyond the progress limits). */
   progressDropped: number;
 }
@@ -155,6 +155,7 @@ export class Turn implements LoopHost {
         {
           apiKey: submission.apiKey,
           signal: this.#signal,
+          deadlineMs: this.#deps.deadlineMs,
           onTextDelta: (text) => deltas.push(text),
           onUsage: (usage) => (used = usage),
           ...(this.#unrecorded ? { sendAfter: this.#unrecorded } : {}),
@@ -333,8 +334,11 @@ function asGuestFailure(error: unknown): never {
   throw failureOf(error);
 }
 
-function failureOf(error: unknown): { code: string; message: string } {
-  if (error instanceof ModelError) return { code: error.code, message: error.message };
+function failureOf(error: unknown): RunFailure {
+  if (error instanceof ModelError) {
+    const hasDetails = Object.keys(error.details).length > 0;
+    return { code: error.code, message: error.message, retryable: error.retryable, ...(hasDetails ? { details: { ...error.details } } : {}) };
+  }
   if (error instanceof MaxRoundsExceeded) return { code: "max_rounds_exceeded", message: error.message };
   if (error instanceof StagingFailed) return { code: "staging_failed", message: error.message };
   if (error instanceof LoopFailed) return { code: error.code, message: error.message };
