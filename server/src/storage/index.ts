@@ -1,5 +1,5 @@
 export { openStore, workspaceKey, workspaceRange } from "./database.ts";
-export { SHA256_HEX, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
+export { SHA256_HEX, type BlobRanges, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 export { FileBlobStore } from "./file-blob-store.ts";
 export { KeyedLock } from "./keyed-lock.ts";
 export { readOrCreateKey } from "./data-key.ts";
