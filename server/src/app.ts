@@ -25,7 +25,7 @@ import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
-import { FileBlobStore, openStore, storageErrorInterceptor } from "./storage/index.ts";
+import { FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -56,9 +56,10 @@ export async function startService(settings: Settings, options: StartOptions = {
   const store = await openStore(settings.dataDir);
   let serviceEnv: ServiceEnvironment | undefined;
   try {
-    const blobs = await FileBlobStore.open(settings.dataDir);
+    const s3 = settings.blobStore && (await S3BlobStore.open(settings.blobStore));
+    const blobs = s3 ?? (await FileBlobStore.open(settings.dataDir));
     const { keys, devKeyFile } = await resolveKeys(settings);
-    const assets = await createAssets({ store, blobs, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
+    const assets = await createAssets({ store, blobs, staged: s3, dataDir: settings.dataDir, ...settings.limits, publicUrl: settings.publicUrl });
 
     const skills = createSkills(store, assets, blobs, settings.limits);
 
@@ -118,7 +119,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const onRequest = createRequestListener({
       handlers: router.handlers,
       transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
-      rawEndpoints: [assets.uploads],
+      rawEndpoints: assets.uploads ? [assets.uploads] : [],
       publicJson: new Map([[OPENAPI_PATH, await readOpenApiFile()]]),
       staticSites: [await loadConsole(options.consoleDir)],
       corsOrigins: settings.corsOrigins,

@@ -1,6 +1,7 @@
 import * as path from "node:path";
 import { DEFAULT_BUNDLE_LIMITS } from "@skillenv/client/bundle";
 import { POOL_DEFAULTS } from "../engine/pool/defaults.ts";
+import { parseS3Url, type S3Location } from "../storage/index.ts";
 import {
   parseAbsolutePaths,
   parseApiKeys,
@@ -19,6 +20,8 @@ import {
 export interface Settings {
   listen: ListenAddress;
   dataDir: string;
+  /** The S3-compatible bucket holding blobs, which clients upload to directly; undefined: files in the data directory. */
+  blobStore: S3Location | undefined;
   /** API key -> workspace. Undefined means: use the development key in the data directory. */
   apiKeys: Map<string, string> | undefined;
   /** Base URL written into signed upload URLs; undefined means: the Host the client used. */
@@ -192,6 +195,7 @@ export function loadSettings(env: Env = process.env): Settings {
   const settings: Settings = {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
     dataDir,
+    blobStore: read("SERVICE_BLOB_URL", parseS3Url, undefined),
     apiKeys: read("SERVICE_API_KEYS", parseApiKeys, undefined),
     publicUrl: read("SERVICE_PUBLIC_URL", parseUrl, undefined),
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,

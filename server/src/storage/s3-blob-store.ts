@@ -17,13 +17,8 @@ import { ConnectError } from "@connectrpc/connect";
 import { serviceError } from "../errors/index.ts";
 import type { BlobRanges, BlobStore, ExpectedContent, Sha256Hex } from "./blob-store.ts";
 import type { S3Location } from "./s3-location.ts";
+import type { SignedPut, StagedUploads } from "./staged-uploads.ts";
 import { StorageError } from "./store.ts";
-
-/** A signed PUT: the URL and the headers the request must carry as they are. */
-export interface SignedPut {
-  url: string;
-  headers: Record<string, string>;
-}
 
 /** The checksum header S3 verifies a PUT's body against; its value is the SHA-256, base64. */
 const CHECKSUM_HEADER = "x-amz-checksum-sha256";
@@ -40,7 +35,7 @@ const CHECKSUM_HEADER = "x-amz-checksum-sha256";
  * Every failure of the store is a StorageError naming the operation and the key, never
  * credentials (they come from the SDK's default chain and stay inside the client).
  */
-export class S3BlobStore implements BlobStore {
+export class S3BlobStore implements BlobStore, StagedUploads {
   readonly #client: S3Client;
   readonly #bucket: string;
   readonly #prefix: string;
@@ -148,7 +143,7 @@ export class S3BlobStore implements BlobStore {
     }
   }
 
-  /** A presigned PUT of `expected` to `uploads/<name>`; its signature covers the SHA-256 checksum header and the length. */
+  /** The signature covers the SHA-256 checksum header and the length, which S3 then checks (s3rver does not: docs/operations.md). */
   async presignUpload(name: string, expected: ExpectedContent, expiresInSecs: number): Promise<SignedPut> {
     const checksum = Buffer.from(expected.sha256, "hex").toString("base64");
     const command = new PutObjectCommand({ Bucket: this.#bucket, Key: this.#uploadKey(name), ChecksumSHA256: checksum, ContentLength: expected.sizeBytes });
@@ -164,12 +159,9 @@ export class S3BlobStore implements BlobStore {
   }
 
   /**
-   * Makes the object a client PUT to `uploads/<name>` the content `sha256`, verified here: it is
-   * first copied to a private temporary key (the presigned URL could replace the upload while it
-   * is checked), whose size must be at most `maxBytes` and whose SHA-256 is the store's own
-   * checksum when it reports one, else the hash of its bytes read once. Returns the size;
-   * undefined when there is no such upload. A mismatch removes the upload and throws
-   * size_mismatch or checksum_mismatch. The upload itself stays: `discardUpload` removes it.
+   * The upload is first copied to a private temporary key (the presigned URL could replace it
+   * while it is checked); the copy's SHA-256 is the store's own checksum when it reports one (it
+   * is asked to compute one), else the hash of its bytes, read once.
    */
   async promoteUpload(name: string, sha256: Sha256Hex, maxBytes: number): Promise<number | undefined> {
     const upload = this.#uploadKey(name);

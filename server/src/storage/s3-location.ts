@@ -33,7 +33,9 @@ export function parseS3Url(raw: string): S3Location {
     );
   }
   if (!BUCKET.test(url.hostname)) throw new Error("the bucket name must be 3-63 characters of [a-z0-9.-], starting and ending with a letter or digit");
-  const segments = url.pathname.split("/").filter((segment) => segment !== "");
+  // From the text as written: URL would resolve "a/../b" to "b" without a word.
+  const path = /^s3:\/\/[^/?#]*([^?#]*)/.exec(raw)?.[1] ?? "";
+  const segments = path.split("/").filter((segment) => segment !== "");
   if (segments.some((segment) => !PREFIX_SEGMENT.test(segment) || segment === "." || segment === "..")) {
     throw new Error("the key prefix must be path segments of [A-Za-z0-9_.-], not . or ..");
   }
