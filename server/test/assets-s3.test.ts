@@ -94,6 +94,19 @@ describe("uploads straight to S3", () => {
     expect((await presign(bytes, KEY_B)).body.exists).toBe(false);
   });
 
+  // What docs/operations.md says s3rver checks of a presigned PUT: expiry, not the signature, nor Content-MD5.
+  it("s3rver accepts forged signatures and digests but refuses expired URLs: finalize is what verifies", async () => {
+    const bytes = encode(`s3rver checks ${randomUUID()}`);
+    const presigned = await presign(bytes);
+    const forged = new URL(presigned.body.uploadUrl);
+    forged.searchParams.set("X-Amz-Signature", "0".repeat(64));
+    expect(await put(forged.href, { ...presigned.body.uploadHeaders, "content-md5": "AAAAAAAAAAAAAAAAAAAAAA==" }, bytes)).toBe(200);
+    const expired = new URL(presigned.body.uploadUrl);
+    expired.searchParams.set("X-Amz-Date", "20200101T000000Z");
+    expect(await put(expired.href, presigned.body.uploadHeaders, bytes)).toBe(403);
+    expect((await finalize(bytes)).status).toBe(200);
+  });
+
   it("does not serve the embedded upload endpoint", async () => {
     const response = await fetch(`${service.url}/objects/sha256/${"0".repeat(64)}?workspace=a`, { method: "PUT", body: "x" });
     expect(response.status).toBe(404);
