@@ -63,6 +63,7 @@ describe("settings", () => {
       region: "us-east-1",
       forcePathStyle: true,
     });
+    expect(() => loadSettings({ SERVICE_BLOB_URL: "s3://skills", SERVICE_UPLOAD_URL_TTL_SECS: "604801" })).toThrow(/at most 604800 seconds/);
   });
 
   it.each([

@@ -286,6 +286,7 @@ export function loadSettings(env: Env = process.env): Settings {
   checkBodyBudgets(settings, problems);
   checkListBudget(settings, problems);
   checkWorkspaceRoot(settings, problems);
+  checkBlobStore(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
 }
@@ -320,6 +321,15 @@ function checkWorkspaceRoot({ dataDir, env }: Settings, problems: string[]): voi
   };
   if (within(env.workspaceRoot, dataDir) || (within(dataDir, env.workspaceRoot) && !within(path.join(dataDir, "workspaces"), env.workspaceRoot))) {
     problems.push("SERVICE_ENV_WORKSPACE_ROOT: must not contain the data directory nor lie inside it, except under its workspaces/ directory");
+  }
+}
+
+/** S3 refuses presigned URLs valid for longer than 7 days. */
+const MAX_S3_PRESIGN_SECS = 7 * 24 * 3600;
+
+function checkBlobStore({ blobStore, limits }: Settings, problems: string[]): void {
+  if (blobStore && limits.uploadUrlTtlSecs > MAX_S3_PRESIGN_SECS) {
+    problems.push(`SERVICE_UPLOAD_URL_TTL_SECS, SERVICE_BLOB_URL: with S3, upload URLs last at most ${MAX_S3_PRESIGN_SECS} seconds (7 days)`);
   }
 }
 

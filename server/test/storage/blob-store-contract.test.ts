@@ -2,12 +2,13 @@ import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
+import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import type { ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stableCodeOf } from "../../src/errors/index.ts";
 import { readBundle } from "../../src/skills/bundle/index.ts";
-import { FileBlobStore, parseS3Url, S3BlobStore, type BlobStore } from "../../src/storage/index.ts";
-import { startS3, type TestS3 } from "../helpers/s3.ts";
+import { FileBlobStore, parseS3Url, S3BlobStore, StorageError, type BlobStore } from "../../src/storage/index.ts";
+import { S3_BUCKET, startS3, type TestS3 } from "../helpers/s3.ts";
 import { bundleOf, skillMd } from "../helpers/skills.ts";
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
@@ -19,13 +20,16 @@ async function* chunksOf(bytes: Uint8Array, size: number): AsyncGenerator<Uint8A
 let s3: TestS3;
 beforeAll(async () => {
   s3 = await startS3();
+  // The SDK's default chain reads the credentials from the environment, as in production.
   Object.assign(process.env, s3.env);
 });
 afterAll(() => s3?.stop());
 
+const s3Prefix = `contract-${randomUUID()}`;
+
 const adapters: Array<[string, () => Promise<BlobStore>]> = [
   ["FileBlobStore", async () => FileBlobStore.open(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-blobs-")))],
-  ["S3BlobStore", () => S3BlobStore.open(parseS3Url(s3.blobUrl(`contract-${randomUUID()}`)))],
+  ["S3BlobStore", () => S3BlobStore.open(parseS3Url(s3.blobUrl(s3Prefix)))],
 ];
 
 describe.each(adapters)("the BlobStore contract: %s", (_name, open) => {
@@ -101,5 +105,26 @@ describe.each(adapters)("the BlobStore contract: %s", (_name, open) => {
     } finally {
       await ranges.close();
     }
+  });
+});
+
+describe("S3BlobStore", () => {
+  it("leaves no temporary objects behind, whether writes were verified or refused", async () => {
+    const client = new S3Client({ endpoint: new URL(s3.blobUrl()).searchParams.get("endpoint")!, forcePathStyle: true });
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: S3_BUCKET, Prefix: `${s3Prefix}/` }));
+    const keys = (listed.Contents ?? []).map((object) => object.Key!.slice(s3Prefix.length + 1));
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.every((key) => /^sha256\/[0-9a-f]{64}$/.test(key))).toBe(true);
+  });
+
+  it("reports a store that does not answer as a StorageError naming the bucket, without credentials", async () => {
+    const open = S3BlobStore.open(parseS3Url(`s3://${S3_BUCKET}?endpoint=http://127.0.0.1:9&region=us-east-1&forcePathStyle=true`));
+    const error = await open.then(
+      () => undefined,
+      (thrown: unknown) => thrown,
+    );
+    expect(error).toBeInstanceOf(StorageError);
+    expect((error as Error).message).toContain(`S3 HeadBucket of ${S3_BUCKET}/`);
+    expect((error as Error).message).not.toContain(s3.env.AWS_SECRET_ACCESS_KEY);
   });
 });
