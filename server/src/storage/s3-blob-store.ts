@@ -126,6 +126,7 @@ export class S3BlobStore implements BlobStore, StagedUploads {
           throw error;
         }
       })(),
+      { objectMode: false },
     );
     const verified = finished(body);
     verified.catch(() => {});
@@ -139,6 +140,8 @@ export class S3BlobStore implements BlobStore, StagedUploads {
       await verified;
       await this.#copy(temp, this.#contentKey(expected.sha256));
     } finally {
+      // A PUT that failed for the store's reasons leaves the source unread: release it.
+      body.destroy();
       await this.#delete(temp);
     }
   }
@@ -170,7 +173,7 @@ export class S3BlobStore implements BlobStore, StagedUploads {
       // Asking for a SHA-256 makes a store that computes checksums compute one of the copy's bytes.
       const copied = await this.#copy(upload, temp, { ChecksumAlgorithm: "SHA256" });
       if (!copied) return undefined;
-      const head = await this.#head(temp);
+      const head = await this.#head(temp, { checksum: true });
       if (!head) throw new StorageError(`S3 object ${temp} vanished after it was copied`);
       if (head.size > maxBytes) {
         await this.#delete(upload);
@@ -204,14 +207,18 @@ export class S3BlobStore implements BlobStore, StagedUploads {
     return `${this.#prefix}uploads/${name}`;
   }
 
-  /** Size and, when the store reports a whole-object one, the SHA-256 (hex); undefined when absent. */
-  async #head(key: string): Promise<{ size: number; sha256: Sha256Hex | undefined } | undefined> {
+  /**
+   * Size and, asked for and when the store reports a whole-object one, the SHA-256 (hex); undefined
+   * when absent. Only asked for where needed: reading checksums can take more permissions (kms:Decrypt).
+   */
+  async #head(key: string, { checksum = false } = {}): Promise<{ size: number; sha256: Sha256Hex | undefined } | undefined> {
     return this.#call("HeadObject", key, async () => {
       try {
-        const head = await this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key, ChecksumMode: ChecksumMode.ENABLED }));
+        const mode = checksum ? { ChecksumMode: ChecksumMode.ENABLED } : {};
+        const head = await this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key, ...mode }));
         // A multipart object's checksum is one of its parts' checksums ("...-N"), not the content's.
-        const checksum = head.ChecksumSHA256 !== undefined && head.ChecksumType !== "COMPOSITE" ? Buffer.from(head.ChecksumSHA256, "base64") : undefined;
-        return { size: head.ContentLength ?? 0, sha256: checksum?.length === 32 ? checksum.toString("hex") : undefined };
+        const digest = head.ChecksumSHA256 !== undefined && head.ChecksumType !== "COMPOSITE" ? Buffer.from(head.ChecksumSHA256, "base64") : undefined;
+        return { size: head.ContentLength ?? 0, sha256: digest?.length === 32 ? digest.toString("hex") : undefined };
       } catch (error) {
         if (isMissing(error)) return undefined;
         throw error;
