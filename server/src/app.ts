@@ -25,7 +25,7 @@ import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
-import { dataDirSecrets, FileBlobStore, openStore, storageErrorInterceptor, type SecretSource } from "./storage/index.ts";
+import { dataDirSecrets, FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor, type SecretSource } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -56,11 +56,12 @@ export async function startService(settings: Settings, options: StartOptions = {
   const store = await openStore(settings.dataDir);
   let serviceEnv: ServiceEnvironment | undefined;
   try {
-    const blobs = await FileBlobStore.open(settings.dataDir);
+    const s3 = settings.blobStore && (await S3BlobStore.open(settings.blobStore));
+    const blobs = s3 ?? (await FileBlobStore.open(settings.dataDir));
     // The data directory's files, until the store is shared by several replicas.
     const secrets = dataDirSecrets(settings.dataDir);
     const { keys, devKeyFile } = await resolveKeys(settings, secrets);
-    const assets = await createAssets({ store, blobs, secrets, ...settings.limits, publicUrl: settings.publicUrl });
+    const assets = await createAssets({ store, blobs, staged: s3, secrets, ...settings.limits, publicUrl: settings.publicUrl });
 
     const skills = createSkills(store, assets, blobs, settings.limits);
 
@@ -120,7 +121,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const onRequest = createRequestListener({
       handlers: router.handlers,
       transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
-      rawEndpoints: [assets.uploads],
+      rawEndpoints: assets.uploads ? [assets.uploads] : [],
       publicJson: new Map([[OPENAPI_PATH, await readOpenApiFile()]]),
       staticSites: [await loadConsole(options.consoleDir)],
       corsOrigins: settings.corsOrigins,

@@ -47,6 +47,25 @@ describe("settings", () => {
     expect(loadSettings({ SERVICE_ENV_COMPILED_MEMORY_MIB: "0" }).env.compiledMemoryMib).toBe(0);
   });
 
+  it("reads SERVICE_BLOB_URL as an S3 location: bucket, key prefix, endpoint, region, path style", () => {
+    expect(loadSettings({}).blobStore).toBeUndefined();
+    expect(loadSettings({ SERVICE_BLOB_URL: "s3://skills-prod" }).blobStore).toEqual({
+      bucket: "skills-prod",
+      prefix: "",
+      endpoint: undefined,
+      region: undefined,
+      forcePathStyle: false,
+    });
+    expect(loadSettings({ SERVICE_BLOB_URL: "s3://skills/team/a/?endpoint=http://127.0.0.1:9000&region=us-east-1&forcePathStyle=true" }).blobStore).toEqual({
+      bucket: "skills",
+      prefix: "team/a/",
+      endpoint: "http://127.0.0.1:9000",
+      region: "us-east-1",
+      forcePathStyle: true,
+    });
+    expect(() => loadSettings({ SERVICE_BLOB_URL: "s3://skills", SERVICE_UPLOAD_URL_TTL_SECS: "604801" })).toThrow(/at most 604800 seconds/);
+  });
+
   it.each([
     ["SERVICE_LISTEN", "8080", "host:port"],
     ["SERVICE_LISTEN", "localhost:70000", "host:port"],
@@ -73,6 +92,13 @@ describe("settings", () => {
     ["SERVICE_JOURNAL_MAX_JSON_DEPTH", "0", "positive integer"],
     ["SERVICE_LOG_MAX_LINE_BYTES", "511", "at least 512"],
     ["SERVICE_LOG_HOST_REFUSALS_PER_MIN", "0", "positive integer"],
+    ["SERVICE_BLOB_URL", "https://bucket.s3.amazonaws.com", "s3://bucket"],
+    ["SERVICE_BLOB_URL", "s3://KEY:SECRET@bucket", "without credentials"],
+    ["SERVICE_BLOB_URL", "s3://Bucket_1", "bucket name"],
+    ["SERVICE_BLOB_URL", "s3://bucket/a/../b", "key prefix"],
+    ["SERVICE_BLOB_URL", "s3://bucket?endpoint=localhost:9000", "http(s) origin"],
+    ["SERVICE_BLOB_URL", "s3://bucket?forcePathStyle=yes", "true or false"],
+    ["SERVICE_BLOB_URL", "s3://bucket?secretAccessKey=x", "unknown parameter"],
   ])("%s=%j is refused, naming the setting and the accepted form", (name, value, form) => {
     expect(() => loadSettings({ [name]: value })).toThrow(SettingsError);
     try {

@@ -104,7 +104,7 @@ async function play(step: Step, wire: WireFormat, body: Record<string, unknown>,
   if (!(await pause(step.delayMs, closed))) return;
   const streaming = body.stream === true;
   if (step.error !== undefined) {
-    const retryAfter = step.error.retryAfterSecs === undefined ? {} : { "retry-after": String(step.error.retryAfterSecs) };
+    const retryAfter: Record<string, string> = step.error.retryAfterSecs === undefined ? {} : { "retry-after": String(step.error.retryAfterSecs) };
     return sendJson(response, step.error.status, wire.errorBody(step.error.type, step.error.message), retryAfter);
   }
   if (step.rawBody !== undefined) {

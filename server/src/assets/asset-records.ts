@@ -1,6 +1,6 @@
-import { KeyedLock, workspaceKey, type Sha256Hex, type Store, type Table } from "../storage/index.ts";
+import { readModifyWrite, workspaceKey, type Sha256Hex, type Store, type Table } from "../storage/index.ts";
 
-/** Proof that a workspace PUT verified bytes through a signed URL; consumed by finalize. */
+/** Proof that a workspace PUT verified bytes through the embedded signed URL; consumed by finalize. */
 interface UploadReceipt {
   sizeBytes: number;
   uploadedAt: string;
@@ -24,7 +24,6 @@ export class AssetRecords {
   readonly #store: Store;
   readonly #receipts: Table<UploadReceipt>;
   readonly #assets: Table<AssetRecord>;
-  readonly #lock = new KeyedLock();
   /** A finalized record never changes and is never deleted, so a remembered one is never stale. */
   readonly #finalized = new Map<string, AssetRecord>();
 
@@ -48,22 +47,25 @@ export class AssetRecords {
   }
 
   /**
-   * Turns the workspace's upload receipt into an asset, atomically. Returns the existing record
-   * when already finalized, undefined when this workspace never uploaded the content.
+   * Records the workspace's asset, atomically and safely across processes sharing the store:
+   * from `verifiedSizeBytes` when the caller has verified and stored the content itself, else
+   * by consuming the workspace's upload receipt. Returns the existing record when already
+   * finalized (concurrent finalizes all see the one record), undefined when there is neither
+   * a verified size nor a receipt.
    */
-  async finalize(workspace: string, sha256: Sha256Hex): Promise<AssetRecord | undefined> {
+  async finalize(workspace: string, sha256: Sha256Hex, verifiedSizeBytes?: number): Promise<AssetRecord | undefined> {
     const key = workspaceKey(workspace, sha256);
-    // Serialised per key: concurrent finalizes of one upload all see the one record it becomes.
-    return this.#lock.run(key, async () => {
-      const existing = await this.#assets.get(key);
-      if (existing) return existing;
-      const receipt = await this.#receipts.get(key);
-      if (!receipt) return undefined;
-      const record: AssetRecord = { sha256, sizeBytes: receipt.sizeBytes, finalizedAt: new Date().toISOString() };
-      await this.#store.write([this.#assets.putOp(key, record), this.#receipts.deleteOp(key)]);
-      this.#remember(key, record);
-      return record;
+    const record = await readModifyWrite(this.#store, async (reads) => {
+      const existing = await reads.get(this.#assets, key);
+      if (existing) return { ops: [], result: existing };
+      const receipt = verifiedSizeBytes === undefined ? await reads.get(this.#receipts, key) : undefined;
+      const sizeBytes = verifiedSizeBytes ?? receipt?.sizeBytes;
+      if (sizeBytes === undefined) return { ops: [], result: undefined };
+      const created: AssetRecord = { sha256, sizeBytes, finalizedAt: new Date().toISOString() };
+      return { ops: [this.#assets.putOp(key, created), ...(receipt ? [this.#receipts.deleteOp(key)] : [])], result: created };
     });
+    if (record) this.#remember(key, record);
+    return record;
   }
 
   /** The oldest remembered record makes room for a new one. */

@@ -4,18 +4,15 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { AssetSchema, type AssetService, type FinalizeRequest, type PresignRequest } from "../../../gen/skillenv/assets/v1/assets_pb.js";
 import { requireWorkspace } from "../auth/index.ts";
 import { serviceError } from "../errors/index.ts";
-import { SHA256_HEX, type BlobStore } from "../storage/index.ts";
+import { SHA256_HEX } from "../storage/index.ts";
 import type { AssetRecord, AssetRecords } from "./asset-records.ts";
-import { CHECKSUM_HEADER, type UploadSigner } from "./upload-signer.ts";
+import type { UploadTarget } from "./upload-target.ts";
 
 export interface AssetServiceOptions {
   records: AssetRecords;
-  blobs: BlobStore;
-  signer: UploadSigner;
+  target: UploadTarget;
   maxUploadBytes: number;
   uploadUrlTtlSecs: number;
-  /** Base of upload URLs; undefined: the scheme and authority the caller used. */
-  publicUrl: string | undefined;
 }
 
 export function createAssetService(options: AssetServiceOptions): ServiceImpl<typeof AssetService> {
@@ -26,11 +23,11 @@ export function createAssetService(options: AssetServiceOptions): ServiceImpl<ty
       const sizeBytes = checkSize(request.sizeBytes, options.maxUploadBytes);
       if (await options.records.get(workspace, sha256)) return { exists: true };
       const expires = Math.floor(Date.now() / 1000) + options.uploadUrlTtlSecs;
-      const base = options.publicUrl ?? new URL(context.url).origin;
+      const put = await options.target.presign({ workspace, sha256, sizeBytes, expires }, new URL(context.url).origin);
       return {
         exists: false,
-        uploadUrl: base + options.signer.sign({ workspace, sha256, sizeBytes, expires }),
-        uploadHeaders: { "content-type": "application/octet-stream", [CHECKSUM_HEADER]: sha256 },
+        uploadUrl: put.url,
+        uploadHeaders: put.headers,
         expiresAt: timestampFromMs(expires * 1000),
       };
     },
@@ -38,8 +35,8 @@ export function createAssetService(options: AssetServiceOptions): ServiceImpl<ty
     async finalize(request: FinalizeRequest, context: HandlerContext) {
       const workspace = requireWorkspace(context);
       const sha256 = checkSha256(request.sha256);
-      const record = await options.records.finalize(workspace, sha256);
-      if (!record || (await options.blobs.stat(sha256)) === undefined) {
+      const record = await options.target.finalize(workspace, sha256);
+      if (!record) {
         throw serviceError("asset_not_found", `no upload of ${sha256} by this workspace; PUT the bytes to the presigned URL first`);
       }
       return { asset: assetMessage(record) };

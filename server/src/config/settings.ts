@@ -1,6 +1,7 @@
 import * as path from "node:path";
 import { DEFAULT_BUNDLE_LIMITS } from "@skillenv/client/bundle";
 import { POOL_DEFAULTS } from "../engine/pool/defaults.ts";
+import { parseS3Url, type S3Location } from "../storage/index.ts";
 import {
   parseAbsolutePaths,
   parseApiKeys,
@@ -19,6 +20,8 @@ import {
 export interface Settings {
   listen: ListenAddress;
   dataDir: string;
+  /** The S3-compatible bucket holding blobs, which clients upload to directly; undefined: files in the data directory. */
+  blobStore: S3Location | undefined;
   /** API key -> workspace. Undefined means: use the development key in the data directory. */
   apiKeys: Map<string, string> | undefined;
   /** Base URL written into signed upload URLs; undefined means: the Host the client used. */
@@ -192,6 +195,7 @@ export function loadSettings(env: Env = process.env): Settings {
   const settings: Settings = {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
     dataDir,
+    blobStore: read("SERVICE_BLOB_URL", parseS3Url, undefined),
     apiKeys: read("SERVICE_API_KEYS", parseApiKeys, undefined),
     publicUrl: read("SERVICE_PUBLIC_URL", parseUrl, undefined),
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
@@ -282,6 +286,7 @@ export function loadSettings(env: Env = process.env): Settings {
   checkBodyBudgets(settings, problems);
   checkListBudget(settings, problems);
   checkWorkspaceRoot(settings, problems);
+  checkBlobStore(settings, problems);
   if (problems.length > 0) throw new SettingsError(`invalid settings:\n  ${problems.join("\n  ")}`);
   return settings;
 }
@@ -316,6 +321,15 @@ function checkWorkspaceRoot({ dataDir, env }: Settings, problems: string[]): voi
   };
   if (within(env.workspaceRoot, dataDir) || (within(dataDir, env.workspaceRoot) && !within(path.join(dataDir, "workspaces"), env.workspaceRoot))) {
     problems.push("SERVICE_ENV_WORKSPACE_ROOT: must not contain the data directory nor lie inside it, except under its workspaces/ directory");
+  }
+}
+
+/** S3 refuses presigned URLs valid for longer than 7 days. */
+const MAX_S3_PRESIGN_SECS = 7 * 24 * 3600;
+
+function checkBlobStore({ blobStore, limits }: Settings, problems: string[]): void {
+  if (blobStore && limits.uploadUrlTtlSecs > MAX_S3_PRESIGN_SECS) {
+    problems.push(`SERVICE_UPLOAD_URL_TTL_SECS, SERVICE_BLOB_URL: with S3, upload URLs last at most ${MAX_S3_PRESIGN_SECS} seconds (7 days)`);
   }
 }
 

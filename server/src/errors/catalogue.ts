@@ -63,9 +63,14 @@ export const errorCatalogue = {
   checksum_mismatch: {
     code: Code.InvalidArgument,
     httpStatus: 400,
-    summary: "Uploaded bytes do not hash to the signed SHA-256, or the checksum header differs from it.",
+    summary:
+      "Uploaded bytes do not hash to the signed SHA-256, or the checksum header differs from it. With uploads to S3, finalize finds it and removes the upload.",
   },
-  size_mismatch: { code: Code.InvalidArgument, httpStatus: 400, summary: "Uploaded bytes are not exactly the signed size." },
+  size_mismatch: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "Uploaded bytes are not exactly the signed size; with uploads to S3, finalize found more than the upload limit and removed the upload.",
+  },
   upload_url_expired: { code: Code.PermissionDenied, httpStatus: 403, summary: "The signed upload URL is past its expiry." },
   upload_url_invalid: {
     code: Code.PermissionDenied,

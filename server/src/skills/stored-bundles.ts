@@ -1,6 +1,7 @@
 import { maxCanonicalArchiveBytes } from "@skillenv/client/bundle";
 import type { AssetRecord } from "../assets/index.ts";
 import { serviceError } from "../errors/index.ts";
+import type { BlobStore } from "../storage/index.ts";
 import {
   inspectBundle,
   readBundle,
@@ -12,10 +13,8 @@ import {
   type SkillMdParser,
 } from "./bundle/index.ts";
 
-/** What the skills need of the blob store: ranged reads (FileBlobStore.openRanges). */
-export interface RangedBlobs {
-  openRanges(sha256: string): Promise<BundleSource & { close(): Promise<void> }>;
-}
+/** What the skills need of the blob store: ranged reads, from either adapter. */
+export type RangedBlobs = Pick<BlobStore, "openRanges">;
 
 /**
  * The bundles skills are bound to, read from the blob store. Reading one is bounded in every

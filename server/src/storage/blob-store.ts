@@ -1,3 +1,5 @@
+import type { Readable } from "node:stream";
+
 /** SHA-256 as 64 lowercase hexadecimal characters. */
 export type Sha256Hex = string;
 
@@ -22,4 +24,19 @@ export interface BlobStore {
    */
   write(expected: ExpectedContent, source: AsyncIterable<Uint8Array>): Promise<void>;
   read(sha256: Sha256Hex): Promise<Uint8Array>;
+  /**
+   * Opens a blob for reads of byte ranges, so a large blob is never held whole (a skill bundle is
+   * read entry by entry); close it after use.
+   */
+  openRanges(sha256: Sha256Hex): Promise<BlobRanges>;
+}
+
+/** A blob opened for ranged reads. */
+export interface BlobRanges {
+  readonly size: number;
+  /** Bytes [start, end); fewer only where the blob ends. */
+  read(start: number, end: number): Promise<Uint8Array>;
+  /** Bytes [start, end) as a stream. */
+  stream(start: number, end: number): Readable;
+  close(): Promise<void>;
 }

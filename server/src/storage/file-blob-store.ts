@@ -3,7 +3,7 @@ import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import { Readable } from "node:stream";
 import { serviceError } from "../errors/index.ts";
-import type { BlobStore, ExpectedContent, Sha256Hex } from "./blob-store.ts";
+import type { BlobRanges, BlobStore, ExpectedContent, Sha256Hex } from "./blob-store.ts";
 
 /**
  * Blobs as files: blobs/sha256/ab/<hash>. A write goes to blobs/tmp, is hashed and counted as
@@ -40,7 +40,6 @@ export class FileBlobStore implements BlobStore {
     return fs.readFile(this.#pathOf(sha256));
   }
 
-  /** Opens a blob for reads of byte ranges, so a large blob is never held whole; close it after use. */
   async openRanges(sha256: Sha256Hex): Promise<BlobRanges> {
     const handle = await fs.open(this.#pathOf(sha256), "r");
     const { size } = await handle.stat();
@@ -92,16 +91,6 @@ export class FileBlobStore implements BlobStore {
 }
 
 const RANGE_CHUNK_BYTES = 64 * 1024;
-
-/** A blob opened for ranged reads. */
-export interface BlobRanges {
-  readonly size: number;
-  /** Bytes [start, end); fewer only where the blob ends. */
-  read(start: number, end: number): Promise<Uint8Array>;
-  /** Bytes [start, end) as a stream. */
-  stream(start: number, end: number): Readable;
-  close(): Promise<void>;
-}
 
 async function copyVerified(source: AsyncIterable<Uint8Array>, file: fs.FileHandle, expected: ExpectedContent): Promise<void> {
   const hash = createHash("sha256");

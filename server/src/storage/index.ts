@@ -1,6 +1,9 @@
 export { openStore, workspaceKey, workspaceRange } from "./database.ts";
-export { SHA256_HEX, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
+export { SHA256_HEX, type BlobRanges, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 export { FileBlobStore } from "./file-blob-store.ts";
+export { S3BlobStore } from "./s3-blob-store.ts";
+export type { SignedPut, StagedUploads } from "./staged-uploads.ts";
+export { parseS3Url, type S3Location } from "./s3-location.ts";
 export { KeyedLock } from "./keyed-lock.ts";
 export { dataDirSecrets, readOrCreateKey, storeSecrets, type SecretSource } from "./data-key.ts";
 export { storageErrorInterceptor } from "./api-errors.ts";
