@@ -320,6 +320,34 @@ describe("runs", () => {
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
   });
 
+  it("sends a tool-use cycle's thinking block back exactly, and shows the thinking as its own events", async () => {
+    const sessionId = await workspaceSession();
+    provider.script("thinking-model", [
+      { thinking: "The file should be written first.", toolCalls: [{ id: "w", name: "fs", input: { v: 1, op: "write", path: "/workspace/t", data: "x" } }] },
+      { thinking: "Done; say so.", text: "Written." },
+    ]);
+    const parameters = { thinking: { type: "enabled", budget_tokens: 1024 } };
+    const { run } = await runs.createRun({
+      sessionId,
+      run: runInput("thinking-model", { model: { provider: "anthropic", name: "thinking-model", maxTokens: 2048, parameters } as never }),
+    });
+    const { run: done, events } = await finish(sessionId, run!.id);
+    // The stand-in refuses a round 2 without the thinking block, as the real API does.
+    expect({ status: done.status, error: done.error?.message }).toEqual({ status: "completed", error: undefined });
+    expect(done.outputText).toBe("Written.");
+    const rounds = provider.requests
+      .filter((request) => (request.body as { model?: string }).model === "thinking-model")
+      .map((request) => request.body as { messages: Array<{ role: string; content: Array<Record<string, unknown>> }> });
+    const replied = rounds[1]!.messages[1]!;
+    expect(replied.role).toBe("assistant");
+    expect(replied.content[0]).toEqual({ type: "thinking", thinking: "The file should be written first.", signature: expect.stringMatching(/^sig_/) });
+    expect(replied.content[1]).toMatchObject({ type: "tool_use", id: "w" });
+    expect(events.filter((event) => event.type === "assistant.thinking").map((event) => [event.data?.round, event.data?.text])).toEqual([
+      [1, "The file should be written first."],
+      [2, "Done; say so."],
+    ]);
+  });
+
   it("counts the tokens the provider reported for a model call the run's cancel cut off", async () => {
     const { session } = await sessions.createSession({});
     const sessionId = session!.id;

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { pieces, type Reply, type SseEvent, type WireFormat } from "./wire.ts";
 
 /** The Anthropic Messages API (POST /v1/messages). */
@@ -27,25 +28,62 @@ export const anthropic: WireFormat = {
       event("message_stop", {}),
     ];
   },
+
+  /**
+   * With thinking enabled, the last assistant message, when it called tools, must start with the
+   * thinking block that led to them, its signature intact (the Messages API's rule for extended
+   * thinking with tool use).
+   */
+  refusal(request) {
+    if ((request.thinking as { type?: unknown } | undefined)?.type !== "enabled") return undefined;
+    const messages = Array.isArray(request.messages) ? (request.messages as Array<{ role?: unknown; content?: unknown }>) : [];
+    const index = messages.findLastIndex((message) => message.role === "assistant");
+    const content = Array.isArray(messages[index]?.content) ? (messages[index]!.content as Array<Record<string, unknown>>) : [];
+    if (!content.some((block) => block.type === "tool_use")) return undefined;
+    const first = content[0]!;
+    if (first.type !== "thinking" && first.type !== "redacted_thinking") {
+      return `messages.${index}.content.0.type: Expected \`thinking\` or \`redacted_thinking\`, but found \`${String(first.type)}\`. When \`thinking\` is enabled, a final \`assistant\` message must start with a thinking block.`;
+    }
+    if (first.type === "thinking" && first.signature !== signatureOf(String(first.thinking)))
+      return `messages.${index}.content.0: Invalid \`signature\` in \`thinking\` block`;
+    return undefined;
+  },
 };
 
-type Block = { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; input: unknown };
+/** A stand-in for the API's signature: any change to the thinking text invalidates it. */
+function signatureOf(thinking: string): string {
+  return `sig_${createHash("sha256").update(thinking).digest("base64")}`;
+}
+
+type Block =
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "text"; text: string }
+  | { type: "tool_use"; id: string; name: string; input: unknown };
 
 function head(reply: Reply) {
   return { id: `msg_${reply.id}`, type: "message", role: "assistant", model: reply.model, stop_sequence: null };
 }
 
 function blocks(reply: Reply): Block[] {
+  const thinking: Block[] = reply.thinking === "" ? [] : [{ type: "thinking", thinking: reply.thinking, signature: signatureOf(reply.thinking) }];
   const text: Block[] = reply.text === "" ? [] : [{ type: "text", text: reply.text }];
-  return [...text, ...reply.toolCalls.map((call): Block => ({ type: "tool_use", ...call }))];
+  return [...thinking, ...text, ...reply.toolCalls.map((call): Block => ({ type: "tool_use", ...call }))];
 }
 
 /** A block opens empty, grows by deltas, and closes. */
 function blockEvents(block: Block, index: number, chunkChars: number): SseEvent[] {
   const [start, deltas] =
-    block.type === "text"
-      ? [{ type: "text", text: "" }, pieces(block.text, chunkChars).map((text) => ({ type: "text_delta", text }))]
-      : [{ ...block, input: {} }, pieces(JSON.stringify(block.input), chunkChars).map((json) => ({ type: "input_json_delta", partial_json: json }))];
+    block.type === "thinking"
+      ? [
+          { type: "thinking", thinking: "" },
+          [
+            ...pieces(block.thinking, chunkChars).map((thinking) => ({ type: "thinking_delta", thinking })),
+            { type: "signature_delta", signature: block.signature },
+          ],
+        ]
+      : block.type === "text"
+        ? [{ type: "text", text: "" }, pieces(block.text, chunkChars).map((text) => ({ type: "text_delta", text }))]
+        : [{ ...block, input: {} }, pieces(JSON.stringify(block.input), chunkChars).map((json) => ({ type: "input_json_delta", partial_json: json }))];
   return [
     event("content_block_start", { index, content_block: start }),
     ...deltas.map((delta) => ({ ...event("content_block_delta", { index, delta }), piece: true })),

@@ -84,6 +84,8 @@ async function handle(request: http.IncomingMessage, response: http.ServerRespon
   const body = parseObject(text);
   if (body === undefined) return sendJson(response, 400, wire.errorBody("invalid_request_error", "scripted provider: the body is not a JSON object"));
   requests.push({ method, path, headers: request.headers, body });
+  const refused = wire.refusal?.(body);
+  if (refused !== undefined) return sendJson(response, 400, wire.errorBody("invalid_request_error", refused));
   const next = book.take(String(body.model));
   if ("problem" in next) return sendJson(response, 400, wire.errorBody("invalid_request_error", next.problem));
   await play(next.step, wire, body, text, response);

@@ -9,6 +9,12 @@ export interface Step {
   stopReason?: string;
   /** Default: about one token per four characters of the request and of the reply. */
   usage?: { inputTokens: number; outputTokens: number };
+  /**
+   * Anthropic only: reasoning text sent first, as a thinking block with a signature. A request
+   * with thinking enabled must send it back unmodified with the tool calls it led to, as the real
+   * API demands, or is refused.
+   */
+  thinking?: string;
   /** Wait this long before answering. */
   delayMs?: number;
   /** Stream text and tool input in pieces of this many characters; default: one piece each. */
@@ -29,7 +35,7 @@ export interface Script {
   loop?: boolean;
 }
 
-const STEP_FIELDS = new Set(["text", "toolCalls", "stopReason", "usage", "delayMs", "chunkChars", "chunkDelayMs", "error", "rawBody", "drop"]);
+const STEP_FIELDS = new Set(["text", "thinking", "toolCalls", "stopReason", "usage", "delayMs", "chunkChars", "chunkDelayMs", "error", "rawBody", "drop"]);
 
 /** Checks the shape of a script from JSON (a file, the control endpoint); unknown step fields are refused, so a typo is not silently ignored. */
 export function parseScript(value: unknown): Script {

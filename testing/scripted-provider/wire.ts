@@ -5,6 +5,8 @@ export interface Reply {
   id: string;
   model: string;
   text: string;
+  /** Reasoning text (Anthropic's thinking block), "" for none. */
+  thinking: string;
   toolCalls: Array<{ id: string; name: string; input: unknown }>;
   /** In Anthropic's words; see Step.stopReason. */
   stopReason: string;
@@ -27,6 +29,8 @@ export interface WireFormat {
   whole(reply: Reply): unknown;
   /** The reply as server-sent events; `request` is the parsed request body. */
   events(reply: Reply, request: Record<string, unknown>): SseEvent[];
+  /** Why the real API would refuse the request, if it would for a reason the stand-in checks. */
+  refusal?(request: Record<string, unknown>): string | undefined;
 }
 
 let replies = 0;
@@ -42,6 +46,7 @@ export function replyFor(step: Step, model: string, requestText: string): Reply 
     id: String(n),
     model,
     text,
+    thinking: step.thinking ?? "",
     toolCalls,
     stopReason: step.stopReason ?? (toolCalls.length > 0 ? "tool_use" : "end_turn"),
     usage: step.usage ?? { inputTokens: Math.ceil(requestText.length / 4), outputTokens: Math.ceil(outputChars / 4) },

@@ -50,17 +50,20 @@ function messagesBody(request: ModelRequest): string {
 
 function wireMessage(message: ConversationMessage): Record<string, unknown> {
   const content: Array<UserContent | AssistantContent> = message.content;
-  return { role: message.role, content: content.map(wireBlock) };
+  return { role: message.role, content: content.flatMap(wireBlock) };
 }
 
-function wireBlock(block: UserContent | AssistantContent): Record<string, unknown> {
+function wireBlock(block: UserContent | AssistantContent): Array<Record<string, unknown>> {
   switch (block.type) {
     case "text":
-      return { type: "text", text: block.text };
+      return [{ type: "text", text: block.text }];
     case "tool_result":
-      return { type: "tool_result", tool_use_id: block.toolCallId, content: block.output, is_error: block.isError };
+      return [{ type: "tool_result", tool_use_id: block.toolCallId, content: block.output, is_error: block.isError }];
     case "tool_call":
-      return { type: "tool_use", id: block.id, name: block.name, input: block.input };
+      return [{ type: "tool_use", id: block.id, name: block.name, input: block.input }];
+    case "provider_block":
+      // Exactly as it came (thinking with its signature); another provider's blocks mean nothing here.
+      return block.provider === NAME ? [block.block] : [];
   }
 }
 
@@ -73,8 +76,8 @@ interface WireEvent {
   type?: string;
   index?: number;
   message?: { usage?: WireUsage };
-  content_block?: { type?: string; text?: string; id?: string; name?: string };
-  delta?: { type?: string; text?: string; partial_json?: string; stop_reason?: string | null };
+  content_block?: { type?: string; text?: string; id?: string; name?: string } & Record<string, unknown>;
+  delta?: { type?: string; text?: string; partial_json?: string; thinking?: string; signature?: string; stop_reason?: string | null };
   usage?: WireUsage;
   error?: { type?: string };
 }
@@ -147,6 +150,9 @@ function startBlock(drafts: Map<number | undefined, ContentDraft>, event: WireEv
     if (text !== "") onTextDelta?.(text);
   } else if (block?.type === "tool_use") {
     drafts.set(event.index, { type: "tool_call", id: String(block.id ?? ""), name: String(block.name ?? ""), json: "" });
+  } else if (typeof block?.type === "string") {
+    // Thinking, redacted thinking, server tool use and results: kept whole, to be sent back as they are.
+    drafts.set(event.index, { type: "provider_block", block: { ...block }, json: "" });
   }
 }
 
@@ -156,8 +162,13 @@ function applyDelta(draft: ContentDraft | undefined, delta: WireEvent["delta"], 
     onTextDelta?.(delta.text);
   } else if (draft?.type === "tool_call" && delta?.type === "input_json_delta" && typeof delta.partial_json === "string") {
     draft.json += delta.partial_json;
+  } else if (draft?.type === "provider_block") {
+    if (delta?.type === "thinking_delta" && typeof delta.thinking === "string") draft.block.thinking = `${draft.block.thinking ?? ""}${delta.thinking}`;
+    else if (delta?.type === "signature_delta" && typeof delta.signature === "string")
+      draft.block.signature = `${draft.block.signature ?? ""}${delta.signature}`;
+    else if (delta?.type === "input_json_delta" && typeof delta.partial_json === "string") draft.json += delta.partial_json;
   }
-  // Deltas the port does not carry (thinking, signatures, citations) are skipped.
+  // Other deltas (a text block's citations) are skipped.
 }
 
 /**

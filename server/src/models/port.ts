@@ -33,7 +33,15 @@ export type ConversationMessage = { role: "user"; content: UserContent[] } | { r
 
 export type UserContent = { type: "text"; text: string } | { type: "tool_result"; toolCallId: string; output: string; isError: boolean };
 
-export type AssistantContent = { type: "text"; text: string } | { type: "tool_call"; id: string; name: string; input: unknown };
+export type AssistantContent = { type: "text"; text: string } | { type: "tool_call"; id: string; name: string; input: unknown } | ProviderBlock;
+
+/**
+ * A block of a provider's reply that the service does not interpret (Anthropic's thinking,
+ * redacted thinking and server tool blocks), kept as the provider sent it, so that it goes back
+ * to that provider exactly (Anthropic requires a tool-use cycle's thinking blocks, signatures and
+ * all, in the next request). Other providers never see it.
+ */
+export type ProviderBlock = { type: "provider_block"; provider: string; block: Record<string, unknown> };
 
 export interface ModelResponse {
   content: AssistantContent[];

@@ -1,10 +1,12 @@
 import { jsonTextDepth } from "../json/index.ts";
-import { ModelError, type AssistantContent, type StopReason } from "./port.ts";
+import { ModelError, type AssistantContent, type ProviderBlock, type StopReason } from "./port.ts";
 
 /** A reply's content while it streams in: text as it grows, a tool call's input as JSON text. */
-export type ContentDraft = TextDraft | ToolCallDraft;
+export type ContentDraft = TextDraft | ToolCallDraft | ProviderBlockDraft;
 export type TextDraft = { type: "text"; text: string };
 export type ToolCallDraft = { type: "tool_call"; id: string; name: string; json: string };
+/** A block the port does not interpret, as it grows; `json` is input streamed as JSON text (a server tool's), if any. */
+export type ProviderBlockDraft = { type: "provider_block"; block: Record<string, unknown>; json: string };
 
 /**
  * The finished content, in draft order. Empty text is dropped (providers refuse empty text sent
@@ -18,6 +20,10 @@ export function finishContent(drafts: Iterable<ContentDraft>, stopReason: StopRe
   for (const draft of drafts) {
     if (draft.type === "text") {
       if (draft.text !== "") content.push({ type: "text", text: draft.text });
+      continue;
+    }
+    if (draft.type === "provider_block") {
+      content.push(finishProviderBlock(draft, provider, maxJsonDepth));
       continue;
     }
     const input = parseInput(draft.json);
@@ -35,6 +41,24 @@ export function finishContent(drafts: Iterable<ContentDraft>, stopReason: StopRe
     content.push({ type: "tool_call", id: draft.id, name: draft.name, input });
   }
   return content;
+}
+
+/** The block as the provider sent it, its streamed input parsed; one the service could not keep is model_invalid_response. */
+function finishProviderBlock(draft: ProviderBlockDraft, provider: string, maxJsonDepth: number): ProviderBlock {
+  const block = { ...draft.block };
+  if (draft.json !== "") {
+    const input = parseInput(draft.json);
+    if (input === undefined) throw new ModelError("model_invalid_response", `${provider}: a ${String(block.type)} block's input is not JSON`);
+    block.input = input;
+  }
+  const depth = jsonTextDepth(JSON.stringify(block));
+  if (depth > maxJsonDepth) {
+    throw new ModelError(
+      "model_invalid_response",
+      `${provider}: a ${String(block.type)} block nests ${depth} levels deep, more than the ${maxJsonDepth} the service keeps`,
+    );
+  }
+  return { type: "provider_block", provider, block };
 }
 
 /** A tool without input streams no input text at all. Undefined when the text is not JSON. */

@@ -172,6 +172,12 @@ export class Turn implements LoopHost {
     }
     record.usage.inputTokens += reply.usage.inputTokens;
     record.usage.outputTokens += reply.usage.outputTokens;
+    for (const part of reply.content) {
+      // The model's reasoning, as its provider shows it: thinking text, or only that it was redacted.
+      if (part.type !== "provider_block") continue;
+      if (part.block.type === "thinking") this.#events.record("assistant.thinking", { round, text: String(part.block.thinking ?? "") });
+      else if (part.block.type === "redacted_thinking") this.#events.record("assistant.thinking", { round, text: "", redacted: true });
+    }
     const toolCalls = reply.content.filter((part) => part.type === "tool_call");
     // Logged as the message the loop adds next (both loops add the reply as it is, at once).
     this.#events.record("assistant.message", { round, text: textOf(reply.content), toolCalls, stopReason: reply.stopReason }, [
