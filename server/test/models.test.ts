@@ -43,6 +43,7 @@ function request(name: string, fields: Partial<ModelRequest> = {}): ModelRequest
     tools: [],
     maxTokens: 1024,
     parameters: {},
+    promptCache: false,
     ...fields,
   };
 }
@@ -348,6 +349,21 @@ describe.each(adapters)("the $name adapter", (adapter) => {
   });
 });
 
+describe("the openai adapter reading the stream", () => {
+  it("reports the prompt tokens OpenAI read from its cache", async () => {
+    const provider = createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
+    const chunk = (fields: object) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", ...fields })}\n\n`;
+    const body = [
+      chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, finish_reason: null }] }),
+      chunk({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }),
+      chunk({ choices: [], usage: { prompt_tokens: 1200, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 1024 } } }),
+      "data: [DONE]\n\n",
+    ].join("");
+    const { response } = await complete(provider, request(model([{ rawBody: body }])));
+    expect(response.usage).toEqual({ inputTokens: 1200, outputTokens: 2, cacheReadInputTokens: 1024 });
+  });
+});
+
 describe("the anthropic adapter reading the stream", () => {
   const provider = () => createAnthropicProvider({ baseUrl: scripted.anthropicBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
   const sse = (...events: object[]) => events.map((event) => `event: ${(event as { type: string }).type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
@@ -362,7 +378,7 @@ describe("the anthropic adapter reading the stream", () => {
 
     const done = sse(start, { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 3 } }, { type: "message_stop" });
     const { response } = await complete(provider(), request(model([{ rawBody: done }])));
-    expect(response.usage).toEqual({ inputTokens: 115, outputTokens: 3 });
+    expect(response.usage).toEqual({ inputTokens: 115, outputTokens: 3, cacheCreationInputTokens: 5, cacheReadInputTokens: 100 });
   });
 
   it("drops a tool call that max_tokens cut off, keeping the text before it", async () => {

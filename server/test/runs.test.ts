@@ -33,6 +33,7 @@ function depthOf(value: unknown): number {
 
 /** What the service sent to the scripted provider (wire JSON: checked field by field below). */
 type Sent = { headers: Record<string, string>; body: any };
+type CachedBody = { system: unknown; messages: Array<{ role: string; content: Array<Record<string, unknown>> }> };
 
 beforeAll(() => buildTestComponents(), 600_000);
 
@@ -346,6 +347,51 @@ describe("runs", () => {
       [1, "The file should be written first."],
       [2, "Done; say so."],
     ]);
+  });
+
+  it("marks prompt cache breakpoints on every request's stable prefix and reports the cache's tokens, unless the run opts out", async () => {
+    const sessionId = await workspaceSession();
+    provider.script("cache-model", [
+      {
+        toolCalls: [{ id: "w", name: "fs", input: { v: 1, op: "write", path: "/workspace/c", data: "x" } }],
+        usage: { inputTokens: 10, outputTokens: 3, cacheCreationInputTokens: 900 },
+      },
+      { text: "Cached.", usage: { inputTokens: 12, outputTokens: 2, cacheReadInputTokens: 900 } },
+    ]);
+    const { run } = await runs.createRun({ sessionId, run: runInput("cache-model", { agentsMd: "Be brief." }) });
+    const { run: done, events } = await finish(sessionId, run!.id);
+    expect(done.status).toBe("completed");
+    const sent = provider.requests
+      .filter((request) => (request.body as { model?: string }).model === "cache-model")
+      .map((request) => request.body as CachedBody);
+    for (const body of sent) {
+      expect(body.system).toEqual([{ type: "text", text: expect.stringContaining("Be brief."), cache_control: { type: "ephemeral" } }]);
+      // Only the newest message carries a breakpoint, on its last block.
+      expect(body.messages.map((message) => message.content.map((block) => block.cache_control !== undefined))).toEqual(
+        body.messages.map((_, index) =>
+          index === body.messages.length - 1
+            ? body.messages[index]!.content.map((__, at, all) => at === all.length - 1)
+            : body.messages[index]!.content.map(() => false),
+        ),
+      );
+    }
+    // Round 2 ends with the tool's result, which holds the breakpoint.
+    expect(sent[1]!.messages.at(-1)!.content.at(-1)).toMatchObject({ type: "tool_result", cache_control: { type: "ephemeral" } });
+    expect(done.usage).toMatchObject({ inputTokens: 10n + 900n + 12n + 900n, cacheCreationInputTokens: 900n, cacheReadInputTokens: 900n });
+    expect(events.filter((event) => event.type === "model.usage").map((event) => event.data?.cacheReadInputTokens)).toEqual([undefined, 900]);
+
+    provider.script("uncached-model", [{ text: "Plain." }]);
+    const { run: plain } = await runs.createRun({
+      sessionId,
+      run: runInput("uncached-model", {
+        agentsMd: "Be brief.",
+        model: { provider: "anthropic", name: "uncached-model", maxTokens: 0, disablePromptCache: true } as never,
+      }),
+    });
+    expect((await finish(sessionId, plain!.id)).run.model?.disablePromptCache).toBe(true);
+    const uncached = provider.requests.find((request) => (request.body as { model?: string }).model === "uncached-model")!.body as CachedBody;
+    expect(uncached.system).toEqual(expect.stringContaining("Be brief."));
+    expect(JSON.stringify(uncached.messages)).not.toContain("cache_control");
   });
 
   it("counts the tokens the provider reported for a model call the run's cancel cut off", async () => {

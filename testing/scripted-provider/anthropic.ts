@@ -12,7 +12,7 @@ export const anthropic: WireFormat = {
       ...head(reply),
       content: blocks(reply),
       stop_reason: reply.stopReason,
-      usage: { input_tokens: reply.usage.inputTokens, output_tokens: reply.usage.outputTokens },
+      usage: { ...inputUsage(reply), output_tokens: reply.usage.outputTokens },
     };
   },
 
@@ -20,7 +20,7 @@ export const anthropic: WireFormat = {
     return [
       // The real API reports a first output token at the start, and a ping before the content.
       event("message_start", {
-        message: { ...head(reply), content: [], stop_reason: null, usage: { input_tokens: reply.usage.inputTokens, output_tokens: 1 } },
+        message: { ...head(reply), content: [], stop_reason: null, usage: { ...inputUsage(reply), output_tokens: 1 } },
       }),
       event("ping", {}),
       ...blocks(reply).flatMap((block, index) => blockEvents(block, index, reply.chunkChars)),
@@ -49,6 +49,16 @@ export const anthropic: WireFormat = {
     return undefined;
   },
 };
+
+/** Input as the Messages API counts it: the uncached tokens, and the cache's own counts when the script gives them. */
+function inputUsage(reply: Reply): Record<string, number> {
+  const { inputTokens, cacheCreationInputTokens, cacheReadInputTokens } = reply.usage;
+  return {
+    input_tokens: inputTokens,
+    ...(cacheCreationInputTokens === undefined ? {} : { cache_creation_input_tokens: cacheCreationInputTokens }),
+    ...(cacheReadInputTokens === undefined ? {} : { cache_read_input_tokens: cacheReadInputTokens }),
+  };
+}
 
 /** A stand-in for the API's signature: any change to the thinking text invalidates it. */
 function signatureOf(thinking: string): string {

@@ -7,8 +7,12 @@ export interface Step {
    * for OpenAI; any other value is sent as it is. Default: tool_use with tool calls, else end_turn.
    */
   stopReason?: string;
-  /** Default: about one token per four characters of the request and of the reply. */
-  usage?: { inputTokens: number; outputTokens: number };
+  /**
+   * Default: about one token per four characters of the request and of the reply. The cache
+   * counts are sent by the Anthropic format only, beside `inputTokens` (the uncached input), as
+   * the Messages API counts them.
+   */
+  usage?: { inputTokens: number; outputTokens: number; cacheCreationInputTokens?: number; cacheReadInputTokens?: number };
   /**
    * Anthropic only: reasoning text sent first, as a thinking block with a signature. A request
    * with thinking enabled must send it back unmodified with the tool calls it led to, as the real

@@ -10,7 +10,7 @@ export interface Reply {
   toolCalls: Array<{ id: string; name: string; input: unknown }>;
   /** In Anthropic's words; see Step.stopReason. */
   stopReason: string;
-  usage: { inputTokens: number; outputTokens: number };
+  usage: NonNullable<Step["usage"]>;
   /** Characters per streamed piece of text or tool input. */
   chunkChars: number;
 }

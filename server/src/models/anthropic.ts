@@ -9,6 +9,7 @@ import {
   type ModelResponse,
   type StopReason,
   type ToolDefinition,
+  type Usage,
   type UserContent,
 } from "./port.ts";
 import { finishContent, type ContentDraft } from "./reply.ts";
@@ -37,15 +38,33 @@ const wire = new WireMessages((message) => [wireMessage(message)]);
 
 /** The caller's parameters come first, so the request's own fields always win. */
 function messagesBody(request: ModelRequest): string {
+  const cache = request.promptCache;
+  const system = request.system === "" ? {} : { system: cache ? [{ type: "text", text: request.system, cache_control: EPHEMERAL }] : request.system };
   const fields = {
     ...request.parameters,
     model: request.model,
     max_tokens: request.maxTokens,
-    ...(request.system === "" ? {} : { system: request.system }),
+    ...system,
     ...(request.tools.length === 0 ? {} : { tools: request.tools.map(wireTool) }),
     stream: true,
   };
-  return wire.body(fields, request.messages);
+  return wire.body(fields, request.messages, [], cache ? (message) => [withBreakpoint(wireMessage(message))] : undefined);
+}
+
+/** Anthropic's prompt cache, for its default five minutes: a run's rounds come seconds apart. */
+const EPHEMERAL = { type: "ephemeral" };
+
+/**
+ * Prompt caching (docs/models.md): a breakpoint after the system prompt (with the tools before it,
+ * the same for every run of a session) and one on the newest message, so each round reads the
+ * conversation so far from the cache and writes only what it adds. The breakpoint goes on the
+ * message's last block that may carry one (thinking blocks may not); none when there is none.
+ */
+function withBreakpoint(message: Record<string, unknown>): Record<string, unknown> {
+  const content = message.content as Array<Record<string, unknown>>;
+  const index = content.findLastIndex((block) => block.type !== "thinking" && block.type !== "redacted_thinking");
+  if (index < 0) return message;
+  return { ...message, content: content.map((block, at) => (at === index ? { ...block, cache_control: EPHEMERAL } : block)) };
 }
 
 function wireMessage(message: ConversationMessage): Record<string, unknown> {
@@ -112,7 +131,7 @@ async function readReply(
 ): Promise<ModelResponse> {
   /** Keyed by block index; blocks the port does not carry (thinking, server tools) have no draft. */
   const drafts = new Map<number | undefined, ContentDraft>();
-  const usage = { inputTokens: 0, outputTokens: 0 };
+  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   let stopReason: StopReason = "other";
   for await (const message of events) {
     const event = eventJson(message, NAME) as WireEvent;
@@ -175,10 +194,12 @@ function applyDelta(draft: ContentDraft | undefined, delta: WireEvent["delta"], 
  * Usage counts are cumulative, so each one seen replaces the last. Anthropic counts cached input
  * apart from input_tokens; the port's inputTokens is all the input the model read, as OpenAI counts it.
  */
-function readUsage(usage: ModelResponse["usage"], wire: WireUsage | undefined): void {
+function readUsage(usage: Usage, wire: WireUsage | undefined): void {
   if (typeof wire?.input_tokens === "number") {
     usage.inputTokens = wire.input_tokens + (wire.cache_creation_input_tokens ?? 0) + (wire.cache_read_input_tokens ?? 0);
   }
+  if (typeof wire?.cache_creation_input_tokens === "number") usage.cacheCreationInputTokens = wire.cache_creation_input_tokens;
+  if (typeof wire?.cache_read_input_tokens === "number") usage.cacheReadInputTokens = wire.cache_read_input_tokens;
   if (typeof wire?.output_tokens === "number") usage.outputTokens = wire.output_tokens;
 }
 

@@ -1,4 +1,5 @@
 export {
+  addUsage,
   ModelError,
   type AssistantContent,
   type ConversationMessage,
@@ -9,6 +10,7 @@ export {
   type ModelResponse,
   type StopReason,
   type ToolDefinition,
+  type Usage,
   type UserContent,
 } from "./port.ts";
 export { createModelProviders, type ModelProviders } from "./registry.ts";

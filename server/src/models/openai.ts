@@ -8,6 +8,7 @@ import {
   type ModelResponse,
   type StopReason,
   type ToolDefinition,
+  type Usage,
 } from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
 import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
@@ -85,7 +86,7 @@ interface WireChunk {
     delta?: { content?: string | null; tool_calls?: WireToolCallDelta[] };
     finish_reason?: string | null;
   }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
+  usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
   error?: unknown;
 }
 
@@ -111,7 +112,7 @@ async function readReply(
   const text: TextDraft = { type: "text", text: "" };
   /** Keyed by the tool call's index in the reply. */
   const calls = new Map<number | undefined, ToolCallDraft>();
-  const usage = { inputTokens: 0, outputTokens: 0 };
+  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   let stopReason: StopReason = "other";
   for await (const event of events) {
     if (event.data === "[DONE]") return { content: finishContent([text, ...calls.values()], stopReason, NAME, maxJsonDepth), stopReason, usage };
@@ -121,6 +122,9 @@ async function readReply(
       // Chat Completions reports usage once, in a chunk of its own before [DONE].
       if (typeof chunk.usage.prompt_tokens === "number") usage.inputTokens = chunk.usage.prompt_tokens;
       if (typeof chunk.usage.completion_tokens === "number") usage.outputTokens = chunk.usage.completion_tokens;
+      // OpenAI caches prompts by itself and says how much it read (part of prompt_tokens).
+      const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
+      if (typeof cached === "number") usage.cacheReadInputTokens = cached;
       onUsage?.({ ...usage });
     }
     // The request asks for one choice; a caller's `n` parameter would add others, which are ignored.

@@ -8,6 +8,8 @@
 export interface ModelRequest {
   /** The provider's model name. */
   model: string;
+  /** Mark prompt cache breakpoints on the request's stable prefix, where the provider has them (Anthropic). */
+  promptCache: boolean;
   /** "" for none. */
   system: string;
   messages: ConversationMessage[];
@@ -46,7 +48,25 @@ export type ProviderBlock = { type: "provider_block"; provider: string; block: R
 export interface ModelResponse {
   content: AssistantContent[];
   stopReason: StopReason;
-  usage: { inputTokens: number; outputTokens: number };
+  usage: Usage;
+}
+
+/** Tokens a call used. The cache counts are part of `inputTokens`, and present only when the provider reported them. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  /** Input written to the provider's prompt cache (Anthropic). */
+  cacheCreationInputTokens?: number;
+  /** Input read from the provider's prompt cache. */
+  cacheReadInputTokens?: number;
+}
+
+/** Adds `usage` to `total`, in place. */
+export function addUsage(total: Usage, usage: Usage): void {
+  total.inputTokens += usage.inputTokens;
+  total.outputTokens += usage.outputTokens;
+  if (usage.cacheCreationInputTokens !== undefined) total.cacheCreationInputTokens = (total.cacheCreationInputTokens ?? 0) + usage.cacheCreationInputTokens;
+  if (usage.cacheReadInputTokens !== undefined) total.cacheReadInputTokens = (total.cacheReadInputTokens ?? 0) + usage.cacheReadInputTokens;
 }
 
 export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "other";

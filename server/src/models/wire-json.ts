@@ -18,11 +18,25 @@ export class WireMessages {
     this.#wire = wire;
   }
 
-  /** `fields` as JSON, with `messages` last: the `leading` wire messages (not remembered), then the conversation's. */
-  body(fields: Record<string, unknown>, messages: readonly ConversationMessage[], leading: readonly unknown[] = []): string {
+  /**
+   * `fields` as JSON, with `messages` last: the `leading` wire messages (not remembered), then the
+   * conversation's; the last message's wire form made by `lastWire` instead when given (and not
+   * remembered), for what only the newest message of a request carries (a cache breakpoint).
+   */
+  body(
+    fields: Record<string, unknown>,
+    messages: readonly ConversationMessage[],
+    leading: readonly unknown[] = [],
+    lastWire?: (message: ConversationMessage) => unknown[],
+  ): string {
     const items = leading.map((item) => JSON.stringify(item));
-    for (const message of messages) {
-      const json = this.#itemsOf(message);
+    for (const [index, message] of messages.entries()) {
+      const json =
+        lastWire && index === messages.length - 1
+          ? lastWire(message)
+              .map((item) => JSON.stringify(item))
+              .join(",")
+          : this.#itemsOf(message);
       if (json !== "") items.push(json);
     }
     const head = JSON.stringify(fields);

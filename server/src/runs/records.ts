@@ -1,4 +1,5 @@
-import type { ConversationMessage } from "../models/index.ts";
+import type { ConversationMessage, Usage } from "../models/index.ts";
+import type { RunModel } from "./submission.ts";
 import { isId } from "../ids/index.ts";
 import { prefixEnd, readPage, type Page, type PageRequest, type Store, type Table, type WriteOp } from "../storage/index.ts";
 import { ConversationCache } from "./conversation-cache.ts";
@@ -12,11 +13,11 @@ export interface RunRecord {
   sessionId: string;
   workspace: string;
   status: RunStatus;
-  model: { provider: string; name: string; maxTokens: number; parameters: Record<string, unknown> };
+  model: RunModel;
   skills: Array<{ name: string; contentHash: string; description: string }>;
   createdAt: string;
   finishedAt?: string;
-  usage: { inputTokens: number; outputTokens: number };
+  usage: Usage;
   stopReason?: string;
   rounds: number;
   toolCalls: number;

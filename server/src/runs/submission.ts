@@ -45,9 +45,18 @@ export interface SubmissionRules {
   maxFieldBytes: number;
 }
 
+/** A run's model, as submitted and recorded. `disablePromptCache` is there only when true, so that older hashes stay what they were. */
+export interface RunModel {
+  provider: string;
+  name: string;
+  maxTokens: number;
+  parameters: Record<string, unknown>;
+  disablePromptCache?: true;
+}
+
 /** A checked submission; the provider keys stay apart and are never stored. */
 export interface Submission {
-  model: { provider: string; name: string; maxTokens: number; parameters: Record<string, unknown> };
+  model: RunModel;
   agentloop: { environment: string; implementation: JsonValue; configuration: string } | undefined;
   skills: string[];
   message: string;
@@ -92,7 +101,7 @@ export function checkSubmission(input: RunInput | undefined, rules: SubmissionRu
  */
 export function idempotencyHash(submission: Omit<Submission, "idempotencyHash" | "apiKey" | "idempotencyKey">): string {
   const { model, agentloop, skills, message, agentsMd, files, maxRounds } = submission;
-  const canonical = canonicalJson({ v: 1, model, agentloop: agentloop ?? null, skills, message, agentsMd, files, maxRounds } as JsonValue);
+  const canonical = canonicalJson({ v: 1, model, agentloop: agentloop ?? null, skills, message, agentsMd, files, maxRounds } as unknown as JsonValue);
   return createHash("sha256").update(canonical).digest("hex");
 }
 
@@ -117,7 +126,13 @@ function checkModel(input: RunInput, rules: SubmissionRules): Submission["model"
   checkJsonSize("model.parameters", parameters, rules.maxFieldBytes, FIELD_SETTING);
   const reserved = Object.keys(parameters).find((key) => RESERVED_PARAMETERS.has(key));
   if (reserved !== undefined) invalid(`model.parameters may not set ${reserved}; the service sets it`);
-  return { provider: model.provider, name: model.name, maxTokens: model.maxTokens || DEFAULT_MAX_TOKENS, parameters };
+  return {
+    provider: model.provider,
+    name: model.name,
+    maxTokens: model.maxTokens || DEFAULT_MAX_TOKENS,
+    parameters,
+    ...(model.disablePromptCache ? { disablePromptCache: true as const } : {}),
+  };
 }
 
 function checkAgentLoop(input: RunInput, rules: SubmissionRules): Submission["agentloop"] {

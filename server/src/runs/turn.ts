@@ -1,7 +1,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import type { StagedFile } from "../environments/index.ts";
 import { describeError } from "../errors/index.ts";
-import { ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition } from "../models/index.ts";
+import { addUsage, ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition, type Usage } from "../models/index.ts";
 import type { ProgressLimits } from "../config/index.ts";
 import { ProgressBudget, SKILLS_TOOL_NAME, type AgentLoopPlacement, type Sessions, type ToolCallResult } from "../sessions/index.ts";
 import {
@@ -138,7 +138,7 @@ export class Turn implements LoopHost {
     ]);
     const deltas = this.#events.deltas(round);
     /** What the provider has said this call used, counted even when the call does not finish. */
-    let used = { inputTokens: 0, outputTokens: 0 };
+    let used: Usage = { inputTokens: 0, outputTokens: 0 };
     let reply: ModelResponse;
     try {
       reply = await this.#deps.provider.complete(
@@ -149,6 +149,7 @@ export class Turn implements LoopHost {
           tools,
           maxTokens: submission.model.maxTokens,
           parameters: submission.model.parameters,
+          promptCache: !submission.model.disablePromptCache,
         },
         // In the first round model.request shares the batch of the run's record: the request is
         // prepared while that batch syncs, and sent once it is durable.
@@ -163,15 +164,13 @@ export class Turn implements LoopHost {
       );
     } catch (error) {
       // A cancelled or broken-off call still cost what the provider reported.
-      record.usage.inputTokens += used.inputTokens;
-      record.usage.outputTokens += used.outputTokens;
+      addUsage(record.usage, used);
       throw error;
     } finally {
       // Text that streamed in is journaled before anything the turn records next, its end included.
       deltas.end();
     }
-    record.usage.inputTokens += reply.usage.inputTokens;
-    record.usage.outputTokens += reply.usage.outputTokens;
+    addUsage(record.usage, reply.usage);
     for (const part of reply.content) {
       // The model's reasoning, as its provider shows it: thinking text, or only that it was redacted.
       if (part.type !== "provider_block") continue;

@@ -130,6 +130,15 @@ export declare type Model = Message<"skillenv.sessions.v1.Model"> & {
    * @generated from field: google.protobuf.Struct parameters = 4;
    */
   parameters?: JsonObject | undefined;
+
+  /**
+   * Anthropic only: leave out the prompt cache breakpoints the service marks
+   * on the stable prefix of every request (the system prompt and the
+   * conversation so far; docs/models.md). Default false: cached.
+   *
+   * @generated from field: bool disable_prompt_cache = 5;
+   */
+  disablePromptCache: boolean;
 };
 
 /**
@@ -389,7 +398,8 @@ export declare const SkillSnapshotSchema: GenMessage<SkillSnapshot>;
  */
 export declare type Usage = Message<"skillenv.sessions.v1.Usage"> & {
   /**
-   * Prompt tokens.
+   * Prompt tokens, those read from or written to the provider's prompt cache
+   * included.
    *
    * @generated from field: int64 input_tokens = 1;
    */
@@ -401,6 +411,20 @@ export declare type Usage = Message<"skillenv.sessions.v1.Usage"> & {
    * @generated from field: int64 output_tokens = 2;
    */
   outputTokens: bigint;
+
+  /**
+   * Of input_tokens, those written to the provider's prompt cache (Anthropic).
+   *
+   * @generated from field: int64 cache_creation_input_tokens = 3;
+   */
+  cacheCreationInputTokens: bigint;
+
+  /**
+   * Of input_tokens, those read from the provider's prompt cache.
+   *
+   * @generated from field: int64 cache_read_input_tokens = 4;
+   */
+  cacheReadInputTokens: bigint;
 };
 
 /**

@@ -94,16 +94,18 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Model(_message.Message):
-    __slots__ = ["max_tokens", "name", "parameters", "provider"]
+    __slots__ = ["disable_prompt_cache", "max_tokens", "name", "parameters", "provider"]
+    DISABLE_PROMPT_CACHE_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    disable_prompt_cache: bool
     max_tokens: int
     name: str
     parameters: _struct_pb2.Struct
     provider: str
-    def __init__(self, provider: _Optional[str] = ..., name: _Optional[str] = ..., max_tokens: _Optional[int] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    def __init__(self, provider: _Optional[str] = ..., name: _Optional[str] = ..., max_tokens: _Optional[int] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., disable_prompt_cache: bool = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ["created_at", "error", "finished_at", "id", "idempotency_hash", "idempotency_key", "model", "output_text", "rounds", "session_id", "skills", "status", "stop_reason", "tool_calls", "usage"]
@@ -195,9 +197,13 @@ class SkillSnapshot(_message.Message):
     def __init__(self, name: _Optional[str] = ..., content_hash: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ["input_tokens", "output_tokens"]
+    __slots__ = ["cache_creation_input_tokens", "cache_read_input_tokens", "input_tokens", "output_tokens"]
+    CACHE_CREATION_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
     input_tokens: int
     output_tokens: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ...) -> None: ...
