@@ -5,6 +5,7 @@ import {
   parseAbsolutePaths,
   parseApiKeys,
   parseBoolean,
+  parseDatabaseUrl,
   parseEnvNames,
   parseList,
   parseListen,
@@ -19,6 +20,8 @@ import {
 export interface Settings {
   listen: ListenAddress;
   dataDir: string;
+  /** The shared PostgreSQL database of the metadata; undefined: LevelDB in the data directory. Holds a password: never log it. */
+  databaseUrl: string | undefined;
   /** API key -> workspace. Undefined means: use the development key in the data directory. */
   apiKeys: Map<string, string> | undefined;
   /** Base URL written into signed upload URLs; undefined means: the Host the client used. */
@@ -192,6 +195,7 @@ export function loadSettings(env: Env = process.env): Settings {
   const settings: Settings = {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
     dataDir,
+    databaseUrl: read("SERVICE_DATABASE_URL", parseDatabaseUrl, undefined),
     apiKeys: read("SERVICE_API_KEYS", parseApiKeys, undefined),
     publicUrl: read("SERVICE_PUBLIC_URL", parseUrl, undefined),
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,
