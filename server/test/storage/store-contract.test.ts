@@ -6,16 +6,7 @@ import { Level } from "level";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { MIGRATIONS } from "../../src/storage/postgres-migrations.ts";
-import {
-  LevelStore,
-  openPostgresStore,
-  prefixEnd,
-  readModifyWrite,
-  StorageError,
-  WriteConflict,
-  type Store,
-  type WriteOp,
-} from "../../src/storage/index.ts";
+import { LevelStore, openPostgresStore, prefixEnd, readModifyWrite, StorageError, WriteConflict, type Store, type WriteOp } from "../../src/storage/index.ts";
 import { startPostgres, type TestPostgres } from "../helpers/postgres.ts";
 
 const POSTGRES_STORE = path.resolve(import.meta.dirname, "../../src/storage/postgres-store.ts");
@@ -148,6 +139,34 @@ function storeContract(open: () => Promise<Opened>): void {
       ["k", "first"],
       ["plain", "fourth"],
     ]);
+  });
+
+  it("lets one of two writers create a key both found absent, and never both of two that each expect the other's key absent", async () => {
+    const peer = await opened.peer();
+    const rounds = 20;
+    const t = store.table<string>("t");
+    const create = (writer: Store, key: string, name: string) => writer.write([t.expectOp(key, undefined), t.putOp(key, name)]);
+    // Write skew: each expects absent the key the other creates.
+    const skew = (writer: Store, expected: string, created: string) => writer.write([t.expectOp(expected, undefined), t.putOp(created, "skew")]);
+    for (let round = 0; round < rounds; round++) {
+      const created = await Promise.allSettled([create(store, `c${round}`, "store"), create(peer, `c${round}`, "peer")]);
+      expect(created.filter((result) => result.status === "fulfilled")).toHaveLength(1);
+      const skewed = await Promise.allSettled([skew(store, `x${round}`, `y${round}`), skew(peer, `y${round}`, `x${round}`)]);
+      expect(skewed.filter((result) => result.status === "fulfilled").length).toBeGreaterThanOrEqual(1);
+      expect([await t.get(`x${round}`), await t.get(`y${round}`)]).toContain(undefined);
+    }
+  });
+
+  it("applies a batch of many keys, with conditions on them, as one", async () => {
+    const t = store.table<number>("t");
+    const keys = Array.from({ length: 1000 }, (_, i) => `k${String(i).padStart(4, "0")}`);
+    await store.write(keys.map((key, i) => t.putOp(key, i)));
+    const results = await Promise.allSettled([
+      store.write(keys.flatMap((key, i) => [t.expectOp(key, i), t.putOp(key, i + 1)])),
+      store.write(keys.flatMap((key, i) => [t.expectOp(key, i), t.putOp(key, -1)])),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(["fulfilled", "rejected"]);
+    expect(await t.values({})).toEqual(keys.map((_, i) => i + 1));
   });
 
   it("keeps a counter exact under readModifyWrite from two concurrent writers", async () => {
