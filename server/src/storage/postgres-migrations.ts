@@ -40,7 +40,7 @@ export async function migrate(client: pg.ClientBase): Promise<void> {
     const known = new Set(MIGRATIONS.map((migration) => migration.version));
     const unknown = [...applied].filter((version) => !known.has(version));
     if (unknown.length > 0) {
-      throw new SchemaTooNew(
+      throw new UnusableDatabase(
         `the metadata database has schema version ${Math.max(...unknown)}, newer than this server knows (${Math.max(...known)}): run a newer server, or another database`,
       );
     }
@@ -61,7 +61,7 @@ export async function migrate(client: pg.ClientBase): Promise<void> {
   }
 }
 
-/** The database was migrated by a newer server than this one. */
-export class SchemaTooNew extends Error {
-  override name = "SchemaTooNew";
+/** A database this server must not use (a schema from a newer server, an encoding other than UTF8); the message says why. */
+export class UnusableDatabase extends Error {
+  override name = "UnusableDatabase";
 }

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { admit, slot, type PendingWrite } from "./group-conditions.ts";
-import { migrate } from "./postgres-migrations.ts";
+import { migrate, UnusableDatabase } from "./postgres-migrations.ts";
 import { StorageError, storageError, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
 /** Connections per store: one for the writer, the rest for reads running at once. */
@@ -20,8 +20,9 @@ const STORE_LOCK = "8318822839590873971";
 
 /**
  * Opens the PostgreSQL adapter of the store port on the database `url` names, after checking its
- * encoding and migrating its schema (postgres-migrations.ts). Failures to reach the database are
- * `StorageError`s naming only their code: never the URL, which may hold a password.
+ * encoding and migrating its schema (postgres-migrations.ts). A database it must not use is
+ * refused with `UnusableDatabase`; any other failure is a `StorageError` naming only its code
+ * (an errno, a SQLSTATE): never the URL, which may hold a password.
  */
 export async function openPostgresStore(url: string, options: { poolSize?: number } = {}): Promise<PostgresStore> {
   const pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? DEFAULT_POOL_SIZE });
@@ -29,9 +30,7 @@ export async function openPostgresStore(url: string, options: { poolSize?: numbe
   // process. The next query on the pool opens a new connection, or fails with a StorageError.
   pool.on("error", () => undefined);
   try {
-    const client = await pool.connect().catch((error: unknown) => {
-      throw storageError("connection", error);
-    });
+    const client = await pool.connect();
     try {
       await checkEncoding(client);
       await migrate(client);
@@ -40,7 +39,7 @@ export async function openPostgresStore(url: string, options: { poolSize?: numbe
     }
   } catch (error) {
     await pool.end().catch(() => undefined);
-    throw error;
+    throw error instanceof UnusableDatabase ? error : storageError("connection", error);
   }
   return new PostgresStore(pool);
 }
@@ -55,7 +54,9 @@ async function checkEncoding(client: pg.PoolClient): Promise<void> {
   );
   const encoding = rows[0]?.encoding;
   if (encoding !== "UTF8") {
-    throw new Error(`the metadata database's encoding is ${encoding}; the store needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)`);
+    throw new UnusableDatabase(
+      `the metadata database's encoding is ${encoding}; the store needs UTF8 (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)`,
+    );
   }
 }
 
