@@ -9,7 +9,7 @@ const DEFAULT_POOL_SIZE = 10;
 
 /**
  * A group touching more keys than this locks the whole store instead of each key (see
- * `#lock`): advisory locks live in PostgreSQL's shared lock table, sized by
+ * `lock`): advisory locks live in PostgreSQL's shared lock table, sized by
  * max_locks_per_transaction (64 by default) times the connections, and a batch that deletes a
  * long journal would otherwise fill it.
  */
