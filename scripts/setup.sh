@@ -17,6 +17,7 @@ packages=(
   python3-protobuf       #   out of reach): clients/python/python.test.ts runs them
   python3-yaml
   python3-pytest
+  postgresql-15          # the PostgreSQL metadata store's tests start a private server (server/test/helpers/postgres.ts)
 )
 
 say() { echo "setup: $*" >&2; }

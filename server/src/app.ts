@@ -53,7 +53,7 @@ export interface StartOptions {
 
 /** Composition root: opens storage, starts the worker pool, wires the services and starts the one-port listener. */
 export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
-  const store = await openStore(settings.dataDir);
+  const store = await openStore(settings);
   let serviceEnv: ServiceEnvironment | undefined;
   try {
     const s3 = settings.blobStore && (await S3BlobStore.open(settings.blobStore));

@@ -398,7 +398,7 @@ describe("the server-internal API", () => {
   let artifacts: Artifacts;
   beforeAll(async () => {
     dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-artifacts-"));
-    store = await openStore(dataDir);
+    store = await openStore({ dataDir });
     const blobs = await FileBlobStore.open(dataDir);
     const assets = await createAssets({
       store,

@@ -99,6 +99,8 @@ describe("settings", () => {
     ["SERVICE_BLOB_URL", "s3://bucket?endpoint=localhost:9000", "http(s) origin"],
     ["SERVICE_BLOB_URL", "s3://bucket?forcePathStyle=yes", "true or false"],
     ["SERVICE_BLOB_URL", "s3://bucket?secretAccessKey=x", "unknown parameter"],
+    ["SERVICE_DATABASE_URL", "mysql://db.example.com/skillenv", "postgres:// or postgresql://"],
+    ["SERVICE_DATABASE_URL", "db.example.com:5432", "postgres:// or postgresql://"],
   ])("%s=%j is refused, naming the setting and the accepted form", (name, value, form) => {
     expect(() => loadSettings({ [name]: value })).toThrow(SettingsError);
     try {
@@ -125,6 +127,17 @@ describe("settings", () => {
       /SERVICE_SESSION_MAX_BYTES, SERVICE_LIST_MAX_BYTES/,
     );
     expect(loadSettings({ SERVICE_SESSION_MAX_BYTES: "4096", SERVICE_LIST_MAX_BYTES: "4096" }).limits.listMaxBytes).toBe(4096);
+  });
+
+  it("takes a PostgreSQL URL for the metadata, and repeats no password when it refuses one", () => {
+    expect(loadSettings({}).databaseUrl).toBeUndefined();
+    for (const url of ["postgres://skillenv:pw@db.example.com:5432/skillenv", "postgresql://db.example.com/skillenv?sslmode=require"]) {
+      expect(loadSettings({ SERVICE_DATABASE_URL: url }).databaseUrl).toBe(url);
+    }
+    for (const url of ["mysql://skillenv:s3cret-pw@db.example.com/skillenv", "postgres//skillenv:s3cret-pw@db"]) {
+      expect(() => loadSettings({ SERVICE_DATABASE_URL: url })).toThrow(SettingsError);
+      expect(() => loadSettings({ SERVICE_DATABASE_URL: url })).not.toThrow(/s3cret/);
+    }
   });
 
   it("requires TLS certificate and key together", () => {

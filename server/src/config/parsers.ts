@@ -14,6 +14,23 @@ export function parseZeroOrPositiveInt(raw: string): number {
   return raw.trim() === "0" ? 0 : parsePositiveInt(raw);
 }
 
+/**
+ * SERVICE_DATABASE_URL: a `postgres://` or `postgresql://` URL (libpq's form, as the pg client
+ * reads it). Its password must never reach a log, so no message here repeats the value.
+ */
+export function parseDatabaseUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new Error("expected a URL, postgres://user:password@host:port/database");
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new Error("expected a postgres:// or postgresql:// URL (PostgreSQL is the only shared metadata database)");
+  }
+  return raw;
+}
+
 export function parseBoolean(raw: string): boolean {
   if (raw === "true" || raw === "1") return true;
   if (raw === "false" || raw === "0") return false;

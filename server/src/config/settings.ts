@@ -6,6 +6,7 @@ import {
   parseAbsolutePaths,
   parseApiKeys,
   parseBoolean,
+  parseDatabaseUrl,
   parseEnvNames,
   parseList,
   parseListen,
@@ -22,6 +23,8 @@ export interface Settings {
   dataDir: string;
   /** The S3-compatible bucket holding blobs, which clients upload to directly; undefined: files in the data directory. */
   blobStore: S3Location | undefined;
+  /** The shared PostgreSQL database of the metadata; undefined: LevelDB in the data directory. Holds a password: never log it. */
+  databaseUrl: string | undefined;
   /** API key -> workspace. Undefined means: use the development key in the data directory. */
   apiKeys: Map<string, string> | undefined;
   /** Base URL written into signed upload URLs; undefined means: the Host the client used. */
@@ -196,6 +199,7 @@ export function loadSettings(env: Env = process.env): Settings {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
     dataDir,
     blobStore: read("SERVICE_BLOB_URL", parseS3Url, undefined),
+    databaseUrl: read("SERVICE_DATABASE_URL", parseDatabaseUrl, undefined),
     apiKeys: read("SERVICE_API_KEYS", parseApiKeys, undefined),
     publicUrl: read("SERVICE_PUBLIC_URL", parseUrl, undefined),
     tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile } : undefined,

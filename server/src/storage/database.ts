@@ -1,9 +1,22 @@
 import * as path from "node:path";
 import { Level } from "level";
 import { LevelStore } from "./level-store.ts";
+import { openPostgresStore } from "./postgres-store.ts";
+import type { Store } from "./store.ts";
 
-/** Opens the metadata store; a data directory another process holds is refused by name. */
-export async function openStore(dataDir: string): Promise<LevelStore> {
+/** Where the metadata lives: a shared PostgreSQL database when `databaseUrl` is set, else LevelDB in the data directory. */
+export interface StoreLocation {
+  dataDir: string;
+  databaseUrl?: string | undefined;
+}
+
+/** Opens the metadata store (see StoreLocation). */
+export function openStore({ dataDir, databaseUrl }: StoreLocation): Promise<Store> {
+  return databaseUrl === undefined ? openLevelStore(dataDir) : openPostgresStore(databaseUrl);
+}
+
+/** A data directory another process holds is refused by name. */
+async function openLevelStore(dataDir: string): Promise<LevelStore> {
   const db = new Level<string, string>(path.join(dataDir, "metadata"), { valueEncoding: "utf8" });
   try {
     await db.open();

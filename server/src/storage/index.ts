@@ -1,4 +1,4 @@
-export { openStore, workspaceKey, workspaceRange } from "./database.ts";
+export { openStore, workspaceKey, workspaceRange, type StoreLocation } from "./database.ts";
 export { SHA256_HEX, type BlobRanges, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 export { FileBlobStore } from "./file-blob-store.ts";
 export { S3BlobStore } from "./s3-blob-store.ts";
@@ -8,6 +8,7 @@ export { KeyedLock } from "./keyed-lock.ts";
 export { dataDirSecrets, readOrCreateKey, storeSecrets, type SecretSource } from "./data-key.ts";
 export { storageErrorInterceptor } from "./api-errors.ts";
 export { LevelStore } from "./level-store.ts";
+export { openPostgresStore, PostgresStore } from "./postgres-store.ts";
 export { readModifyWrite, type ConditionalReads, type Decision } from "./read-modify-write.ts";
 export { prefixEnd, StorageError, WriteConflict, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 export { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, readPage, type Listing, type Page, type PageRequest } from "./pages.ts";

@@ -1,14 +1,9 @@
 import type { AbstractSublevel } from "abstract-level";
 import type { Level } from "level";
-import { StorageError, WriteConflict, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
+import { admit, type PendingWrite } from "./group-conditions.ts";
+import { storageError, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
 type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8Array, string, string>;
-
-interface PendingWrite {
-  ops: readonly WriteOp[];
-  resolve(): void;
-  reject(error: StorageError): void;
-}
 
 /**
  * The embedded adapter of the store port: one LevelDB, a sublevel per table, JSON values.
@@ -22,8 +17,10 @@ interface PendingWrite {
  *
  * Conditions (`expect` operations) are checked while the group is assembled, against the database
  * and the group's earlier writes. LevelDB admits one process, and one flush runs at a time, so
- * nothing can write between the check and the batch: a write whose condition fails is rejected
- * with `WriteConflict` and left out of the group, the others go ahead.
+ * nothing can write between the check and the batch: a write whose condition fails is left out
+ * of the group, the others go ahead, and it is rejected with `WriteConflict` once the group is
+ * written, so that a retry reads what won (rejected at once, it would read the value the group is
+ * about to replace, and lose again).
  */
 export class LevelStore implements Store {
   readonly #db: Level<string, string>;
@@ -55,55 +52,23 @@ export class LevelStore implements Store {
 
   async #flush(): Promise<void> {
     while (this.#queue.length > 0) {
-      const pending = this.#queue;
+      const group = this.#queue;
       this.#queue = [];
-      let group: PendingWrite[] = pending;
       try {
-        group = await this.#admit(pending);
+        const { admitted, conflicts } = await admit(group, (table, key) => this.#sublevel(table).get(key));
         await this.#db.batch(
-          group.flatMap((write) => write.ops.flatMap((op) => (op.type === "expect" ? [] : [this.#levelOp(op)]))),
+          admitted.flatMap((write) => write.ops.flatMap((op) => (op.type === "expect" ? [] : [this.#levelOp(op)]))),
           { sync: true },
         );
-        for (const write of group) write.resolve();
+        // Losers first: their retries then queue before the winners' next writes.
+        for (const [write, conflict] of conflicts) write.reject(conflict);
+        for (const write of admitted) write.resolve();
       } catch (error) {
         const failure = storageError("write", error);
         for (const write of group) write.reject(failure);
       }
     }
     this.#flushing = undefined;
-  }
-
-  /**
-   * The writes of a group whose conditions hold, in order, each checked against the database as the
-   * group's earlier admitted writes leave it; the others are rejected with `WriteConflict`.
-   */
-  async #admit(pending: PendingWrite[]): Promise<PendingWrite[]> {
-    if (!pending.some((write) => write.ops.some((op) => op.type === "expect"))) return pending;
-    /** Values the admitted writes leave, by table and key; undefined: deleted. */
-    const written = new Map<string, string | undefined>();
-    const admitted: PendingWrite[] = [];
-    for (const write of pending) {
-      let holds = true;
-      for (const op of write.ops) {
-        if (op.type !== "expect") continue;
-        const slot = `${op.table}\u0000${op.key}`;
-        const current = written.has(slot) ? written.get(slot) : await this.#sublevel(op.table).get(op.key);
-        if (current !== op.value) {
-          holds = false;
-          break;
-        }
-      }
-      if (!holds) {
-        write.reject(new WriteConflict(`a record this write expected has changed (${write.ops.find((op) => op.type === "expect")?.table})`));
-        continue;
-      }
-      for (const op of write.ops) {
-        if (op.type === "put") written.set(`${op.table}\u0000${op.key}`, op.value as string);
-        else if (op.type === "delete") written.set(`${op.table}\u0000${op.key}`, undefined);
-      }
-      admitted.push(write);
-    }
-    return admitted;
   }
 
   #levelOp(op: WriteOp & { type: "put" | "delete" }) {
@@ -198,9 +163,4 @@ class LevelTable<V> implements Table<V> {
   expectOp(key: string, value: V | undefined): WriteOp {
     return { type: "expect", table: this.name, key, value: value === undefined ? undefined : JSON.stringify(value) };
   }
-}
-
-function storageError(what: "read" | "write", cause: unknown): StorageError {
-  const code = (cause as { code?: unknown } | null)?.code;
-  return new StorageError(`metadata ${what} failed${typeof code === "string" ? ` (${code})` : ""}`, { cause });
 }

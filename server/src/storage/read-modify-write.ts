@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { WriteConflict, type Store, type Table, type WriteOp } from "./store.ts";
 
 /** Reads of one attempt: each read value becomes a condition of the attempt's write. */
@@ -14,12 +15,20 @@ export interface Decision<T> {
 /** Attempts before a key that keeps changing is reported; each retry has lost to a write that succeeded. */
 const MAX_ATTEMPTS = 32;
 
+/** Longest pause between attempts (ms); the pauses of all attempts together reach about 1.5 s. */
+const MAX_BACKOFF_MS = 100;
+
 /**
  * A read-modify-write that stays correct with any number of writers, in this process or others:
  * `attempt` reads through `reads`, decides, and its batch is written on condition that nothing it
  * read has changed (`Table.expectOp`, captured when read, so later changes to the returned
  * objects do not alter the condition). On `WriteConflict` the attempt runs again on fresh reads.
  * An attempt that writes nothing writes no conditions either: what it read was current when read.
+ *
+ * Before each retry it pauses a random time up to a bound that doubles (to MAX_BACKOFF_MS): a
+ * writer that just won goes on at once and, on another replica, reaches the key first again
+ * and again, so that retries without a pause would all lose to it while it keeps writing; the
+ * pauses spread the retries over its whole run instead.
  */
 export async function readModifyWrite<T>(store: Store, attempt: (reads: ConditionalReads) => Promise<Decision<T>>): Promise<T> {
   for (let attempts = 1; ; attempts++) {
@@ -39,5 +48,6 @@ export async function readModifyWrite<T>(store: Store, attempt: (reads: Conditio
     } catch (error) {
       if (!(error instanceof WriteConflict) || attempts >= MAX_ATTEMPTS) throw error;
     }
+    await sleep(Math.random() * Math.min(MAX_BACKOFF_MS, 2 ** attempts));
   }
 }

@@ -82,6 +82,12 @@ export class StorageError extends Error {
   override name = "StorageError";
 }
 
+/** A StorageError saying what failed and the cause's code (an errno, a SQLSTATE), never the cause's message. */
+export function storageError(what: "read" | "write" | "connection", cause: unknown): StorageError {
+  const code = (cause as { code?: unknown } | null)?.code;
+  return new StorageError(`metadata ${what} failed${typeof code === "string" ? ` (${code})` : ""}`, { cause });
+}
+
 /**
  * A conditional batch found a key changed since it was read (by this process or another);
  * nothing of the batch was applied. Read again and retry, or report the conflict.
