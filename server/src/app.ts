@@ -25,7 +25,7 @@ import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
-import { dataDirSecrets, FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor, type SecretSource } from "./storage/index.ts";
+import { dataDirSecrets, FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor, storeSecrets, type SecretSource } from "./storage/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -58,8 +58,8 @@ export async function startService(settings: Settings, options: StartOptions = {
   try {
     const s3 = settings.blobStore && (await S3BlobStore.open(settings.blobStore));
     const blobs = s3 ?? (await FileBlobStore.open(settings.dataDir));
-    // The data directory's files, until the store is shared by several replicas.
-    const secrets = dataDirSecrets(settings.dataDir);
+    // Keys every replica must share live in the shared database; the embedded default keeps them in the data directory.
+    const secrets = settings.databaseUrl ? storeSecrets(store) : dataDirSecrets(settings.dataDir);
     const { keys, devKeyFile } = await resolveKeys(settings, secrets);
     const assets = await createAssets({ store, blobs, staged: s3, secrets, ...settings.limits, publicUrl: settings.publicUrl });
 

@@ -13,7 +13,7 @@ import { workspaceContextKey } from "../src/auth/index.ts";
 import { serviceError } from "../src/errors/index.ts";
 import { dataDirSecrets, FileBlobStore, openStore, type Store } from "../src/storage/index.ts";
 import { coreModule, testComponent, withCustomSection, type TestWorld } from "./helpers/components.ts";
-import { bearer, KEY_A, KEY_B, postJson, startTestService, type TestService } from "./helpers/service.ts";
+import { bearer, KEY_A, KEY_B, postJson, startTestService, type TestService, onEmbeddedStorage } from "./helpers/service.ts";
 import { sha256, uploadAsset } from "./helpers/skills.ts";
 
 const INLINE_LIMIT = 8 * 1024;
@@ -132,7 +132,7 @@ describe("component admission over REST", () => {
     ]);
   });
 
-  it("treats the same bytes twice as a no-op: same id, same record, no second blob write", async () => {
+  it.runIf(onEmbeddedStorage)("treats the same bytes twice as a no-op: same id, same record, no second blob write", async () => {
     const bytes = component("tool", "twice");
     const first = await admitRaw("/v1/tools", bytes);
     const record = (await get(`/v1/tools/${first.body.id}`)).body.artifact;
@@ -145,7 +145,7 @@ describe("component admission over REST", () => {
     expect([after.ino, after.mtimeMs]).toEqual([stored.ino, stored.mtimeMs]);
   });
 
-  it("shares the bytes but not the admission across workspaces, with no existence oracle", async () => {
+  it.runIf(onEmbeddedStorage)("shares the bytes but not the admission across workspaces, with no existence oracle", async () => {
     const bytes = component("tool", "oracle");
     const id = sha256(bytes);
     const before = await get(`/v1/tools/${id}`, KEY_B);
@@ -382,7 +382,7 @@ describe("POST /v1/service-env/prepare", () => {
     expect(reply.body.message).toContain("f of wasi:random/random@0.2.3");
   });
 
-  it("fails with preparation_failed naming the artifact when its bytes are gone", async () => {
+  it.runIf(onEmbeddedStorage)("fails with preparation_failed naming the artifact when its bytes are gone", async () => {
     const bytes = component("tool", "prepare-lost");
     const { id } = (await admitRaw("/v1/tools", bytes)).body;
     await fs.rm(blobPath(id));

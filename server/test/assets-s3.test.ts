@@ -37,7 +37,7 @@ describe("uploads straight to S3", () => {
     expect(presigned.body.exists).toBe(false);
     const url = new URL(presigned.body.uploadUrl);
     expect(url.origin).toBe(new URL(new URLSearchParams(s3.blobUrl().split("?")[1]).get("endpoint")!).origin);
-    expect(url.pathname).toMatch(new RegExp(`/uploads/a/${sha256(bytes)}$`));
+    expect(url.pathname).toMatch(new RegExp(`/uploads/a/${sha256(bytes)}/[0-9a-f-]{36}$`));
     expect(url.searchParams.get("X-Amz-SignedHeaders")).toBe("content-length;host;x-amz-checksum-sha256");
     expect(presigned.body.uploadHeaders).toEqual({
       "x-amz-checksum-sha256": Buffer.from(sha256(bytes), "hex").toString("base64"),

@@ -8,7 +8,7 @@ import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { hostClient, inputOf, TestHost } from "./helpers/hosts.ts";
 import { buildTestComponents, killWorker } from "./helpers/pool.ts";
-import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
+import { KEY_A, KEY_B, startTestService, type TestService, onEmbeddedStorage } from "./helpers/service.ts";
 import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, deleteSkill, getSkill, publish, skillMd } from "./helpers/skills.ts";
 
@@ -625,37 +625,40 @@ describe("runs", () => {
     expect(events.map((event) => event.type)).toEqual(expect.arrayContaining(["tool.call", "tool.result", "turn.progress", "turn.completed"]));
   });
 
-  it("runs an agent loop written as a program, keeping its source out of the journal, and refuses a loop that is not admitted as one", async () => {
-    const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
-    const marker = "loop-source-marker-5c27a0";
-    const program = await admitProgram(
-      service.url,
-      KEY_A,
-      `
+  it.runIf(onEmbeddedStorage)(
+    "runs an agent loop written as a program, keeping its source out of the journal, and refuses a loop that is not admitted as one",
+    async () => {
+      const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
+      const marker = "loop-source-marker-5c27a0";
+      const program = await admitProgram(
+        service.url,
+        KEY_A,
+        `
       function turn(input, configuration, host) { /* ${marker} */
         const answer = host.callModel({ v: 1, messages: [{ role: "user", content: input.message + configuration.suffix }] });
         return { v: 1, message: answer.message.content.toUpperCase() };
       }`,
-    );
-    const sessionId = await workspaceSession();
-    provider.script("program-loop-model", [{ text: "quiet answer" }]);
-    const agentloop = {
-      environment: "box",
-      implementation: { kind: { case: "program", value: { id: program, runtime } } },
-      configuration: { kind: { case: "structValue", value: { fields: { suffix: { kind: { case: "stringValue", value: "!" } } } } } },
-    };
-    const { run } = await runs.createRun({ sessionId, run: runInput("program-loop-model", { agentloop, message: "hi" } as never) });
-    const { run: done } = await finish(sessionId, run!.id);
-    expect(done.outputText).toBe("QUIET ANSWER");
-    expect((provider.requests.at(-1) as Sent).body.messages.at(-1).content[0].text).toBe("hi!");
-    // SPEC 4.4.3: the source is loaded inside the worker; its one copy at rest is the admitted blob.
-    expect(await filesContaining(service.dataDir, marker)).toEqual([path.join(service.dataDir, "blobs", "sha256", program.slice(0, 2), program)]);
+      );
+      const sessionId = await workspaceSession();
+      provider.script("program-loop-model", [{ text: "quiet answer" }]);
+      const agentloop = {
+        environment: "box",
+        implementation: { kind: { case: "program", value: { id: program, runtime } } },
+        configuration: { kind: { case: "structValue", value: { fields: { suffix: { kind: { case: "stringValue", value: "!" } } } } } },
+      };
+      const { run } = await runs.createRun({ sessionId, run: runInput("program-loop-model", { agentloop, message: "hi" } as never) });
+      const { run: done } = await finish(sessionId, run!.id);
+      expect(done.outputText).toBe("QUIET ANSWER");
+      expect((provider.requests.at(-1) as Sent).body.messages.at(-1).content[0].text).toBe("hi!");
+      // SPEC 4.4.3: the source is loaded inside the worker; its one copy at rest is the admitted blob.
+      expect(await filesContaining(service.dataDir, marker)).toEqual([path.join(service.dataDir, "blobs", "sha256", program.slice(0, 2), program)]);
 
-    const notALoop = { environment: "box", implementation: { kind: { case: "agentloop", value: workspaceTool } } };
-    expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: notALoop } as never) }))).toBe("not_found");
-    const nowhere = { environment: "missing", implementation: { kind: { case: "agentloop", value: runtime } } };
-    expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: nowhere } as never) }))).toBe("environment_not_found");
-  });
+      const notALoop = { environment: "box", implementation: { kind: { case: "agentloop", value: workspaceTool } } };
+      expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: notALoop } as never) }))).toBe("not_found");
+      const nowhere = { environment: "missing", implementation: { kind: { case: "agentloop", value: runtime } } };
+      expect(await refusedWith(runs.createRun({ sessionId, run: runInput("x", { agentloop: nowhere } as never) }))).toBe("environment_not_found");
+    },
+  );
 
   it("fails a run whose model calls a tool with input nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; the session goes on", async () => {
     const sessionId = await workspaceSession();

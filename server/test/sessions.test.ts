@@ -8,7 +8,7 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { buildTestComponents, killWorker } from "./helpers/pool.ts";
-import { KEY_A, KEY_B, bearer, postJson, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
+import { KEY_A, KEY_B, bearer, postJson, requestLogSince, startTestService, type TestService, onEmbeddedStorage } from "./helpers/service.ts";
 import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, sessionClient } from "./helpers/sessions.ts";
 
 const SECRET_VALUE = "s3cr3t-value-that-must-not-leak-7f1c";
@@ -512,7 +512,7 @@ describe("sessions with the service environment", () => {
     }
   });
 
-  it("keeps an admitted program's source out of the session's configuration and journal (SPEC 4.4.3)", async () => {
+  it.runIf(onEmbeddedStorage)("keeps an admitted program's source out of the session's configuration and journal (SPEC 4.4.3)", async () => {
     const own = await startTestService();
     try {
       const client = sessionClient(own.url, KEY_A);
@@ -728,7 +728,7 @@ describe("sessions with the service environment", () => {
     }
   });
 
-  it("keeps prepared code through a session's end and deletion (SPEC 3.4)", async () => {
+  it.runIf(onEmbeddedStorage)("keeps prepared code through a session's end and deletion (SPEC 3.4)", async () => {
     const own = await startTestService();
     try {
       const client = sessionClient(own.url, KEY_A);

@@ -13,7 +13,7 @@ import {
   type FetchFunction,
   type ServiceClient,
 } from "@skillenv/client/node";
-import { KEY_A, KEY_B, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
+import { KEY_A, KEY_B, requestLogSince, startTestService, type TestService, onEmbeddedStorage } from "./helpers/service.ts";
 import { gateUntil } from "./helpers/gate.ts";
 import { expectedMetadata, bundleOf, getSkill, skillMd, sleep } from "./helpers/skills.ts";
 
@@ -38,7 +38,7 @@ function callOf(line: any): string {
 }
 
 describe("client.skills.upload", () => {
-  it("runs presign -> signed PUT -> finalize -> PutSkill and binds the skill", async () => {
+  it.runIf(onEmbeddedStorage)("runs presign -> signed PUT -> finalize -> PutSkill and binds the skill", async () => {
     const description = "Uploaded by the client.";
     const files = { "SKILL.md": skillMd({ name: "client-flow", description }), "scripts/run.py": "print('hi')\n" };
     const mark = service.logs.length;
@@ -88,7 +88,7 @@ describe("client.skills.upload", () => {
     expect(second).toEqual(first);
   });
 
-  it("concurrent uploads of one instance share one set of round trips", async () => {
+  it.runIf(onEmbeddedStorage)("concurrent uploads of one instance share one set of round trips", async () => {
     const client = clientFor();
     const skill = Skill.fromContent(skillMd({ name: "client-shared", description: "Shared." }));
     const mark = service.logs.length;

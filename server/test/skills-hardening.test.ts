@@ -4,7 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnService, type ServiceProcess } from "./helpers/process.ts";
-import { KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
+import { KEY_A, KEY_B, startTestService, type TestService, onEmbeddedStorage } from "./helpers/service.ts";
 import { bundleOf, listSkills, publish, putSkill, refusal, skillMd, uploadAsset, type Reply } from "./helpers/skills.ts";
 
 /**
@@ -115,7 +115,7 @@ describe("bundle size and concurrency (issue #7, item 5)", () => {
     expect(await putSkill(service, "at-the-bound", hash)).toMatchObject(refusal(400, "bundle_not_zip"));
   });
 
-  it("answers 8 concurrent PutSkills of one bundle, one validation at a time", async () => {
+  it.runIf(onEmbeddedStorage)("answers 8 concurrent PutSkills of one bundle, one validation at a time", async () => {
     const bundle = bundleOf({ "SKILL.md": skillMd({ description: "Validated in turn." }), "data.txt": "x".repeat(500) });
     const hash = await uploadAsset(service, bundle.zip);
     let replies: Reply[] = [];

@@ -1,19 +1,25 @@
-import type { StagedUploads } from "../storage/index.ts";
+import { randomUUID } from "node:crypto";
+import { ConnectError } from "@connectrpc/connect";
+import { KeyedLock, type StagedUploads } from "../storage/index.ts";
 import type { AssetRecord, AssetRecords } from "./asset-records.ts";
 import type { UploadGrant } from "./upload-signer.ts";
 import type { UploadTarget } from "./upload-target.ts";
 
 /**
- * Uploads straight to the object store, to a staging name per workspace and hash
- * (`<workspace>/<sha256>`), so one workspace can neither finalize nor overwrite another's upload.
- * Finalize promotes the staged object to content only once the service has verified it, records
- * the asset, then removes the staged object.
+ * Uploads straight to the object store, to a staging name of its own per presign under the
+ * workspace and hash (`<workspace>/<sha256>/<random>`), so one workspace can neither finalize nor
+ * overwrite another's upload, and uploads of the same bytes at once never write one object
+ * together (an S3 PUT replaces an object whole, but not every S3-compatible store does). Finalize
+ * promotes the first staged upload of the hash that verifies to content, records the asset, then
+ * removes that upload; uploads left over (a concurrent upload of the same bytes, a refused one)
+ * are for the bucket's lifecycle rule (docs/operations.md).
  */
 export class StagedUploadTarget implements UploadTarget {
   readonly endpoint = undefined;
   readonly #staged: StagedUploads;
   readonly #records: AssetRecords;
   readonly #maxUploadBytes: number;
+  readonly #lock = new KeyedLock();
 
   constructor(options: { staged: StagedUploads; records: AssetRecords; maxUploadBytes: number }) {
     this.#staged = options.staged;
@@ -23,24 +29,49 @@ export class StagedUploadTarget implements UploadTarget {
 
   presign(grant: UploadGrant) {
     const expiresInSecs = Math.max(1, grant.expires - Math.floor(Date.now() / 1000));
-    return this.#staged.presignUpload(stagingName(grant.workspace, grant.sha256), grant, expiresInSecs);
+    return this.#staged.presignUpload(`${stagingPrefix(grant.workspace, grant.sha256)}${randomUUID()}`, grant, expiresInSecs);
   }
 
-  async finalize(workspace: string, sha256: string): Promise<AssetRecord | undefined> {
+  /**
+   * Finalizes of one workspace and hash in this process take turns, and each finds the record the
+   * one before made: so the content object is written once, not once per concurrent finalize, and
+   * never rewritten while a PutSkill that followed the first finalize reads it. (S3 replaces an
+   * object atomically, so finalizes through several replicas are safe anyway; not every
+   * S3-compatible store does, docs/operations.md.)
+   */
+  finalize(workspace: string, sha256: string): Promise<AssetRecord | undefined> {
+    return this.#lock.run(`${workspace}/${sha256}`, () => this.#finalize(workspace, sha256));
+  }
+
+  async #finalize(workspace: string, sha256: string): Promise<AssetRecord | undefined> {
     const existing = await this.#records.get(workspace, sha256);
     if (existing) return existing;
-    const name = stagingName(workspace, sha256);
-    const sizeBytes = await this.#staged.promoteUpload(name, sha256, this.#maxUploadBytes);
-    // No staged object: never uploaded, or a concurrent finalize of the same upload has just recorded it.
-    if (sizeBytes === undefined) return this.#records.get(workspace, sha256);
-    // Removed only once recorded, so a concurrent finalize finds either the staged object or the record.
-    const record = await this.#records.finalize(workspace, sha256, sizeBytes);
-    await this.#staged.discardUpload(name);
-    return record;
+    let refusal: unknown;
+    for (const name of await this.#staged.listUploads(stagingPrefix(workspace, sha256))) {
+      let sizeBytes: number | undefined;
+      try {
+        sizeBytes = await this.#staged.promoteUpload(name, sha256, this.#maxUploadBytes);
+      } catch (error) {
+        // Another upload of the same bytes may still verify; the refusal is answered when none does.
+        if (!(error instanceof ConnectError)) throw error;
+        refusal = error;
+        continue;
+      }
+      // Gone: a concurrent finalize promoted it (and recorded the asset first).
+      if (sizeBytes === undefined) continue;
+      // Removed only once recorded, so a concurrent finalize finds either the staged object or the record.
+      const record = await this.#records.finalize(workspace, sha256, sizeBytes);
+      await this.#staged.discardUpload(name);
+      return record;
+    }
+    // Nothing staged verified: a concurrent finalize may have recorded the asset meanwhile.
+    const recorded = await this.#records.get(workspace, sha256);
+    if (recorded || refusal === undefined) return recorded;
+    throw refusal;
   }
 }
 
 /** Workspace names and hashes are both key-safe ([A-Za-z0-9_.-], hex). */
-function stagingName(workspace: string, sha256: string): string {
-  return `${workspace}/${sha256}`;
+function stagingPrefix(workspace: string, sha256: string): string {
+  return `${workspace}/${sha256}/`;
 }

@@ -8,6 +8,7 @@ import {
   GetObjectCommand,
   HeadBucketCommand,
   HeadObjectCommand,
+  ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
   S3ServiceException,
@@ -189,6 +190,20 @@ export class S3BlobStore implements BlobStore, StagedUploads {
     } finally {
       await this.#delete(temp);
     }
+  }
+
+  async listUploads(prefix: string): Promise<string[]> {
+    const keyPrefix = this.#uploadKey(prefix);
+    const names: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = await this.#call("ListObjectsV2", keyPrefix, () =>
+        this.#client.send(new ListObjectsV2Command({ Bucket: this.#bucket, Prefix: keyPrefix, ContinuationToken: token })),
+      );
+      for (const object of page.Contents ?? []) if (object.Key) names.push(object.Key.slice(this.#uploadKey("").length));
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    return names;
   }
 
   async discardUpload(name: string): Promise<void> {

@@ -25,6 +25,8 @@ export interface StagedUploads {
    * refused with size_mismatch or checksum_mismatch. The upload stays otherwise.
    */
   promoteUpload(name: string, sha256: Sha256Hex, maxBytes: number): Promise<number | undefined>;
+  /** The names of the uploads that start with `prefix`. */
+  listUploads(prefix: string): Promise<string[]>;
   /** Removes the upload `name`, if any. */
   discardUpload(name: string): Promise<void>;
 }

@@ -2,6 +2,8 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
+import pg from "pg";
+import { inject } from "vitest";
 import { startService, type RunningService } from "../../src/app.ts";
 import { loadSettings } from "../../src/config/index.ts";
 
@@ -15,7 +17,12 @@ export interface TestService extends RunningService {
   logged(matches: (line: string) => boolean): Promise<string>;
 }
 
-/** A real service on an ephemeral loopback port with two workspaces, a temp data dir and captured logs. */
+/**
+ * A real service on an ephemeral loopback port with two workspaces, a temp data dir and captured
+ * logs. In the `postgres-s3` test project (vitest.config.ts) its metadata is in a PostgreSQL
+ * database and its blobs under an S3 key prefix of its own, kept with its data directory, so a
+ * service started again on that directory finds them.
+ */
 export async function startTestService(env: Record<string, string> = {}): Promise<TestService> {
   const dataDir = env.SERVICE_DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-test-")));
   const settings = loadSettings({
@@ -23,6 +30,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     SERVICE_DATA_DIR: dataDir,
     SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
     SERVICE_SHUTDOWN_GRACE_SECS: "2",
+    ...(await sharedBackends(dataDir)),
     ...env,
   });
   const logs: string[] = [];
@@ -43,6 +51,53 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     });
   const service = await startService(settings, { log });
   return { ...service, dataDir, logs, logged, close: () => service.close() };
+}
+
+/**
+ * Whether services keep their metadata and blobs in the data directory (the `default` test
+ * project) rather than in the postgres-s3 project's PostgreSQL and S3. Tests that look at the
+ * embedded layout itself (files under the data directory, the embedded upload endpoint) run with
+ * `it.runIf(onEmbeddedStorage)`: in the default project, so in every CI run.
+ */
+export const onEmbeddedStorage = inject("sharedBackends") === undefined;
+
+/** The shared backends of a data directory, by directory, for services started on it again. */
+const backendsOfDataDir = new Map<string, Record<string, string>>();
+
+/** `SERVICE_DATABASE_URL` and `SERVICE_BLOB_URL` of the data directory, in the postgres-s3 project; none otherwise. */
+async function sharedBackends(dataDir: string): Promise<Record<string, string>> {
+  const shared = inject("sharedBackends");
+  if (!shared) return {};
+  // The S3 client finds its credentials through the SDK's default chain, as in production.
+  Object.assign(process.env, shared.s3Env);
+  let backends = backendsOfDataDir.get(dataDir);
+  if (!backends) {
+    const prefix = `t${randomUUID().replaceAll("-", "")}`;
+    backends = { SERVICE_DATABASE_URL: await createDatabase(shared.databaseAdminUrl, prefix), SERVICE_BLOB_URL: withKeyPrefix(shared.blobUrl, prefix) };
+    backendsOfDataDir.set(dataDir, backends);
+  }
+  return backends;
+}
+
+/** A fresh database on the shared server; its URL. */
+async function createDatabase(adminUrl: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name} ENCODING 'UTF8' TEMPLATE template0`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** `s3://bucket?...` with `/prefix` as its key prefix. */
+function withKeyPrefix(blobUrl: string, prefix: string): string {
+  const url = new URL(blobUrl);
+  url.pathname = `${url.pathname.replace(/\/$/, "")}/${prefix}`;
+  return url.toString();
 }
 
 const SENTINEL_PATH = "/test-log-sentinel/";
