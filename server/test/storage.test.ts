@@ -80,6 +80,22 @@ describe("the LevelDB adapter of the store port", () => {
     expect({ result, attempts, stored: await counter.get("n") }).toEqual({ result: 11, attempts: 2, stored: 11 });
   });
 
+  it("checks a decision to write nothing taken on several reads, which another writer may have come between", async () => {
+    const assets = store.table<string>("assets");
+    const receipts = store.table<string>("receipts");
+    await receipts.put("k", "receipt");
+    let attempts = 0;
+    const found = await readModifyWrite(store, async (reads) => {
+      attempts++;
+      const asset = await reads.get(assets, "k");
+      // A finalize elsewhere turns the receipt into the asset between this attempt's two reads.
+      if (attempts === 1) await store.write([assets.putOp("k", "asset"), receipts.deleteOp("k")]);
+      const receipt = await reads.get(receipts, "k");
+      return { ops: [], result: asset ?? receipt ?? "neither" };
+    });
+    expect({ found, attempts }).toEqual({ found: "asset", attempts: 2 });
+  });
+
   it("gives up with WriteConflict, having written nothing, when every attempt loses", async () => {
     const counter = store.table<number>("counter");
     await counter.put("n", 0);

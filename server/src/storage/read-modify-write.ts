@@ -23,7 +23,10 @@ const MAX_BACKOFF_MS = 100;
  * `attempt` reads through `reads`, decides, and its batch is written on condition that nothing it
  * read has changed (`Table.expectOp`, captured when read, so later changes to the returned
  * objects do not alter the condition). On `WriteConflict` the attempt runs again on fresh reads.
- * An attempt that writes nothing writes no conditions either: what it read was current when read.
+ * An attempt that writes nothing after one read is done: that value was current when read. One
+ * that writes nothing after several reads has its conditions checked all the same (a batch of
+ * conditions only), since a write may have come between its reads: deciding "no receipt, no
+ * asset" from an asset read before a finalize committed and a receipt read after it would be wrong.
  *
  * Before each retry it pauses a random time up to a bound that doubles (to MAX_BACKOFF_MS): a
  * writer that just won goes on at once and, on another replica, reaches the key first again
@@ -41,7 +44,9 @@ export async function readModifyWrite<T>(store: Store, attempt: (reads: Conditio
       },
     };
     const { ops, result } = await attempt(reads);
-    if (ops.length === 0) return result;
+    // One read is a consistent view by itself; several are not (another writer may commit
+    // between them), so a decision to write nothing on several reads is checked like a write.
+    if (ops.length === 0 && conditions.length <= 1) return result;
     try {
       await store.write([...conditions, ...ops]);
       return result;
