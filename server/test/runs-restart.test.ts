@@ -26,12 +26,13 @@ describe("a server killed in the middle of a run", () => {
     await fs.rm(root, { recursive: true, force: true });
   });
 
-  it("reports the run failed and the tool's outcome unknown after the restart, and replays nothing", async () => {
+  /** A server in a process of its own on `name`'s data directory, and a session of it with the `append` tool. */
+  async function serverWithAppendTool(name: string) {
     const env = {
-      SERVICE_DATA_DIR: path.join(root, "data"),
+      SERVICE_DATA_DIR: path.join(root, `data-${name}`),
       SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
       SERVICE_ENV_FILESYSTEM_ALLOW: root,
-      SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
+      SERVICE_ENV_WORKSPACE_ROOT: path.join(root, `workspaces-${name}`),
       SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
     };
     const first = await spawnService(env);
@@ -41,7 +42,16 @@ describe("a server killed in the middle of a run", () => {
       environments: [{ name: "box", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
       tools: [{ name: "append", environment: "box", implementation: { kind: { case: "tool", value: tool } } }],
     });
-    const sessionId = session!.id;
+    const restart = async () => {
+      const next = await spawnService(env);
+      services.push(next);
+      return next;
+    };
+    return { first, sessionId: session!.id, log: path.join(env.SERVICE_ENV_WORKSPACE_ROOT, "a", session!.id, "box", "log"), restart };
+  }
+
+  it("reports the run failed and the tool's outcome unknown after the restart, and replays nothing", async () => {
+    const { first, sessionId, log, restart } = await serverWithAppendTool("tool");
     provider.script("restart-model", [
       { toolCalls: [{ id: "a", name: "append", input: { v: 1, file: "log", line: "once", holdMs: 60_000 } }] },
       { text: "never asked" },
@@ -51,14 +61,12 @@ describe("a server killed in the middle of a run", () => {
       run: { model: { provider: "anthropic", name: "restart-model", maxTokens: 0 }, message: "go", providerKeys: { anthropic: "sk-restart" } } as never,
     });
     await eventsUntil(sessionClient(first.url, KEY_A), sessionId, (event) => event.type === "operation.sent" && event.data?.kind === "execute");
-    const log = path.join(root, "workspaces", "a", sessionId, "box", "log");
     // The tool has written its line and holds on.
     await whenChangedIn(path.dirname(log), async () => (await lineCount(log)) === 1);
     first.child.kill("SIGKILL");
     await first.exited;
 
-    const second = await spawnService(env);
-    services.push(second);
+    const second = await restart();
     const events = await eventsUntil(sessionClient(second.url, KEY_A), sessionId, runEnded(run!.id));
     expect(events.at(-1)).toMatchObject({ type: "turn.failed", data: { code: "interrupted" } });
     const execute = events.find((event) => event.type === "operation.sent" && event.data?.kind === "execute")!;
@@ -73,21 +81,7 @@ describe("a server killed in the middle of a run", () => {
   }, 120_000);
 
   it("keeps the counters, usage and conversation of a run killed during its second model stream", async () => {
-    const env = {
-      SERVICE_DATA_DIR: path.join(root, "data-stream"),
-      SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
-      SERVICE_ENV_FILESYSTEM_ALLOW: root,
-      SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces-stream"),
-      SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
-    };
-    const first = await spawnService(env);
-    services.push(first);
-    const tool = await admitTool(first.url, KEY_A, "append-js");
-    const { session } = await sessionClient(first.url, KEY_A).createSession({
-      environments: [{ name: "box", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
-      tools: [{ name: "append", environment: "box", implementation: { kind: { case: "tool", value: tool } } }],
-    });
-    const sessionId = session!.id;
+    const { first, sessionId, log, restart } = await serverWithAppendTool("stream");
     provider.script("stream-kill-model", [
       { toolCalls: [{ id: "call-1", name: "append", input: { v: 1, file: "log", line: "ran" } }], usage: { inputTokens: 11, outputTokens: 7 } },
       // Round 2 streams its first characters, then holds the stream open.
@@ -101,8 +95,7 @@ describe("a server killed in the middle of a run", () => {
     first.child.kill("SIGKILL");
     await first.exited;
 
-    const second = await spawnService(env);
-    services.push(second);
+    const second = await restart();
     const events = await eventsUntil(sessionClient(second.url, KEY_A), sessionId, runEnded(run!.id));
     const counts = { rounds: 2, toolCalls: 1, usage: { inputTokens: 11, outputTokens: 7 } };
     expect(events.at(-1)).toMatchObject({ type: "turn.failed", data: { code: "interrupted", ...counts } });
@@ -133,7 +126,6 @@ describe("a server killed in the middle of a run", () => {
     expect(sent.messages[1]!.content[0]).toMatchObject({ id: "call-1", name: "append" });
     expect(sent.messages[2]!.content[0]).toMatchObject({ tool_use_id: "call-1", is_error: false });
     // The tool ran once, before the crash, and was not run again.
-    const log = path.join(root, "workspaces-stream", "a", sessionId, "box", "log");
     expect((await fs.readFile(log, "utf8")).trim().split("\n")).toEqual(["ran"]);
   }, 120_000);
 });

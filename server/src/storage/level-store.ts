@@ -1,7 +1,7 @@
 import type { AbstractSublevel } from "abstract-level";
 import type { Level } from "level";
 import { admit, type PendingWrite } from "./group-conditions.ts";
-import { storageError, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
+import { storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
 type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8Array, string, string>;
 
@@ -86,12 +86,13 @@ export class LevelStore implements Store {
   }
 }
 
-class LevelTable<V> implements Table<V> {
+class LevelTable<V> extends TableOps<V> implements Table<V> {
   readonly name: string;
   readonly #sublevel: Sublevel;
   readonly #write: (ops: readonly WriteOp[]) => Promise<void>;
 
   constructor(name: string, sublevel: Sublevel, write: (ops: readonly WriteOp[]) => Promise<void>) {
+    super();
     this.name = name;
     this.#sublevel = sublevel;
     this.#write = write;
@@ -149,18 +150,5 @@ class LevelTable<V> implements Table<V> {
     } finally {
       await iterator.close().catch(() => undefined);
     }
-  }
-
-  /** Values are encoded here, so a value that is not JSON fails its caller, not a whole group. */
-  putOp(key: string, value: V): WriteOp {
-    return { type: "put", table: this.name, key, value: JSON.stringify(value) };
-  }
-
-  deleteOp(key: string): WriteOp {
-    return { type: "delete", table: this.name, key };
-  }
-
-  expectOp(key: string, value: V | undefined): WriteOp {
-    return { type: "expect", table: this.name, key, value: value === undefined ? undefined : JSON.stringify(value) };
   }
 }

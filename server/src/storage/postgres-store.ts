@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { admit, slot, type PendingWrite } from "./group-conditions.ts";
 import { migrate, UnusableDatabase } from "./postgres-migrations.ts";
-import { StorageError, storageError, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
+import { StorageError, storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
 /** Connections per store: one for the writer, the rest for reads running at once. */
 const DEFAULT_POOL_SIZE = 10;
@@ -214,12 +214,13 @@ async function apply(client: pg.PoolClient, admitted: PendingWrite[]): Promise<v
   }
 }
 
-class PostgresTable<V> implements Table<V> {
+class PostgresTable<V> extends TableOps<V> implements Table<V> {
   readonly name: string;
   readonly #pool: pg.Pool;
   readonly #write: (ops: readonly WriteOp[]) => Promise<void>;
 
   constructor(name: string, pool: pg.Pool, write: (ops: readonly WriteOp[]) => Promise<void>) {
+    super();
     this.name = name;
     this.#pool = pool;
     this.#write = write;
@@ -275,19 +276,6 @@ class PostgresTable<V> implements Table<V> {
       query.params,
     );
     return { entries: rows.map((row) => [row.key, JSON.parse(row.value) as V]), more: Number(rows[0]?.scanned ?? 0) > rows.length };
-  }
-
-  /** Values are encoded here, so a value that is not JSON fails its caller, not a whole group. */
-  putOp(key: string, value: V): WriteOp {
-    return { type: "put", table: this.name, key, value: JSON.stringify(value) };
-  }
-
-  deleteOp(key: string): WriteOp {
-    return { type: "delete", table: this.name, key };
-  }
-
-  expectOp(key: string, value: V | undefined): WriteOp {
-    return { type: "expect", table: this.name, key, value: value === undefined ? undefined : JSON.stringify(value) };
   }
 
   async #read<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {

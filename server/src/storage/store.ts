@@ -68,6 +68,27 @@ export interface Table<V> {
   expectOp(key: string, value: V | undefined): WriteOp;
 }
 
+/**
+ * The batch operations of a table, the same for every adapter. Values are encoded here, so a
+ * value that is not JSON fails its caller, not the group its write would have joined; a condition
+ * holds the same JSON text that `putOp` would store.
+ */
+export abstract class TableOps<V> {
+  abstract readonly name: string;
+
+  putOp(key: string, value: V): WriteOp {
+    return { type: "put", table: this.name, key, value: JSON.stringify(value) };
+  }
+
+  deleteOp(key: string): WriteOp {
+    return { type: "delete", table: this.name, key };
+  }
+
+  expectOp(key: string, value: V | undefined): WriteOp {
+    return { type: "expect", table: this.name, key, value: value === undefined ? undefined : JSON.stringify(value) };
+  }
+}
+
 /** What `Table.page` read. */
 export interface TablePage<V> {
   entries: Array<[key: string, value: V]>;
