@@ -296,6 +296,17 @@ describe.each(adapters)("the $name adapter", (adapter) => {
     expect(requestsFor(notRetried)).toHaveLength(1);
   });
 
+  it("retries a stream cut right after its headers, before any event: the reply had not started", async () => {
+    const cut = model([{ rawBody: "" }, { text: "made it" }]);
+    const { response } = await complete(adapter.create({ maxRetries: 1 }), request(cut));
+    expect(response.content).toEqual([{ type: "text", text: "made it" }]);
+    expect(requestsFor(cut)).toHaveLength(2);
+
+    const notRetried = model([{ rawBody: "" }, { text: "never seen" }]);
+    expect((await failure(complete(adapter.create({ maxRetries: 0 }), request(notRetried)))).code).toBe("model_unavailable");
+    expect(requestsFor(notRetried)).toHaveLength(1);
+  });
+
   it("does not retry a request the provider refused", async () => {
     const name = model([{ error: { status: 400, type: "invalid_request_error", message: "bad" } }, { text: "never seen" }]);
     expect((await failure(complete(adapter.create({ maxRetries: 2 }), request(name)))).code).toBe("model_rejected");
@@ -362,6 +373,17 @@ describe("the openai adapter reading the stream", () => {
     const { response } = await complete(provider, request(model([{ rawBody: body }])));
     expect(response.usage).toEqual({ inputTokens: 1200, outputTokens: 2, cacheReadInputTokens: 1024 });
   });
+
+  it("carries the provider's message of an error that breaks the stream off", async () => {
+    const provider = createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
+    const body = [
+      `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: null }] })}\n\n`,
+      `data: ${JSON.stringify({ error: { message: "The server had an error while processing your request.", type: "server_error" } })}\n\n`,
+    ].join("");
+    const error = await failure(complete(provider, request(model([{ rawBody: body }]))));
+    expect(error).toMatchObject({ code: "model_unavailable" });
+    expect(error.message).toContain("The server had an error while processing your request.");
+  });
 });
 
 describe("the anthropic adapter reading the stream", () => {
@@ -373,8 +395,12 @@ describe("the anthropic adapter reading the stream", () => {
   };
 
   it("maps an error event after the stream started, and counts cached input as input", async () => {
-    const overloaded = sse(start, { type: "error", error: { type: "overloaded_error", message: "Overloaded" } });
-    expect((await failure(complete(provider(), request(model([{ rawBody: overloaded }]))))).code).toBe("model_overloaded");
+    const overloaded = sse(start, { type: "error", error: { type: "overloaded_error", message: `Overloaded; your key ${KEY} waits` } });
+    const error = await failure(complete(provider(), request(model([{ rawBody: overloaded }]))));
+    expect(error.code).toBe("model_overloaded");
+    // The provider's own words, without the key should it echo it.
+    expect(error.message).toContain("Overloaded; your key");
+    expect(error.message).not.toContain(KEY);
 
     const done = sse(start, { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: 3 } }, { type: "message_stop" });
     const { response } = await complete(provider(), request(model([{ rawBody: done }])));

@@ -13,7 +13,7 @@ import {
   type UserContent,
 } from "./port.ts";
 import { finishContent, type ContentDraft } from "./reply.ts";
-import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { cutOff, eventJson, providerText, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
 
 /**
@@ -98,7 +98,7 @@ interface WireEvent {
   content_block?: { type?: string; text?: string; id?: string; name?: string } & Record<string, unknown>;
   delta?: { type?: string; text?: string; partial_json?: string; thinking?: string; signature?: string; stop_reason?: string | null };
   usage?: WireUsage;
-  error?: { type?: string };
+  error?: { type?: string; message?: string };
 }
 
 interface WireUsage {
@@ -126,7 +126,7 @@ const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
 
 async function readReply(
   events: AsyncIterable<ServerSentEvent>,
-  { onTextDelta, onUsage }: Pick<ModelCallOptions, "onTextDelta" | "onUsage">,
+  { onTextDelta, onUsage, apiKey }: Pick<ModelCallOptions, "onTextDelta" | "onUsage" | "apiKey">,
   maxJsonDepth: number,
 ): Promise<ModelResponse> {
   /** Keyed by block index; blocks the port does not carry (thinking, server tools) have no draft. */
@@ -154,7 +154,7 @@ async function readReply(
       case "message_stop":
         return { content: finishContent(drafts.values(), stopReason, NAME, maxJsonDepth), stopReason, usage };
       case "error":
-        throw streamedError(event.error?.type);
+        throw streamedError(event.error?.type, providerText(event.error?.message, apiKey));
       // ping, content_block_stop and event types added later carry nothing the port needs.
     }
   }
@@ -203,7 +203,8 @@ function readUsage(usage: Usage, wire: WireUsage | undefined): void {
   if (typeof wire?.output_tokens === "number") usage.outputTokens = wire.output_tokens;
 }
 
-function streamedError(type: string | undefined): ModelError {
+function streamedError(type: string | undefined, message: string | undefined): ModelError {
   const code = STREAMED_ERRORS.get(type ?? "");
-  return new ModelError(code ?? "model_unavailable", `${NAME}: the reply broke off with ${code === undefined ? "an error" : type}`);
+  const detail = message === undefined ? "" : `: ${message}`;
+  return new ModelError(code ?? "model_unavailable", `${NAME}: the reply broke off with ${code === undefined ? "an error" : type}${detail}`);
 }

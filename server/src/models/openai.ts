@@ -11,7 +11,7 @@ import {
   type Usage,
 } from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
-import { cutOff, eventJson, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { cutOff, eventJson, providerText, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
 
 /**
@@ -106,7 +106,7 @@ const STOP_REASONS = new Map<string, StopReason>([
 
 async function readReply(
   events: AsyncIterable<ServerSentEvent>,
-  { onTextDelta, onUsage }: Pick<ModelCallOptions, "onTextDelta" | "onUsage">,
+  { onTextDelta, onUsage, apiKey }: Pick<ModelCallOptions, "onTextDelta" | "onUsage" | "apiKey">,
   maxJsonDepth: number,
 ): Promise<ModelResponse> {
   const text: TextDraft = { type: "text", text: "" };
@@ -117,7 +117,10 @@ async function readReply(
   for await (const event of events) {
     if (event.data === "[DONE]") return { content: finishContent([text, ...calls.values()], stopReason, NAME, maxJsonDepth), stopReason, usage };
     const chunk = eventJson(event, NAME) as WireChunk;
-    if (chunk.error !== undefined) throw new ModelError("model_unavailable", `${NAME}: the reply broke off with an error`);
+    if (chunk.error !== undefined) {
+      const detail = providerText((chunk.error as { message?: unknown } | null)?.message, apiKey);
+      throw new ModelError("model_unavailable", `${NAME}: the reply broke off with an error${detail === undefined ? "" : `: ${detail}`}`);
+    }
     if (chunk.usage) {
       // Chat Completions reports usage once, in a chunk of its own before [DONE].
       if (typeof chunk.usage.prompt_tokens === "number") usage.inputTokens = chunk.usage.prompt_tokens;

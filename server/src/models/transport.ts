@@ -79,8 +79,28 @@ export async function* streamEvents(request: StreamRequest, options: ProviderOpt
   };
   let response: http.IncomingMessage | undefined;
   try {
-    response = await connect(request, options, context);
-    yield* readEvents(response, context);
+    for (let retry = 0; ; retry++) {
+      const outcome = await attempt(request, context);
+      let failure: FailedAttempt;
+      if ("error" in outcome) failure = outcome;
+      else {
+        response = outcome;
+        // The reply has started streaming only once its first event is in: a stream cut before
+        // it (right after the headers) is a failure before the reply, retried like a refused POST.
+        const events = readEvents(response, context);
+        const first = await events.next().catch((error: unknown) => (error instanceof ModelError ? error : transportFailure(error, context)));
+        if (first instanceof ModelError) failure = { error: first };
+        else if (first.done) failure = { error: cutOff(context.provider) };
+        else {
+          yield first.value;
+          yield* events;
+          return;
+        }
+        response.destroy();
+        response = undefined;
+      }
+      await beforeRetry(failure, retry, options, context);
+    }
   } finally {
     bound.releaseWhenClosed(response);
   }
@@ -142,17 +162,13 @@ class CallBound {
   }
 }
 
-async function connect(request: StreamRequest, options: ProviderOptions, context: CallContext): Promise<http.IncomingMessage> {
-  for (let retry = 0; ; retry++) {
-    const outcome = await attempt(request, context);
-    if (!("error" in outcome)) return outcome;
-    const { error, retryAfterMs } = outcome;
-    if (!error.retryable || retry >= options.maxRetries) throw withRetryAfter(error, retryAfterMs);
-    const waitMs = backoffMs(retry, options.retryBaseDelayMs ?? 500, retryAfterMs);
-    // Waiting longer than the call may last would only end in model_timeout, losing the reason.
-    if (Date.now() + waitMs >= context.endsAtMs) throw withRetryAfter(error, retryAfterMs, "which is longer than the call may still last");
-    await pause(waitMs, context);
-  }
+/** Waits before retry number `retry` of a failed attempt, or throws its failure when it is not to be retried. */
+async function beforeRetry({ error, retryAfterMs }: FailedAttempt, retry: number, options: ProviderOptions, context: CallContext): Promise<void> {
+  if (!error.retryable || retry >= options.maxRetries) throw withRetryAfter(error, retryAfterMs);
+  const waitMs = backoffMs(retry, options.retryBaseDelayMs ?? 500, retryAfterMs);
+  // Waiting longer than the call may last would only end in model_timeout, losing the reason.
+  if (Date.now() + waitMs >= context.endsAtMs) throw withRetryAfter(error, retryAfterMs, "which is longer than the call may still last");
+  await pause(waitMs, context);
 }
 
 /** The provider's failure, saying how long it asked to be left alone (and in details, as `retryAfterSecs`). */
@@ -280,7 +296,12 @@ function providerMessage(body: string, apiKey: string): string | undefined {
   } catch {
     return undefined;
   }
-  if (typeof message !== "string") return undefined;
+  return providerText(message, apiKey);
+}
+
+/** A provider's explanation fit to keep: a string, the key cut out should it be echoed, at most MAX_DETAIL_CHARS. */
+export function providerText(message: unknown, apiKey: string): string | undefined {
+  if (typeof message !== "string" || message === "") return undefined;
   return redactText(message, [apiKey]).slice(0, MAX_DETAIL_CHARS);
 }
 
