@@ -47,7 +47,7 @@ interface Components {
   programRuntime: Uint8Array;
 }
 /** A real model name: with a real key and the real API, the same submission reaches Claude. */
-const MODEL: RunModel = { provider: "anthropic", name: "claude-sonnet-4-5" };
+const MODEL: RunModel = { provider: "anthropic", name: "claude-sonnet-4-6" };
 /** The scripted provider takes any key; a real one would go here (docs/runs.md). */
 const PROVIDER_KEYS = { anthropic: "offline-demo-key" };
 

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -7,7 +8,26 @@ import { RESERVED_PARAMETERS } from "../src/runs/submission.ts";
 const root = path.resolve(import.meta.dirname, "../..");
 const read = (file: string) => readFileSync(path.join(root, file), "utf8");
 
+/** Every tracked text file, by its path from the repository's root. */
+function trackedFiles(): string[] {
+  return execFileSync("git", ["ls-files", "-z"], { cwd: root, encoding: "utf8" })
+    .split("\0")
+    .filter((file) => file !== "" && /\.(md|ts|py|proto|json|yaml|html)$/.test(file));
+}
+
 describe("docs stay true", () => {
+  it("names only the model ids docs/models.md lists, wherever a model id appears", () => {
+    const table = /## Model ids in examples([\s\S]*?)\n## /.exec(read("docs/models.md"))?.[1] ?? "";
+    const listed = new Set([...table.matchAll(/\| `[a-z]+` \| `([^`]+)` \|/g)].map((match) => match[1]));
+    expect([...listed].sort()).toEqual(["claude-sonnet-4-6", "gpt-4.1"]);
+    const named = new Map<string, string>();
+    for (const file of trackedFiles()) {
+      for (const [id] of read(file).matchAll(/\b(?:claude-[a-z]+-[0-9][a-z0-9.-]*|gpt-[0-9][a-z0-9.-]*)/g)) named.set(id, file);
+    }
+    const unlisted = [...named].filter(([id]) => !listed.has(id));
+    expect(unlisted).toEqual([]);
+  });
+
   it("docs/errors.md is the rendering of the error catalogue (npm run docs:errors)", () => {
     expect(read("docs/errors.md")).toBe(renderErrorDocs());
   });

@@ -30,7 +30,7 @@ const PREAMBLE = path.join(import.meta.dirname, "preamble.sh");
 const NODE = path.join(ROOT, "node_modules", ".bin", "node");
 const PYTHON = "/usr/bin/python3";
 /** The models the snippets name; each answers every request with TEXT. */
-export const MODELS = ["claude-sonnet-4-5", "gpt-4.1"];
+export const MODELS = ["claude-sonnet-4-6", "gpt-4.1"];
 const TEXT = "Release notes, as the scripted model writes them.";
 /** Set inside the network namespace, so that the run does not enter another. */
 const INSIDE = "SNIPPETS_PRIVATE_NETWORK";

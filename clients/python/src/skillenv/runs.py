@@ -45,7 +45,7 @@ class Model:
     provider: str
     """"anthropic" or "openai"."""
     name: str
-    """The provider's model name, e.g. "claude-sonnet-4-5"."""
+    """The provider's model name, e.g. "claude-sonnet-4-6"."""
     max_tokens: int = 0
     """Largest reply; 0 is the server's default, 4096."""
     parameters: Mapping[str, Any] | None = None

@@ -11,7 +11,7 @@ const UPLOAD_CONCURRENCY = 4;
 export interface RunModel {
   /** "anthropic" or "openai". */
   provider: string;
-  /** The provider's model name, e.g. "claude-sonnet-4-5". */
+  /** The provider's model name, e.g. "claude-sonnet-4-6". */
   name: string;
   /** Largest reply, in tokens; the server's default is 4096. */
   maxTokens?: number;

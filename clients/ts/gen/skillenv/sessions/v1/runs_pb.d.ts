@@ -109,7 +109,7 @@ export declare type Model = Message<"skillenv.sessions.v1.Model"> & {
   provider: string;
 
   /**
-   * The provider's model name, e.g. "claude-sonnet-4-5".
+   * The provider's model name, e.g. "claude-sonnet-4-6".
    *
    * @generated from field: string name = 2;
    */
