@@ -20,6 +20,7 @@ import {
   type ServiceEnvironment,
 } from "./environments/index.ts";
 import { createModelProviders } from "./models/index.ts";
+import { Metrics, serveMetrics } from "./metrics/index.ts";
 import { OPENAPI_PATH, readOpenApiFile } from "./openapi/index.ts";
 import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, type Runs } from "./runs/index.ts";
@@ -31,6 +32,8 @@ import { createTranscoder } from "./transcoder/index.ts";
 export interface RunningService {
   /** Base URL of the listening port, e.g. http://127.0.0.1:8080. */
   readonly url: string;
+  /** Where `GET /metrics` is served (SERVICE_METRICS_LISTEN); undefined when metrics are off. */
+  readonly metricsUrl: string | undefined;
   /** Set when no keys were configured: where the development key was written. */
   readonly devKeyFile: string | undefined;
   /** The service environment (worker pool); sessions and runs execute through it. */
@@ -54,6 +57,7 @@ export interface StartOptions {
 /** Composition root: opens storage, starts the worker pool, wires the services and starts the one-port listener. */
 export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
   const store = await openStore(settings);
+  const metrics = settings.metricsListen ? new Metrics() : undefined;
   let serviceEnv: ServiceEnvironment | undefined;
   try {
     const s3 = settings.blobStore && (await S3BlobStore.open(settings.blobStore));
@@ -68,6 +72,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
     const artifacts = createArtifacts({ store, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
     serviceEnv = await startServiceEnvironment(settings, artifacts, keys.workspaces());
+    const environment = serviceEnv;
     const { filesystemAllow, networkAllow, secretAllow, workspaceRoot } = settings.env;
     const hosts = new HostHub({ maxInFlight: settings.sessions.hostMaxInFlight, maxQueued: settings.sessions.hostMaxQueued });
     const kinds = {
@@ -78,6 +83,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const { listMaxBytes } = settings.limits;
     const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs, listMaxBytes });
     const runs = await createRuns({
+      onRunEnded: metrics && ((run) => metrics.runEnded({ ...run, provider: run.model.provider })),
       store,
       dataDir: settings.dataDir,
       sessions,
@@ -95,10 +101,13 @@ export async function startService(settings: Settings, options: StartOptions = {
       },
     });
 
+    // Without a pool (the service environment unavailable: docs/operations.md) there is nothing to observe.
+    const { pool } = environment;
+    if (pool) metrics?.observePool(() => pool.stats());
     const health = new HealthState(API_SERVICES.map((service) => service.typeName));
     const router = createConnectRouter({
       requestGate: recordingGate(authenticationGate(keys, new Set([Health, ...reflectionServices].map((service) => service.typeName)))),
-      interceptors: [storageErrorInterceptor()],
+      interceptors: [storageErrorInterceptor(metrics && (() => metrics.storageError()))],
       readMaxBytes: settings.limits.maxRequestBytes,
     });
     router.service(AssetService, assets.service);
@@ -128,11 +137,13 @@ export async function startService(settings: Settings, options: StartOptions = {
       corsHeaders: [CHECKSUM_HEADER],
       limits: settings.http,
       log,
+      onRequestDone: metrics && ((record, seconds) => metrics.request(record, seconds)),
     });
     const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, onRequest);
-    const environment = serviceEnv;
+    const scrapes = metrics && settings.metricsListen ? await serveMetrics(metrics, settings.metricsListen) : undefined;
     return {
       url: listener.url,
+      metricsUrl: scrapes?.url,
       devKeyFile,
       serviceEnv: environment,
       runs: runs.runs,
@@ -141,6 +152,7 @@ export async function startService(settings: Settings, options: StartOptions = {
         await runs.runs.close();
         hosts.closeAll("shutting_down");
         await listener.close(settings.shutdownGraceSecs * 1000);
+        await scrapes?.close();
         await environment.close();
         await skills.close();
         await store.close();

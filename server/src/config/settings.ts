@@ -20,6 +20,8 @@ import {
 
 export interface Settings {
   listen: ListenAddress;
+  /** Where Prometheus scrapes `GET /metrics`; undefined: no metrics. */
+  metricsListen: ListenAddress | undefined;
   dataDir: string;
   /** The S3-compatible bucket holding blobs, which clients upload to directly; undefined: files in the data directory. */
   blobStore: S3Location | undefined;
@@ -197,6 +199,7 @@ export function loadSettings(env: Env = process.env): Settings {
   const dataDir = path.resolve(read("SERVICE_DATA_DIR", String, "data"));
   const settings: Settings = {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
+    metricsListen: read("SERVICE_METRICS_LISTEN", parseListen, undefined),
     dataDir,
     blobStore: read("SERVICE_BLOB_URL", parseS3Url, undefined),
     databaseUrl: read("SERVICE_DATABASE_URL", parseDatabaseUrl, undefined),

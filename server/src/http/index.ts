@@ -9,4 +9,4 @@ export {
   type RequestHandlerOptions,
   type RequestListener,
 } from "./request-handler.ts";
-export { logLine, logWriter, type LogSink, type LogWriter } from "./request-log.ts";
+export { logLine, logWriter, type LogSink, type LogWriter, type RequestRecord } from "./request-log.ts";

@@ -38,6 +38,8 @@ export interface RequestHandlerOptions {
   /** The body idle timeout and in-memory budgets. */
   limits: HttpLimits;
   log: LogWriter | undefined;
+  /** Told of every request once it is over, with its record and how long it took (the metrics). */
+  onRequestDone?: ((record: RequestRecord, durationSeconds: number) => void) | undefined;
 }
 
 export type RequestListener = (req: NodeRequest, res: NodeResponse) => void;
@@ -82,6 +84,7 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
       record.httpStatus = res.statusCode;
       if (record.code === "ok" && !res.writableFinished) record.code = "canceled";
       options.log?.(requestLogEntry(record, startedAt));
+      options.onRequestDone?.(record, Number(process.hrtime.bigint() - startedAt) / 1e9);
     });
   };
 

@@ -13,6 +13,7 @@ import { Runs, type RunSettings } from "./runs.ts";
 
 export { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 export type { Runs, RunSettings } from "./runs.ts";
+import type { RunRecord } from "./records.ts";
 
 export interface RunsFeature {
   service: ServiceImpl<typeof RunService>;
@@ -29,6 +30,8 @@ export interface RunsFeatureOptions {
   assets: Assets;
   providers: ReadonlyMap<string, ModelProvider>;
   settings: RunSettings;
+  /** Told of every run that ended (the metrics). */
+  onRunEnded?: ((record: RunRecord) => void) | undefined;
 }
 
 /** Opens the runs, fails those a previous process left running, and starts retention cleanup. */

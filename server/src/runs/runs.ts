@@ -41,6 +41,8 @@ export interface RunsOptions {
   runAssets: RunAssets;
   providers: ReadonlyMap<string, ModelProvider>;
   settings: RunSettings;
+  /** Told of every run that ended, once its end is durable (the metrics). */
+  onRunEnded?: ((record: RunRecord) => void) | undefined;
 }
 
 /** A run this process is driving. */
@@ -272,6 +274,7 @@ export class Runs {
         : ([end.status === "cancelled" ? "run.cancelled" : "turn.failed", { ...end.error, ...counts }] as const);
     await this.#options.records.finish(finished, end.added, (records) => events.commit(type, data, records), clearLog);
     Object.assign(record, finished);
+    this.#options.onRunEnded?.(finished);
   }
 
   async #resolveSkills(workspace: string, names: readonly string[]): Promise<Array<RunSkill & { bytes: Uint8Array }>> {

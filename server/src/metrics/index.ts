@@ -1,0 +1,1 @@
+export { Metrics, serveMetrics } from "./metrics.ts";

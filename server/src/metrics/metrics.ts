@@ -1,0 +1,168 @@
+import * as http from "node:http";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { PoolStats } from "../engine/index.ts";
+import type { RequestRecord } from "../http/index.ts";
+
+/**
+ * The service's Prometheus metrics (docs/operations.md, "Metrics"). Names follow Prometheus'
+ * conventions (`skillenv_` prefix, base units in the name, `_total` counters); every label has a
+ * bounded set of values: protocols, API methods, catalogue codes, kinds, statuses, providers.
+ * No label carries an id, a workspace, a path a caller chose, or anything a caller sent.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  /** Gauges brought up to date when scraped. */
+  readonly #beforeScrape: Array<() => void> = [];
+  readonly #requests: Counter<"protocol" | "service" | "method" | "code">;
+  readonly #duration: Histogram<"protocol" | "service" | "method">;
+  readonly #storageErrors: Counter;
+  readonly #runs: Counter<"status" | "provider">;
+  readonly #rounds: Counter<"provider">;
+  readonly #toolCalls: Counter<"provider">;
+  readonly #tokens: Counter<"provider" | "direction">;
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: "skillenv_process_" });
+    // Gauges that prom-client names like counters (`_total`), which promtool refuses: left out.
+    for (const name of ["active_handles_total", "active_requests_total", "active_resources_total"]) {
+      this.registry.removeSingleMetric(`skillenv_process_nodejs_${name}`);
+    }
+    const registers = [this.registry];
+    this.#requests = new Counter({
+      name: "skillenv_rpc_requests_total",
+      help: "Requests answered, by protocol (grpc, grpc-web, connect, rest, object-store, http), API service and method, and stable code (ok, or the error catalogue's).",
+      labelNames: ["protocol", "service", "method", "code"],
+      registers,
+    });
+    this.#duration = new Histogram({
+      name: "skillenv_rpc_duration_seconds",
+      help: "Time from a request's arrival until its response is over, by protocol, API service and method.",
+      labelNames: ["protocol", "service", "method"],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    this.#storageErrors = new Counter({
+      name: "skillenv_storage_errors_total",
+      help: "Calls that failed because the metadata or blob store did (answered storage_unavailable).",
+      registers,
+    });
+    this.#runs = new Counter({
+      name: "skillenv_runs_total",
+      help: "Runs that ended, by status (completed, failed, cancelled) and model provider.",
+      labelNames: ["status", "provider"],
+      registers,
+    });
+    this.#rounds = new Counter({
+      name: "skillenv_run_rounds_total",
+      help: "Model calls of the runs that ended, by provider.",
+      labelNames: ["provider"],
+      registers,
+    });
+    this.#toolCalls = new Counter({
+      name: "skillenv_run_tool_calls_total",
+      help: "Tool calls of the runs that ended, by provider.",
+      labelNames: ["provider"],
+      registers,
+    });
+    this.#tokens = new Counter({
+      name: "skillenv_model_tokens_total",
+      help: "Tokens the model providers reported for the runs that ended, by provider and direction (input, output).",
+      labelNames: ["provider", "direction"],
+      registers,
+    });
+  }
+
+  /** One answered request, from its log record. */
+  request(record: RequestRecord, durationSeconds: number): void {
+    const [service, method] = procedureLabels(record.procedure);
+    this.#requests.inc({ protocol: record.protocol, service, method, code: record.code });
+    this.#duration.observe({ protocol: record.protocol, service, method }, durationSeconds);
+  }
+
+  storageError(): void {
+    this.#storageErrors.inc();
+  }
+
+  /** One run that ended. `provider` is one the server is configured with, so bounded. */
+  runEnded(run: { status: string; provider: string; rounds: number; toolCalls: number; usage: { inputTokens: number; outputTokens: number } }): void {
+    const provider = run.provider;
+    this.#runs.inc({ status: run.status, provider });
+    this.#rounds.inc({ provider }, run.rounds);
+    this.#toolCalls.inc({ provider }, run.toolCalls);
+    this.#tokens.inc({ provider, direction: "input" }, run.usage.inputTokens);
+    this.#tokens.inc({ provider, direction: "output" }, run.usage.outputTokens);
+  }
+
+  /** The worker pool's gauges, read from `stats` at each scrape. */
+  observePool(stats: () => PoolStats): void {
+    const registers = [this.registry];
+    const slots = new Gauge({
+      name: "skillenv_pool_slots",
+      help: "Invocation slots of the live workers, by kind (tool, agent_loop) and state (busy, free).",
+      labelNames: ["kind", "state"],
+      registers,
+    });
+    const waiting = new Gauge({ name: "skillenv_pool_queue_length", help: "Invocations waiting for a slot, by kind.", labelNames: ["kind"], registers });
+    const workers = new Gauge({ name: "skillenv_pool_workers", help: "Worker processes, by state.", labelNames: ["state"], registers });
+    const prepared = new Gauge({ name: "skillenv_pool_prepared_components", help: "Components prepared and kept compiled on the workers.", registers });
+    const replacements = new Gauge({
+      name: "skillenv_pool_worker_replacements",
+      help: "Workers replaced after a crash or a deadline kill since the server started.",
+      registers,
+    });
+    // One read of the pool per scrape, for every gauge.
+    this.#beforeScrape.push(() => {
+      const now = stats();
+      for (const [kind, busy, capacity, queued] of [
+        ["tool", now.inFlight.tools, now.capacity.tools, now.waiting.tools],
+        ["agent_loop", now.inFlight.agentLoops, now.capacity.agentLoops, now.waiting.agentLoops],
+      ] as const) {
+        slots.set({ kind, state: "busy" }, busy);
+        slots.set({ kind, state: "free" }, Math.max(0, capacity - busy));
+        waiting.set({ kind }, queued);
+      }
+      workers.reset();
+      for (const worker of now.workers) workers.inc({ state: worker.state });
+      prepared.set(now.prepared);
+      replacements.set(now.replacements);
+    });
+  }
+
+  /** The exposition, in Prometheus' text format. */
+  async exposition(): Promise<string> {
+    for (const update of this.#beforeScrape) update();
+    return this.registry.metrics();
+  }
+}
+
+/** `pkg.Service/Method` as its service's short name and the method; "unknown" for anything else (a 404). */
+function procedureLabels(procedure: string | undefined): [service: string, method: string] {
+  const match = procedure === undefined ? null : /^\/?(?:[a-z0-9_]+\.)*([A-Za-z0-9_]+)\/([A-Za-z0-9_]+)$/.exec(procedure);
+  return match ? [match[1]!, match[2]!] : ["unknown", "unknown"];
+}
+
+/**
+ * The scrape endpoint: `GET /metrics` on a listener of its own (`SERVICE_METRICS_LISTEN`), apart
+ * from the API's port, unauthenticated as scrape ports conventionally are; anything else is 404.
+ */
+export async function serveMetrics(metrics: Metrics, address: { host: string; port: number }): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== "GET" || new URL(req.url ?? "/", "http://metrics").pathname !== "/metrics") {
+      res.writeHead(404, { "content-type": "text/plain" }).end("not found: the metrics are at GET /metrics\n");
+      return;
+    }
+    metrics.exposition().then(
+      (text) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(text),
+      () => res.writeHead(500, { "content-type": "text/plain" }).end("the metrics could not be collected\n"),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(address.port, address.host, () => resolve());
+  });
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://${address.host.includes(":") ? `[${address.host}]` : address.host}:${port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
