@@ -36,6 +36,8 @@ const COUNTS = { warmup: 300, perRound: 200, concurrent: 5000 };
 /** Issue #12: the service beside the bare connect-node handler on the same protocol, and connect binary h2 and gRPC beside bare http2. */
 const TARGET_OVER_BARE_CONNECT = 1.1;
 const TARGET_OVER_BARE_HTTP2 = 2;
+/** Issue 23: metrics on may cost a call at most 3%. */
+const METRICS_TARGET = 1.03;
 
 type Call = () => Promise<void>;
 
@@ -165,12 +167,12 @@ function clientHeapMiB(): number {
 async function run(): Promise<SuiteReport> {
   const heapBefore = clientHeapMiB();
   return withChildren(async (started) => {
-    const [service, bareConnect, bareHttp2] = await Promise.all([
-      spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), {
-        // The request log is on in production; here its lines go to /dev/null, written as to a file.
-        env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1", BENCH_REQUEST_LOG: "/dev/null" },
-        execArgv: cpuProfileArgv(),
-      }).then(started),
+    // The request log is on in production; here its lines go to /dev/null, written as to a file.
+    const serviceEnv = { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1", BENCH_REQUEST_LOG: "/dev/null" };
+    const [service, metered, bareConnect, bareHttp2] = await Promise.all([
+      spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), { env: serviceEnv, execArgv: cpuProfileArgv() }).then(started),
+      // The same service with its Prometheus metrics on (SERVICE_METRICS_LISTEN): what they cost a call.
+      spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), { env: { ...serviceEnv, SERVICE_METRICS_LISTEN: "127.0.0.1:0" } }).then(started),
       spawnServer(path.join(import.meta.dirname, "servers", "bare-connect.ts")).then(started),
       spawnServer(path.join(import.meta.dirname, "servers", "bare-http2.ts")).then(started),
     ]);
@@ -179,7 +181,7 @@ async function run(): Promise<SuiteReport> {
 
     const bytes = randomBytes(1024);
     const asset = { sha256: createHash("sha256").update(bytes).digest("hex"), sizeBytes: bytes.byteLength };
-    await createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: BENCH_API_KEY })).uploadAsset(bytes);
+    for (const server of [service, metered]) await createServiceClient(createNodeTransport({ baseUrl: server.url, apiKey: BENCH_API_KEY })).uploadAsset(bytes);
 
     const serviceSide = childSide("service", service);
     const bareSide = childSide("bare connect-node", bareConnect);
@@ -191,6 +193,11 @@ async function run(): Promise<SuiteReport> {
         variant(`${pair.name}: bare connect-node`, pair.bare, bareSide),
         variant(`${pair.name}: service`, pair.service, serviceSide),
       ]),
+      variant(
+        `${CONNECT_H2.name}: service, metrics on`,
+        presignCaller(ourTransport(metered.url, CONNECT_H2.client), asset),
+        childSide("service, metrics on", metered),
+      ),
     ];
     const startedAt = performance.now();
     const results = await measureVariants(variants, PLAN);
@@ -271,7 +278,19 @@ function figures(rows: readonly ResultRow[], pairNames: readonly string[]): Figu
       baseline: "-",
       target: "-",
     },
+    metricsCost(row(`${CONNECT_H2.name}: service, metrics on`), row(`${CONNECT_H2.name}: service`)),
   ];
+}
+
+/** Issue 23: Presign with the Prometheus metrics on, beside the same service with them off. */
+function metricsCost(on: ResultRow, off: ResultRow): Figure {
+  return {
+    figure: `${CONNECT_H2.name} p50 and server CPU, metrics on`,
+    ours: `${fixed(on.medianMs, 3)} ms = ${fixed(on.medianMs / off.medianMs, 3)}x, ${fixed(on.serverCpuUs, 0)} µs`,
+    baseline: `metrics off ${fixed(off.medianMs, 3)} ms, ${fixed(off.serverCpuUs, 0)} µs`,
+    target: `<= ${METRICS_TARGET}x`,
+    met: on.medianMs <= METRICS_TARGET * off.medianMs,
+  };
 }
 
 export const protocolsSuite: Suite = {
