@@ -81,7 +81,14 @@ export async function startService(settings: Settings, options: StartOptions = {
       extension: new ExtensionEnvironmentKind({ sealer: await Sealer.open(secrets), networkAllow }),
     };
     const { listMaxBytes } = settings.limits;
-    const sessions = await createSessions({ store, kinds, settings: settings.sessions, maxTurnSecs: settings.env.maxTurnSecs, listMaxBytes });
+    const sessions = await createSessions({
+      store,
+      kinds,
+      settings: settings.sessions,
+      maxTurnSecs: settings.env.maxTurnSecs,
+      listMaxBytes,
+      onOperation: metrics && ((operation) => metrics.operation(operation)),
+    });
     const runs = await createRuns({
       onRunEnded: metrics && ((run) => metrics.runEnded({ ...run, provider: run.model.provider })),
       store,

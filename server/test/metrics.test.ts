@@ -103,6 +103,8 @@ describe("Prometheus metrics (SERVICE_METRICS_LISTEN)", () => {
     expect(await scraped('skillenv_model_tokens_total{provider="anthropic",direction="input"}', (n) => n >= 40)).toBe(40);
     expect(await scraped('skillenv_pool_slots{kind="tool",state="free"}', (n) => n > 0)).toBeGreaterThan(0);
     expect(await scraped('sum(skillenv_pool_workers{state="ready"})', (n) => n > 0)).toBeGreaterThan(0);
+    expect(await scraped('skillenv_operations_total{operation="execute",environment_kind="service",outcome="returned",code=""}', (n) => n >= 3)).toBe(3);
+    expect(await scraped('skillenv_operation_duration_seconds_count{operation="execute",environment_kind="service"}', (n) => n >= 3)).toBe(3);
     // A latency histogram per method: the calls are counted in it too.
     expect(await scraped('skillenv_rpc_duration_seconds_count{service="SessionService",method="CallTool"}', (n) => n >= 3)).toBe(3);
   });

@@ -1,6 +1,7 @@
 import * as http from "node:http";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PoolStats } from "../engine/index.ts";
+import { isErrorCode } from "../errors/index.ts";
 import type { RequestRecord } from "../http/index.ts";
 
 /**
@@ -20,6 +21,8 @@ export class Metrics {
   readonly #rounds: Counter<"provider">;
   readonly #toolCalls: Counter<"provider">;
   readonly #tokens: Counter<"provider" | "direction">;
+  readonly #operations: Counter<"operation" | "environment_kind" | "outcome" | "code">;
+  readonly #operationDuration: Histogram<"operation" | "environment_kind">;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "skillenv_process_" });
@@ -64,12 +67,37 @@ export class Metrics {
       labelNames: ["provider"],
       registers,
     });
+    this.#operations = new Counter({
+      name: "skillenv_operations_total",
+      help: "Session operations that ended, by operation, environment kind (service, host, extension), outcome (returned, failure, unknown) and a failure's catalogue code (tool: the environment's own).",
+      labelNames: ["operation", "environment_kind", "outcome", "code"],
+      registers,
+    });
+    this.#operationDuration = new Histogram({
+      name: "skillenv_operation_duration_seconds",
+      help: "Session operations from their journaled send to their journaled terminal receipt, by operation and environment kind.",
+      labelNames: ["operation", "environment_kind"],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    });
     this.#tokens = new Counter({
       name: "skillenv_model_tokens_total",
       help: "Tokens the model providers reported for the runs that ended, by provider and direction (input, output).",
       labelNames: ["provider", "direction"],
       registers,
     });
+  }
+
+  /**
+   * One session operation that ended, by kind (execute, setup, stage, cancel, detach, teardown),
+   * its environment's kind and its outcome; a failure's code only when it is the catalogue's (a
+   * tool's own codes are any text, so they count as "tool").
+   */
+  operation(operation: { kind: string; environmentKind: string; receipt: { outcome: string; code?: string }; seconds: number }): void {
+    const { kind, environmentKind, receipt } = operation;
+    const code = receipt.outcome !== "failure" ? "" : receipt.code !== undefined && isErrorCode(receipt.code) ? receipt.code : "tool";
+    this.#operations.inc({ operation: kind, environment_kind: environmentKind, outcome: receipt.outcome, code });
+    this.#operationDuration.observe({ operation: kind, environment_kind: environmentKind }, operation.seconds);
   }
 
   /** One answered request, from its log record. */

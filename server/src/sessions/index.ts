@@ -3,7 +3,7 @@ import type { EnvironmentKinds } from "../environments/index.ts";
 import { Journal } from "../journal/index.ts";
 import type { Store } from "../storage/index.ts";
 import { SessionRecords } from "./records.ts";
-import { Sessions } from "./sessions.ts";
+import { Sessions, type SessionsOptions } from "./sessions.ts";
 
 export { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 export type { AgentLoopPlacement, Sessions, CallToolOptions, ClosingListener, ToolCallResult } from "./sessions.ts";
@@ -20,6 +20,8 @@ export interface SessionsFeatureOptions {
   maxTurnSecs: number;
   /** SERVICE_LIST_MAX_BYTES. */
   listMaxBytes: number;
+  /** Told of every operation that ended (the metrics). */
+  onOperation?: SessionsOptions["onOperation"];
 }
 
 /** Opens the sessions and their journal, and recovers what a previous process left in flight. */
@@ -34,6 +36,7 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     progress: options.settings.progress,
     listMaxBytes: options.listMaxBytes,
     sizeLimits: { maxFieldBytes: options.settings.maxFieldBytes, sessionMaxBytes: options.settings.sessionMaxBytes },
+    onOperation: options.onOperation,
   });
   await sessions.recover();
   return sessions;

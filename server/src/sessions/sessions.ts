@@ -35,6 +35,16 @@ export interface SessionsOptions {
   listMaxBytes: number;
   /** SERVICE_MAX_FIELD_BYTES and SERVICE_SESSION_MAX_BYTES: what a session may store. */
   sizeLimits: SessionSizeLimits;
+  /** Told of every operation once its terminal receipt is journaled (the metrics). */
+  onOperation?: ((operation: SettledOperation) => void) | undefined;
+}
+
+/** An operation that ended, as the metrics see it: nothing of its input, output or ids. */
+export interface SettledOperation {
+  kind: OperationKind;
+  environmentKind: string;
+  receipt: TerminalReceipt;
+  seconds: number;
 }
 
 export interface CallToolOptions {
@@ -312,7 +322,7 @@ export class Sessions {
     const binding = this.#binding(live, target.environment);
     live.inFlight.set(operation.operationId, operation);
     try {
-      const receipt = await runJournaled(this.#journaled(), live.record.id, operation, (report, seq) =>
+      const receipt = await this.#runJournaled(live, operation, (report, seq) =>
         binding.execute({
           operationId: operation.operationId,
           seq,
@@ -362,7 +372,16 @@ export class Sessions {
     const deadlineMs = this.#deadline(undefined);
     const operation: SentOperation = { operationId: newId("op"), environment, kind, deadlineMs, ...fields };
     const binding = this.#binding(live, environment);
-    return runJournaled(this.#journaled(), live.record.id, operation, () => call(binding, deadlineMs, operation.operationId));
+    return this.#runJournaled(live, operation, () => call(binding, deadlineMs, operation.operationId));
+  }
+
+  /** One journaled operation of the session (runJournaled), reported when it has ended. */
+  async #runJournaled(live: LiveSession, operation: SentOperation, dispatch: Parameters<typeof runJournaled>[3]): Promise<TerminalReceipt> {
+    const startedAt = performance.now();
+    const receipt = await runJournaled(this.#journaled(), live.record.id, operation, dispatch);
+    const environmentKind = live.record.environments.find((environment) => environment.name === operation.environment)?.kind ?? "unknown";
+    this.#options.onOperation?.({ kind: operation.kind, environmentKind, receipt, seconds: (performance.now() - startedAt) / 1000 });
+    return receipt;
   }
 
   /** Detaches every ready environment not detached yet, writes `session.ended`, and records the end. */
