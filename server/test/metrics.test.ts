@@ -4,13 +4,13 @@
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs/promises";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { once } from "node:events";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { buildTestComponents } from "./helpers/pool.ts";
+import { freePort } from "./helpers/ports.ts";
 import { KEY_A, startTestService, type TestService } from "./helpers/service.ts";
 import { admitTool, eventsUntil, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 
@@ -51,14 +51,6 @@ async function startPrometheus(target: string): Promise<{ url: string; child: Ch
   const url = `http://127.0.0.1:${port}`;
   await until(async () => (await fetch(`${url}/-/ready`).catch(() => undefined))?.status === 200);
   return { url, child, dir };
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /** Polls `condition` until it holds (the test's timeout bounds it): Prometheus scrapes on its own clock. */

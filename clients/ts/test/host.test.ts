@@ -1,10 +1,10 @@
 import * as fs from "node:fs/promises";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../../server/test/helpers/ports.ts";
 import { spawnService, type ServiceProcess } from "../../../server/test/helpers/process.ts";
 import type { ReportRequest } from "../gen/skillenv/env/v1/host_pb.js";
 import { KEY_A, requestLogSince, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
@@ -430,15 +430,6 @@ describe("Reports on the server-streaming form", () => {
     await session.delete();
   });
 });
-
-/** A port free now, for a service that must come back on the same address after a restart. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe.each(FORMS)("a host over the $streaming command stream, when the server restarts", ({ client: clientFor }) => {
   let root: string;

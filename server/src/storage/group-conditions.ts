@@ -1,10 +1,58 @@
-import { WriteConflict, type WriteOp } from "./store.ts";
+import { storageError, WriteConflict, type WriteOp } from "./store.ts";
 
 /** A write waiting in an adapter's group commit. */
 export interface PendingWrite {
   ops: readonly WriteOp[];
   resolve(): void;
   reject(error: Error): void;
+}
+
+/**
+ * Group commit, as both adapters do it: a group starts once the event loop has run what was ready
+ * when its first write came (setImmediate), writes that arrive while a group commits go into the
+ * next, and groups commit one after another, in call order. `commit` applies one group (durably,
+ * atomically) and says which writes it admitted and which lost on their conditions; the losers
+ * are rejected first, so that their retries queue before the winners' next writes. A group that
+ * fails as a whole fails each of its writes with a StorageError.
+ */
+export class GroupCommit {
+  readonly #commit: (group: PendingWrite[]) => Promise<Admission<PendingWrite>>;
+  #queue: PendingWrite[] = [];
+  /** The running flush, while there is one. */
+  #flushing: Promise<void> | undefined;
+
+  constructor(commit: (group: PendingWrite[]) => Promise<Admission<PendingWrite>>) {
+    this.#commit = commit;
+  }
+
+  write(ops: readonly WriteOp[]): Promise<void> {
+    if (ops.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ ops, resolve, reject });
+      this.#flushing ??= new Promise<void>((started) => setImmediate(started)).then(() => this.#flush());
+    });
+  }
+
+  /** Resolves once every write queued so far has been committed or refused. */
+  async drained(): Promise<void> {
+    await this.#flushing;
+  }
+
+  async #flush(): Promise<void> {
+    while (this.#queue.length > 0) {
+      const group = this.#queue;
+      this.#queue = [];
+      try {
+        const { admitted, conflicts } = await this.#commit(group);
+        for (const [write, conflict] of conflicts) write.reject(conflict);
+        for (const write of admitted) write.resolve();
+      } catch (error) {
+        const failure = storageError("write", error);
+        for (const write of group) write.reject(failure);
+      }
+    }
+    this.#flushing = undefined;
+  }
 }
 
 /** What a group's conditions decided: the writes to apply, in order, and those to reject with their conflict. */

@@ -1,6 +1,6 @@
 import type { AbstractSublevel } from "abstract-level";
 import type { Level } from "level";
-import { admit, type PendingWrite } from "./group-conditions.ts";
+import { admit, GroupCommit, type PendingWrite } from "./group-conditions.ts";
 import { storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
 type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8Array, string, string>;
@@ -25,9 +25,7 @@ type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8A
 export class LevelStore implements Store {
   readonly #db: Level<string, string>;
   readonly #sublevels = new Map<string, Sublevel>();
-  #queue: PendingWrite[] = [];
-  /** The running flush, while there is one. */
-  #flushing: Promise<void> | undefined;
+  readonly #groups = new GroupCommit((group) => this.#commit(group));
 
   constructor(db: Level<string, string>) {
     this.#db = db;
@@ -38,37 +36,22 @@ export class LevelStore implements Store {
   }
 
   write(ops: readonly WriteOp[]): Promise<void> {
-    if (ops.length === 0) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      this.#queue.push({ ops, resolve, reject });
-      this.#flushing ??= new Promise<void>((started) => setImmediate(started)).then(() => this.#flush());
-    });
+    return this.#groups.write(ops);
   }
 
   async close(): Promise<void> {
-    await this.#flushing;
+    await this.#groups.drained();
     await this.#db.close();
   }
 
-  async #flush(): Promise<void> {
-    while (this.#queue.length > 0) {
-      const group = this.#queue;
-      this.#queue = [];
-      try {
-        const { admitted, conflicts } = await admit(group, (table, key) => this.#sublevel(table).get(key));
-        await this.#db.batch(
-          admitted.flatMap((write) => write.ops.flatMap((op) => (op.type === "expect" ? [] : [this.#levelOp(op)]))),
-          { sync: true },
-        );
-        // Losers first: their retries then queue before the winners' next writes.
-        for (const [write, conflict] of conflicts) write.reject(conflict);
-        for (const write of admitted) write.resolve();
-      } catch (error) {
-        const failure = storageError("write", error);
-        for (const write of group) write.reject(failure);
-      }
-    }
-    this.#flushing = undefined;
+  /** One synced batch of the group's admitted writes; no other writer can come between the check and it. */
+  async #commit(group: PendingWrite[]) {
+    const admission = await admit(group, (table, key) => this.#sublevel(table).get(key));
+    await this.#db.batch(
+      admission.admitted.flatMap((write) => write.ops.flatMap((op) => (op.type === "expect" ? [] : [this.#levelOp(op)]))),
+      { sync: true },
+    );
+    return admission;
   }
 
   #levelOp(op: WriteOp & { type: "put" | "delete" }) {

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { admit, slot, type PendingWrite } from "./group-conditions.ts";
+import { admit, GroupCommit, slot, type PendingWrite } from "./group-conditions.ts";
 import { migrate, UnusableDatabase } from "./postgres-migrations.ts";
 import { StorageError, storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
 
@@ -85,9 +85,7 @@ async function checkEncoding(client: pg.PoolClient): Promise<void> {
  */
 export class PostgresStore implements Store {
   readonly #pool: pg.Pool;
-  #queue: PendingWrite[] = [];
-  /** The running flush, while there is one. */
-  #flushing: Promise<void> | undefined;
+  readonly #groups = new GroupCommit((group) => this.#commit(group));
   #closed = false;
 
   constructor(pool: pg.Pool) {
@@ -105,33 +103,13 @@ export class PostgresStore implements Store {
     if (ops.some((op) => op.table.includes("\u0000") || op.key.includes("\u0000"))) {
       return Promise.reject(new StorageError("metadata write failed: a key holds the character NUL"));
     }
-    return new Promise((resolve, reject) => {
-      this.#queue.push({ ops, resolve, reject });
-      this.#flushing ??= new Promise<void>((started) => setImmediate(started)).then(() => this.#flush());
-    });
+    return this.#groups.write(ops);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    await this.#flushing;
+    await this.#groups.drained();
     await this.#pool.end();
-  }
-
-  async #flush(): Promise<void> {
-    while (this.#queue.length > 0) {
-      const group = this.#queue;
-      this.#queue = [];
-      try {
-        const { admitted, conflicts } = await this.#commit(group);
-        // Losers first: their retries then queue before the winners' next writes.
-        for (const [write, conflict] of conflicts) write.reject(conflict);
-        for (const write of admitted) write.resolve();
-      } catch (error) {
-        const failure = storageError("write", error);
-        for (const write of group) write.reject(failure);
-      }
-    }
-    this.#flushing = undefined;
   }
 
   /** One transaction: lock, decide, apply, commit. Throws (having rolled back) when the database fails. */

@@ -7,14 +7,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ExtensionEnvironmentService, type ExecuteRequest, type ExecuteResponseSchema } from "../../../gen/skillenv/extension/v1/extension_pb.js";
 
-/** A loopback port nothing listens on now (free a moment ago), for an extension that is down until the test starts it there. */
-export async function freePort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+export { freePort } from "./ports.ts";
 
 /** What the test extension was asked, in order. */
 export interface ExtensionCall {

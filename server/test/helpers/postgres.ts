@@ -1,9 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs/promises";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import pg from "pg";
+import { freePort } from "./ports.ts";
 
 const BIN = "/usr/lib/postgresql/15/bin";
 /** Attempts at a free port: another process may take the one picked before postgres binds it. */
@@ -115,15 +115,4 @@ interface RunAs {
 function postgresUser(): Required<RunAs> {
   const id = (flag: string) => Number(spawnSync("id", [flag, "postgres"], { encoding: "utf8" }).stdout.trim());
   return { uid: id("-u"), gid: id("-g") };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
 }
