@@ -111,6 +111,10 @@ export async function startService(settings: Settings, options: StartOptions = {
     // Without a pool (the service environment unavailable: docs/operations.md) there is nothing to observe.
     const { pool } = environment;
     if (pool) metrics?.observePool(() => pool.stats());
+    metrics?.observeSessions(
+      () => sessions.census(),
+      () => hosts.attached,
+    );
     const health = new HealthState(API_SERVICES.map((service) => service.typeName));
     const router = createConnectRouter({
       requestGate: recordingGate(authenticationGate(keys, new Set([Health, ...reflectionServices].map((service) => service.typeName)))),

@@ -97,6 +97,9 @@ describe("Prometheus metrics (SERVICE_METRICS_LISTEN)", () => {
     expect(await scraped('sum(skillenv_pool_workers{state="ready"})', (n) => n > 0)).toBeGreaterThan(0);
     expect(await scraped('skillenv_operations_total{operation="execute",environment_kind="service",outcome="returned",code=""}', (n) => n >= 3)).toBe(3);
     expect(await scraped('skillenv_operation_duration_seconds_count{operation="execute",environment_kind="service"}', (n) => n >= 3)).toBe(3);
+    expect(await scraped('skillenv_sessions{lifecycle="active"}', (n) => n >= 1)).toBeGreaterThanOrEqual(1);
+    expect(await scraped("skillenv_operations_in_flight", (n) => n === 0)).toBe(0);
+    expect(await scraped("skillenv_hosts_attached", (n) => n === 0)).toBe(0);
     // A latency histogram per method: the calls are counted in it too.
     expect(await scraped('skillenv_rpc_duration_seconds_count{service="SessionService",method="CallTool"}', (n) => n >= 3)).toBe(3);
   });

@@ -156,6 +156,26 @@ export class Metrics {
     });
   }
 
+  /** Sessions this process holds, by lifecycle, their operations in flight, and attached hosts, read at each scrape. */
+  observeSessions(census: () => { sessions: Map<string, number>; operationsInFlight: number }, attachedHosts: () => number): void {
+    const registers = [this.registry];
+    const sessions = new Gauge({
+      name: "skillenv_sessions",
+      help: "Sessions this process holds in memory (those called since it started), by lifecycle (active, ending, deleting, ended).",
+      labelNames: ["lifecycle"],
+      registers,
+    });
+    const inFlight = new Gauge({ name: "skillenv_operations_in_flight", help: "Session operations sent and not yet answered.", registers });
+    const hosts = new Gauge({ name: "skillenv_hosts_attached", help: "Host connections attached to host environments.", registers });
+    this.#beforeScrape.push(() => {
+      const now = census();
+      sessions.reset();
+      for (const [lifecycle, count] of now.sessions) sessions.set({ lifecycle }, count);
+      inFlight.set(now.operationsInFlight);
+      hosts.set(attachedHosts());
+    });
+  }
+
   /** The exposition, in Prometheus' text format. */
   async exposition(): Promise<string> {
     for (const update of this.#beforeScrape) update();

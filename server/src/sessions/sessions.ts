@@ -478,6 +478,17 @@ export class Sessions {
     return this.#live.get(id) ?? this.#attach(record);
   }
 
+  /** The sessions this process holds, by lifecycle, and their operations in flight (the metrics). */
+  census(): { sessions: Map<string, number>; operationsInFlight: number } {
+    const sessions = new Map<string, number>();
+    let operationsInFlight = 0;
+    for (const live of this.#live.values()) {
+      sessions.set(live.record.lifecycle, (sessions.get(live.record.lifecycle) ?? 0) + 1);
+      operationsInFlight += live.inFlight.size;
+    }
+    return { sessions, operationsInFlight };
+  }
+
   #attach(record: SessionRecord): LiveSession {
     const live: LiveSession = { record, bindings: new Map(), inFlight: new Map(), drained: [] };
     this.#live.set(record.id, live);

@@ -12,6 +12,11 @@ export class HostHub {
   readonly #byBinding = new Map<string, HostConnection>();
   readonly #byId = new Map<string, { connection: HostConnection; outgoing: Channel<ServerMessage> }>();
 
+  /** Host connections attached now (the metrics). */
+  get attached(): number {
+    return this.#byBinding.size;
+  }
+
   constructor(limits: ConnectionLimits) {
     this.#limits = limits;
   }
