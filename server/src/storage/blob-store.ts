@@ -1,3 +1,6 @@
+import { createHash } from "node:crypto";
+import { serviceError } from "../errors/index.ts";
+
 import type { Readable } from "node:stream";
 
 /** SHA-256 as 64 lowercase hexadecimal characters. */
@@ -39,4 +42,23 @@ export interface BlobRanges {
   /** Bytes [start, end) as a stream. */
   stream(start: number, end: number): Readable;
   close(): Promise<void>;
+}
+
+/**
+ * The source's chunks as they come, hashed and counted on the way: throws size_mismatch as soon as
+ * it runs past the expected size, and size_mismatch or checksum_mismatch at its end. Every store
+ * writes through it, so only verified content becomes visible.
+ */
+export async function* verifiedChunks(source: AsyncIterable<Uint8Array>, expected: ExpectedContent): AsyncGenerator<Uint8Array> {
+  const hash = createHash("sha256");
+  let size = 0;
+  for await (const chunk of source) {
+    size += chunk.byteLength;
+    if (size > expected.sizeBytes) throw serviceError("size_mismatch", `body is longer than the signed size of ${expected.sizeBytes} bytes`);
+    hash.update(chunk);
+    yield chunk;
+  }
+  if (size !== expected.sizeBytes) throw serviceError("size_mismatch", `body has ${size} bytes, the signed size is ${expected.sizeBytes}`);
+  const actual = hash.digest("hex");
+  if (actual !== expected.sha256) throw serviceError("checksum_mismatch", `body hashes to ${actual}, the signed SHA-256 is ${expected.sha256}`);
 }

@@ -1,9 +1,8 @@
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import { Readable } from "node:stream";
-import { serviceError } from "../errors/index.ts";
-import type { BlobRanges, BlobStore, ExpectedContent, Sha256Hex } from "./blob-store.ts";
+import { verifiedChunks, type BlobRanges, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 
 /**
  * Blobs as files: blobs/sha256/ab/<hash>. A write goes to blobs/tmp, is hashed and counted as
@@ -70,7 +69,7 @@ export class FileBlobStore implements BlobStore {
     const tmpPath = path.join(this.#tmp, randomUUID());
     const file = await fs.open(tmpPath, "wx", 0o600);
     try {
-      await copyVerified(source, file, expected);
+      for await (const chunk of verifiedChunks(source, expected)) await file.write(chunk);
       await file.sync();
       await file.close();
       const finalPath = this.#pathOf(expected.sha256);
@@ -91,26 +90,6 @@ export class FileBlobStore implements BlobStore {
 }
 
 const RANGE_CHUNK_BYTES = 64 * 1024;
-
-async function copyVerified(source: AsyncIterable<Uint8Array>, file: fs.FileHandle, expected: ExpectedContent): Promise<void> {
-  const hash = createHash("sha256");
-  let size = 0;
-  for await (const chunk of source) {
-    size += chunk.byteLength;
-    if (size > expected.sizeBytes) {
-      throw serviceError("size_mismatch", `body is longer than the signed size of ${expected.sizeBytes} bytes`);
-    }
-    hash.update(chunk);
-    await file.write(chunk);
-  }
-  if (size !== expected.sizeBytes) {
-    throw serviceError("size_mismatch", `body has ${size} bytes, the signed size is ${expected.sizeBytes}`);
-  }
-  const actual = hash.digest("hex");
-  if (actual !== expected.sha256) {
-    throw serviceError("checksum_mismatch", `body hashes to ${actual}, the signed SHA-256 is ${expected.sha256}`);
-  }
-}
 
 /** Makes the rename durable: on Linux a directory entry survives a crash only once its directory is synced. */
 async function syncDirectory(dir: string): Promise<void> {

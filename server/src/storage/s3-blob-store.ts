@@ -16,7 +16,7 @@ import {
 import { getSignedUrl } from "@aws-sdk/s3-request-presigner";
 import { ConnectError } from "@connectrpc/connect";
 import { serviceError } from "../errors/index.ts";
-import type { BlobRanges, BlobStore, ExpectedContent, Sha256Hex } from "./blob-store.ts";
+import { verifiedChunks, type BlobRanges, type BlobStore, type ExpectedContent, type Sha256Hex } from "./blob-store.ts";
 import type { S3Location } from "./s3-location.ts";
 import type { SignedPut, StagedUploads } from "./staged-uploads.ts";
 import { StorageError } from "./store.ts";
@@ -120,7 +120,7 @@ export class S3BlobStore implements BlobStore, StagedUploads {
     const body = Readable.from(
       (async function* () {
         try {
-          yield* verify(source, expected);
+          yield* verifiedChunks(source, expected);
         } catch (error) {
           refusal = error;
           abort.abort();
@@ -283,19 +283,4 @@ export class S3BlobStore implements BlobStore, StagedUploads {
 
 function isMissing(error: unknown): boolean {
   return error instanceof S3ServiceException && (error.name === "NotFound" || error.name === "NoSuchKey" || error.$metadata.httpStatusCode === 404);
-}
-
-/** The source's chunks, throwing size_mismatch or checksum_mismatch as soon as it is known not to be `expected`. */
-async function* verify(source: AsyncIterable<Uint8Array>, expected: ExpectedContent): AsyncGenerator<Uint8Array> {
-  const hash = createHash("sha256");
-  let size = 0;
-  for await (const chunk of source) {
-    size += chunk.byteLength;
-    if (size > expected.sizeBytes) throw serviceError("size_mismatch", `body is longer than the signed size of ${expected.sizeBytes} bytes`);
-    hash.update(chunk);
-    yield chunk;
-  }
-  if (size !== expected.sizeBytes) throw serviceError("size_mismatch", `body has ${size} bytes, the signed size is ${expected.sizeBytes}`);
-  const actual = hash.digest("hex");
-  if (actual !== expected.sha256) throw serviceError("checksum_mismatch", `body hashes to ${actual}, the signed SHA-256 is ${expected.sha256}`);
 }
