@@ -348,9 +348,9 @@ describe("crashes and capacity", () => {
       await crashy.prepare(loop);
       const transpiles = crashy.stats().transpiles;
       const pending = run(crashy, loop, {}, { deadlineMs: Date.now() + 60_000 });
-      await waitFor(() => crashy.stats().inFlight.tools === 1, 5000, "the loop to start");
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      const index = crashy.stats().workers.findIndex((worker) => worker.tools === 1);
+      // Killed once its guest runs (WorkerStats.running), not merely dispatched to its worker.
+      await waitFor(() => crashy.stats().workers.some((worker) => worker.running === 1), 5000, "the loop to start");
+      const index = crashy.stats().workers.findIndex((worker) => worker.running === 1);
       killWorker(crashy, index);
       const receipt = await pending;
       expect(receipt.outcome).toBe("unknown");
