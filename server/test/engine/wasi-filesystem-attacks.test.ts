@@ -150,7 +150,7 @@ describe("paths that leave the preopen", () => {
   it("refuses '..' above the descriptor and absolute paths in every operation", () => {
     const sub = root.openAt(NOFOLLOW, "sub", { directory: true }, READ);
     const before = outside();
-    const baseline = openFds();
+    const baseline = openFds(box);
     for (const [descriptor, path] of [
       [root, ".."],
       [root, "../../../.."],
@@ -168,7 +168,7 @@ describe("paths that leave the preopen", () => {
         expect(["not-permitted", "no-entry"], `${what} ${path}`).toContain(code);
       }
     }
-    expect(openFds()).toBe(baseline);
+    expect(openFds(box)).toBe(baseline);
     expect(outside()).toBe(before);
     expect(readFileSync(join(box.root, "hello.txt"), "utf8")).toBe("hello");
   });
@@ -183,7 +183,7 @@ describe("paths that leave the preopen", () => {
     // The guest may make such links itself: they are only text.
     root.symlinkAt("../../../../marker", "guest-made");
     const before = outside();
-    const baseline = openFds();
+    const baseline = openFds(box);
     for (const path of ["up", "absolute", "sub/up-from-sub", "chain"]) {
       for (const [what, attempt] of pathOperations(root, path)) {
         if (what === "open" || what === "link from") continue; // the last name itself, not followed: below
@@ -217,7 +217,7 @@ describe("paths that leave the preopen", () => {
     // A hard link to a symlink is one more symlink, as confined as the first.
     root.linkAt(NOFOLLOW, "marker-link", root, "marker-link-2");
     expect(refused(() => root.openAt(FOLLOW, "marker-link-2", {}, READ))).toBe("not-permitted");
-    expect(openFds()).toBe(baseline);
+    expect(openFds(box)).toBe(baseline);
     expect(outside()).toBe(before);
   });
 
@@ -260,13 +260,13 @@ describe("paths that leave the preopen", () => {
     const names = (count: number) => Array.from({ length: count }, () => "d").join("/");
     mkdirSync(join(box.root, names(300)), { recursive: true });
     writeFileSync(join(box.root, names(200), "deep.txt"), "deep");
-    const baseline = openFds();
+    const baseline = openFds(box);
     expect(refused(() => root.openAt(NOFOLLOW, names(300), { directory: true }, READ))).toBe("name-too-long");
-    expect(openFds()).toBe(baseline);
+    expect(openFds(box)).toBe(baseline);
     const deep = root.openAt(NOFOLLOW, `${names(200)}/deep.txt`, {}, READ);
     expect(readAll(deep)).toBe("deep");
     deep[Symbol.dispose]();
-    expect(openFds()).toBe(baseline);
+    expect(openFds(box)).toBe(baseline);
   });
 });
 

@@ -306,7 +306,7 @@ describe("streams", () => {
   });
 
   it("keeps its file open after the descriptor is dropped, and closes it with the last reference", () => {
-    const baseline = openFds();
+    const baseline = openFds(box);
     const file = open("hello.txt", WRITE);
     const input = file.readViaStream(0n);
     const output = file.appendViaStream();
@@ -314,11 +314,11 @@ describe("streams", () => {
     expect(thrown(() => file.read(1n, 0n))).toBe("bad-descriptor");
     expect(text(input.read(5n))).toBe("hello");
     output.write(bytes("!"));
-    expect(openFds()).toBe(baseline + 1);
+    expect(openFds(box)).toBe(baseline + 1);
     input[Symbol.dispose]();
-    expect(openFds()).toBe(baseline + 1);
+    expect(openFds(box)).toBe(baseline + 1);
     output[Symbol.dispose]();
-    expect(openFds()).toBe(baseline);
+    expect(openFds(box)).toBe(baseline);
     expect(readFileSync(join(box.root, "hello.txt"), "utf8")).toBe("hello world!");
     expect(thrown(() => input.read(1n))).toMatchObject({ tag: "last-operation-failed" });
   });
@@ -589,16 +589,16 @@ describe("secrets", () => {
 describe("revocation", () => {
   it("closes every fd and fails every descriptor and stream from then on", () => {
     filesystem.revoke();
-    const baseline = openFds();
+    const baseline = openFds(box);
     ({ filesystem, root } = mount(box.root));
     const file = open("hello.txt", WRITE);
     const sub = open("sub");
     const input = file.readViaStream(0n);
     const output = file.writeViaStream(0n);
     const listing = root.readDirectory();
-    expect(openFds()).toBe(baseline + 3);
+    expect(openFds(box)).toBe(baseline + 3);
     filesystem.revoke();
-    expect(openFds()).toBe(baseline);
+    expect(openFds(box)).toBe(baseline);
     expect(filesystem.preopens()).toEqual([]);
     for (const action of [
       () => root.statAt(NOFOLLOW, "hello.txt"),
@@ -616,7 +616,7 @@ describe("revocation", () => {
     }
     // Dropping what a guest still held afterwards is harmless.
     for (const resource of [file, sub, input, output, listing, root]) resource[Symbol.dispose]();
-    expect(openFds()).toBe(baseline);
+    expect(openFds(box)).toBe(baseline);
     expect(readFileSync(join(box.root, "hello.txt"), "utf8")).toBe("hello world");
   });
 

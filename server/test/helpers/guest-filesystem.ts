@@ -1,8 +1,8 @@
 // Guest filesystems over temp directories, called as a guest calls them (jco's glue calls the
 // Descriptor methods directly), for server/test/engine/wasi-filesystem*.test.ts.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { GuestFilesystem, type Descriptor, type GuestFilesystemOptions, type PreopenDirectory } from "../../src/engine/wasi/filesystem/index.ts";
 
 /** What the outside marker holds: no guest read may ever return it. */
@@ -67,9 +67,29 @@ export function entries(directory: Descriptor): { name: string; type: string }[]
   return listed.sort((a, b) => (a.name < b.name ? -1 : 1));
 }
 
-/** The fds this process has open now (to see that everything opened was closed). */
-export function openFds(): number {
-  return readdirSync("/proc/self/fd").length;
+/**
+ * The fds this process has open now on `box` or anything in it, or on a directory above it (to see
+ * that everything a guest's calls opened was closed). Only those: the test's process also holds
+ * vitest's pipes and files other code opens and closes meanwhile, and a count of every fd once
+ * failed by one that was none of the filesystem's.
+ */
+export function openFds(box: Box): number {
+  const above = new Set<string>();
+  for (let dir = dirname(box.box); ; dir = dirname(dir)) {
+    above.add(dir);
+    if (dir === dirname(dir)) break;
+  }
+  let count = 0;
+  for (const fd of readdirSync("/proc/self/fd")) {
+    let target: string;
+    try {
+      target = readlinkSync(join("/proc/self/fd", fd));
+    } catch {
+      continue; // closed since it was listed (the listing's own fd among them)
+    }
+    if (target === box.box || target.startsWith(`${box.box}/`) || above.has(target)) count++;
+  }
+  return count;
 }
 
 export const READ = { read: true } as const;
