@@ -74,11 +74,13 @@ export async function startService(settings: Settings, options: StartOptions = {
     serviceEnv = await startServiceEnvironment(settings, artifacts, keys.workspaces());
     const environment = serviceEnv;
     const { filesystemAllow, networkAllow, secretAllow, workspaceRoot } = settings.env;
+    // Extension credentials and the provider keys of runs that may resume are sealed with one key.
+    const sealer = await Sealer.open(secrets);
     const hosts = new HostHub({ maxInFlight: settings.sessions.hostMaxInFlight, maxQueued: settings.sessions.hostMaxQueued });
     const kinds = {
       service: new ServiceEnvironmentKind({ pool: serviceEnv.pool, artifacts, allow: { filesystemAllow, networkAllow, secretAllow }, workspaceRoot }),
       host: new HostEnvironmentKind(hosts),
-      extension: new ExtensionEnvironmentKind({ sealer: await Sealer.open(secrets), networkAllow }),
+      extension: new ExtensionEnvironmentKind({ sealer, networkAllow }),
     };
     const { listMaxBytes } = settings.limits;
     const sessions = await createSessions({
@@ -91,6 +93,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     });
     const runs = await createRuns({
       onRunEnded: metrics && ((run) => metrics.runEnded({ ...run, provider: run.model.provider })),
+      sealer: settings.sessions.runResume ? sealer : undefined,
       store,
       dataDir: settings.dataDir,
       sessions,

@@ -124,21 +124,39 @@ describe("a turn's log (what an interrupted run keeps)", () => {
       ],
     };
     await store.write([log.counters({ rounds: 1, toolCalls: 2, usage: { inputTokens: 3, outputTokens: 4 } }), ...log.messagesOf([user])]);
-    await store.write([log.message(1, reply), log.result({ type: "tool_result", toolCallId: "came-back", output: '{"ok":1}', isError: false })]);
+    const submission = { sealedKey: "v1.sealed", message: "go", agentsMd: "", maxRounds: 4, files: [] };
+    await store.write([log.submission(submission)]);
+    await store.write([log.reply(1, reply, "tool_use"), log.result({ type: "tool_result", toolCallId: "came-back", output: '{"ok":1}', isError: false })]);
     // Logged already: nothing is written twice.
     expect(log.messagesOf([user, reply])).toEqual([]);
 
     const { logged, clearOps } = await records.readTurnLog(run);
     expect(logged.counters).toEqual({ rounds: 1, toolCalls: 2, usage: { inputTokens: 3, outputTokens: 4 } });
-    const conversation = interruptedConversation(logged);
+    expect({ stopReason: logged.stopReason, submission: logged.submission }).toEqual({ stopReason: "tool_use", submission });
+    const { messages: conversation, unknown } = interruptedConversation(logged);
+    expect(unknown.map((call) => call.id)).toEqual(["in-flight"]);
     expect(conversation.slice(0, 2)).toEqual([user, reply]);
     expect(conversation[2]!.content).toEqual([
       { type: "tool_result", toolCallId: "came-back", output: '{"ok":1}', isError: false },
       { type: "tool_result", toolCallId: "in-flight", output: expect.stringContaining('"unknown_outcome"'), isError: true },
     ]);
 
+    // A turn that continues the log (a resumed run) removes the earlier process's rows with its own.
+    const continued = records.turnLog(run, logged);
+    expect(continued.messagesOf(conversation).map((op) => op.key)).toEqual([expect.stringMatching(/\/m\/000002$/)]);
+    const continuedKeys = continued.clearOps().map((op) => op.key);
+    expect(continuedKeys).toHaveLength(clearOps.length + 1);
+    expect(continuedKeys).toEqual(expect.arrayContaining([...clearOps.map((op) => op.key), expect.stringMatching(/\/m\/000002$/)]));
+
     await store.write(clearOps);
-    expect((await records.readTurnLog(run)).logged).toEqual({ counters: undefined, messages: [], results: new Map() });
+    expect((await records.readTurnLog(run)).logged).toEqual({
+      counters: undefined,
+      messages: [],
+      results: new Map(),
+      stopReason: undefined,
+      submission: undefined,
+      keys: [],
+    });
     // The turn's own removal names the same rows.
     expect(
       log

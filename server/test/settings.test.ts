@@ -47,6 +47,13 @@ describe("settings", () => {
     expect(loadSettings({ SERVICE_ENV_COMPILED_MEMORY_MIB: "0" }).env.compiledMemoryMib).toBe(0);
   });
 
+  it("resumes interrupted runs unless SERVICE_RUN_RESUME=off, and takes nothing but on or off", () => {
+    expect(loadSettings({}).sessions.runResume).toBe(true);
+    expect(loadSettings({ SERVICE_RUN_RESUME: "on" }).sessions.runResume).toBe(true);
+    expect(loadSettings({ SERVICE_RUN_RESUME: "off" }).sessions.runResume).toBe(false);
+    expect(() => loadSettings({ SERVICE_RUN_RESUME: "false" })).toThrow("SERVICE_RUN_RESUME: expected on or off");
+  });
+
   it("reads SERVICE_BLOB_URL as an S3 location: bucket, key prefix, endpoint, region, path style", () => {
     expect(loadSettings({}).blobStore).toBeUndefined();
     expect(loadSettings({ SERVICE_BLOB_URL: "s3://skills-prod" }).blobStore).toEqual({

@@ -37,8 +37,8 @@ export function parseBoolean(raw: string): boolean {
   throw new Error("expected true or false");
 }
 
-/** SERVICE_ENV_SANDBOX: `on` (the default) or `off`, nothing else: turning isolation off is spelled out. */
-export function parseSandboxMode(raw: string): boolean {
+/** `on` or `off`, nothing else (SERVICE_ENV_SANDBOX, SERVICE_RUN_RESUME): turning a protection off is spelled out. */
+export function parseOnOff(raw: string): boolean {
   if (raw === "on") return true;
   if (raw === "off") return false;
   throw new Error("expected on or off");

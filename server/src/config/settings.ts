@@ -12,7 +12,7 @@ import {
   parseListen,
   parseOrigins,
   parsePositiveInt,
-  parseSandboxMode,
+  parseOnOff,
   parseUrl,
   parseZeroOrPositiveInt,
   type ListenAddress,
@@ -72,6 +72,8 @@ export interface SessionSettings {
   runMaxRounds: number;
   /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
   runRetentionDays: number;
+  /** Whether a run the process stopped in resumes at the next start (its provider key sealed at rest meanwhile). */
+  runResume: boolean;
   /** Commands one host connection may have in flight; more are refused (host_busy, nothing sent). */
   hostMaxInFlight: number;
   /** Messages queued for a host that does not read its stream; beyond, its connection is closed. */
@@ -258,7 +260,7 @@ export function loadSettings(env: Env = process.env): Settings {
       spareMemoryMib: read("SERVICE_ENV_SPARE_MEMORY_MIB", parsePositiveInt, POOL_DEFAULTS.spareMemoryMib),
       // 0 (the default) keeps every prepared component compiled (SPEC 3 rule 4).
       compiledMemoryMib: read("SERVICE_ENV_COMPILED_MEMORY_MIB", parseZeroOrPositiveInt, POOL_DEFAULTS.compiledMemoryMib),
-      sandbox: read("SERVICE_ENV_SANDBOX", parseSandboxMode, POOL_DEFAULTS.sandbox),
+      sandbox: read("SERVICE_ENV_SANDBOX", parseOnOff, POOL_DEFAULTS.sandbox),
       // 0 turns the workspace quota off.
       workspaceQuotaBytes: read("SERVICE_ENV_WORKSPACE_QUOTA_MIB", parseZeroOrPositiveInt, POOL_DEFAULTS.workspaceQuotaBytes / MiB) * MiB,
       scratchQuotaBytes: read("SERVICE_ENV_SCRATCH_QUOTA_MIB", parsePositiveInt, POOL_DEFAULTS.scratchQuotaBytes / MiB) * MiB,
@@ -274,6 +276,7 @@ export function loadSettings(env: Env = process.env): Settings {
       sessionMaxBytes: read("SERVICE_SESSION_MAX_BYTES", parsePositiveInt, 2 * MiB),
       runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
       runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
+      runResume: read("SERVICE_RUN_RESUME", parseOnOff, true),
       hostMaxInFlight: read("SERVICE_HOST_MAX_IN_FLIGHT", parsePositiveInt, 64),
       hostMaxQueued: read("SERVICE_HOST_MAX_QUEUED", parsePositiveInt, 256),
     },

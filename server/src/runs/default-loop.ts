@@ -15,7 +15,11 @@ export interface LoopInput {
   history: readonly ConversationMessage[];
   message: string;
   maxRounds: number;
-  /** Receives what the turn adds to the conversation as it goes (the user's message first), so that a turn that fails keeps what it did. */
+  /**
+   * Receives what the turn adds to the conversation as it goes (the user's message first), so that
+   * a turn that fails keeps what it did. A resumed turn passes what its stopped process had added,
+   * ending with the user's message or a round's tool results, and the loop continues from there.
+   */
   added: ConversationMessage[];
 }
 
@@ -37,8 +41,10 @@ export class MaxRoundsExceeded extends Error {
  * It runs natively in the service (trusted code, no guest to instantiate): see docs/runs.md.
  */
 export async function defaultAgentLoop(host: LoopHost, { history, message, maxRounds, added }: LoopInput): Promise<LoopOutcome> {
-  added.push({ role: "user", content: [{ type: "text", text: message }] });
-  for (let round = 1; round <= maxRounds; round++) {
+  if (added.length === 0) added.push({ role: "user", content: [{ type: "text", text: message }] });
+  // Each reply was a round: a resumed turn's next model call is the round after its last reply.
+  const replies = added.filter((entry) => entry.role === "assistant").length;
+  for (let round = replies + 1; round <= maxRounds; round++) {
     const reply = await host.callModel([...history, ...added], round);
     added.push({ role: "assistant", content: reply.content });
     const calls = reply.content.filter((part): part is ToolCall => part.type === "tool_call");

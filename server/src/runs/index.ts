@@ -1,6 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { RunInput, Run, RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { Assets } from "../assets/index.ts";
+import type { Sealer } from "../environments/index.ts";
 import type { ModelProvider } from "../models/index.ts";
 import type { Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
@@ -32,9 +33,11 @@ export interface RunsFeatureOptions {
   settings: RunSettings;
   /** Told of every run that ended (the metrics). */
   onRunEnded?: ((record: RunRecord) => void) | undefined;
+  /** Seals the provider keys of runs that may resume after a restart; none resume without it (SERVICE_RUN_RESUME=off). */
+  sealer?: Sealer | undefined;
 }
 
-/** Opens the runs, fails those a previous process left running, and starts retention cleanup. */
+/** Opens the runs, resumes (or ends) those a previous process left running, and starts retention cleanup. */
 export async function createRuns(options: RunsFeatureOptions): Promise<RunsFeature> {
   const runs = new Runs({ ...options, records: new RunRecords(options.store), runAssets: new RunAssets(options.dataDir) });
   await runs.recover();

@@ -70,9 +70,9 @@ export class RunRecords {
     this.#turnLogs = store.table<TurnLogEntry>("turn-logs");
   }
 
-  /** The log of a run's turn, which the turn writes with its events. */
-  turnLog(record: RunRecord): TurnLog {
-    return new TurnLog(this.#turnLogs, record.sessionId, record.id);
+  /** The log of a run's turn, which the turn writes with its events; `logged`: what it continues (a resumed run). */
+  turnLog(record: RunRecord, logged?: LoggedTurn): TurnLog {
+    return new TurnLog(this.#turnLogs, record.sessionId, record.id, logged);
   }
 
   /** What an interrupted run's turn had logged, and the operations that remove the log. */

@@ -9,9 +9,8 @@ import { isId } from "../ids/index.ts";
  * after submit changes nothing for the run. Removed with the run (DeleteRun, retention), or,
  * when the run was never recorded, by `sweep` at start-up.
  *
- * Write-only while runs are not resumed: a turn stages the bundles it resolved at submit, the
- * same bytes (same content hash) the snapshot holds; a run that resumes after a restart will
- * read them from here (docs/runs.md).
+ * A turn stages the bundles it resolved at submit, held in memory, the same bytes (same content
+ * hash) the snapshot holds; a run that resumes after a restart reads them from here (docs/runs.md).
  */
 export class RunAssets {
   readonly #root: string;
@@ -34,6 +33,15 @@ export class RunAssets {
       await file.close();
     }
     await fs.rename(temporary, target);
+  }
+
+  /** The snapshot's bytes, or undefined when the run has none of that hash. */
+  async read(runId: string, sha256: string): Promise<Uint8Array | undefined> {
+    if (!isId("run", runId) || !/^[0-9a-f]{64}$/.test(sha256)) return undefined;
+    return fs.readFile(path.join(this.#root, runId, "assets", sha256)).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return undefined;
+      throw error;
+    });
   }
 
   remove(runId: string): Promise<void> {

@@ -1,6 +1,6 @@
 import type { Assets } from "../assets/index.ts";
 import type { ProgressLimits } from "../config/index.ts";
-import type { StagedFile } from "../environments/index.ts";
+import type { Sealer, StagedFile } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import type { ModelProvider, ToolDefinition } from "../models/index.ts";
@@ -12,8 +12,9 @@ import type { RunAssets } from "./run-assets.ts";
 import { RunEvents } from "./run-events.ts";
 import type { RunSkill } from "./skills-tool.ts";
 import { checkSubmission, type Submission } from "./submission.ts";
+import { textOf } from "./default-loop.ts";
 import { Turn, TurnStopped, type TurnEnd, type TurnSetup } from "./turn.ts";
-import { interruptedConversation } from "./turn-log.ts";
+import { interruptedConversation, type LoggedTurn, type ResumableSubmission, type TurnLog } from "./turn-log.ts";
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 
 export interface RunSettings {
@@ -43,6 +44,11 @@ export interface RunsOptions {
   settings: RunSettings;
   /** Told of every run that ended, once its end is durable (the metrics). */
   onRunEnded?: ((record: RunRecord) => void) | undefined;
+  /**
+   * Seals the provider key of a run that may resume after a restart (SERVICE_RUN_RESUME, on by
+   * default). Without it no key is kept at rest, and a run the process stopped in ends `interrupted`.
+   */
+  sealer?: Sealer | undefined;
 }
 
 /** A run this process is driving. */
@@ -118,21 +124,90 @@ export class Runs {
   }
 
   /**
-   * Runs that were running when the process stopped end as failed, with what their turn had done
-   * (its counters and conversation, from its log; a tool whose result was not recorded is
-   * reported to the conversation as of unknown outcome); nothing is resumed. Snapshots of
-   * submissions that were never recorded are removed.
+   * Runs that were running when the process stopped continue where their turn's log says they
+   * were (docs/runs.md, "A run interrupted by a restart"): a reply that had ended the turn ends
+   * the run; otherwise the turn resumes at its next model call. A run that cannot resume (a custom
+   * agent loop, resumption off, its turn's time over, its key or snapshot gone) ends failed with
+   * code `interrupted` and what its turn had done (its counters and conversation; a tool whose
+   * result was not recorded is reported as of unknown outcome). Nothing a turn sent is sent again.
+   * Snapshots of submissions that were never recorded are removed.
    */
   async recover(): Promise<void> {
     for (const record of await this.#options.records.interrupted()) {
       const { logged, clearOps } = await this.#options.records.readTurnLog(record);
       Object.assign(record, logged.counters);
-      const error = { code: "interrupted", message: "the server stopped during the run; it was not resumed" };
-      const added = interruptedConversation(logged);
-      await this.#finish(record, { status: "failed", added, outputText: "", error, progressDropped: 0 }, undefined, clearOps);
+      const last = logged.messages.at(-1);
+      if (last?.role === "assistant" && !last.content.some((part) => part.type === "tool_call")) {
+        // The turn had ended; only its end was not written.
+        const outputText = textOf(last.content);
+        const end: TurnEnd = { status: "completed", added: logged.messages, stopReason: logged.stopReason ?? "end_turn", outputText, progressDropped: 0 };
+        await this.#finish(record, end, undefined, clearOps);
+        continue;
+      }
+      const resumption = await this.#resumption(record, logged).catch((error: unknown) => ({
+        why: `it could not resume: ${error instanceof Error ? error.message : String(error)}`,
+      }));
+      if ("setup" in resumption) {
+        const events = new RunEvents(this.#options.sessions, record.sessionId, record.id);
+        this.#start(resumption.setup, events, Promise.resolve(), this.#options.records.turnLog(record, logged));
+        continue;
+      }
+      const error = { code: "interrupted", message: `the server stopped during the run; ${resumption.why}` };
+      const { messages } = interruptedConversation(logged);
+      await this.#finish(record, { status: "failed", added: messages, outputText: "", error, progressDropped: 0 }, undefined, clearOps);
     }
     const recorded = await this.#options.records.ids();
     await this.#options.runAssets.sweep((runId) => recorded.has(runId));
+  }
+
+  /** What an interrupted run needs to resume, read back from its log and snapshot, or why it cannot. */
+  async #resumption(record: RunRecord, logged: LoggedTurn): Promise<{ setup: TurnSetup } | { why: string }> {
+    const { sealer, settings, providers, sessions } = this.#options;
+    const saved = logged.submission;
+    if (!saved) return { why: "it was not resumed (a custom agent loop, or a run submitted with SERVICE_RUN_RESUME off)" };
+    if (!sealer) return { why: "it was not resumed (SERVICE_RUN_RESUME is off)" };
+    if (Date.parse(record.createdAt) + settings.maxTurnSecs * 1000 <= Date.now())
+      return { why: `its turn's time (SERVICE_MAX_TURN_SECS, ${settings.maxTurnSecs} s) was over before it could resume` };
+    if (!providers.has(record.model.provider)) return { why: `provider ${record.model.provider} is not configured any more` };
+    let apiKey: string;
+    try {
+      apiKey = sealer.unseal(saved.sealedKey);
+    } catch {
+      return { why: "its provider key could not be unsealed (the sealing key is not the one it was sealed with)" };
+    }
+    const session = await sessions.get(record.workspace, record.sessionId);
+    if (session.lifecycle !== "active") return { why: `its session is ${session.lifecycle}` };
+    const skills = await this.#resumedSkills(record);
+    // Its first model call was recorded after staging: a turn stopped before it stages again.
+    const staged = logged.messages.length > 0;
+    const files = staged ? [] : await this.#resolveFiles(record.workspace, saved.files);
+    const { messages: added, unknown } = interruptedConversation(logged);
+    const submission: Submission = {
+      model: record.model,
+      agentloop: undefined,
+      skills: record.skills.map((skill) => skill.name),
+      message: saved.message,
+      agentsMd: saved.agentsMd,
+      files: saved.files,
+      maxRounds: saved.maxRounds,
+      idempotencyKey: record.idempotencyKey,
+      idempotencyHash: record.idempotencyHash,
+      apiKey,
+    };
+    const history = await this.#options.records.conversation(record.sessionId);
+    return { setup: { record, submission, tools: toolsOf(session), skills, files, history, resumed: { added, unknown, staged } } };
+  }
+
+  /** The run's skills from its snapshot (SPEC 3.8): what it was submitted with, whatever the registry holds now. */
+  async #resumedSkills(record: RunRecord): Promise<RunSkill[]> {
+    const skills: RunSkill[] = [];
+    for (const { name, contentHash, description } of record.skills) {
+      const bytes = await this.#options.runAssets.read(record.id, contentHash);
+      if (!bytes) throw new Error(`the snapshot of skill ${name} is gone`);
+      const files = await this.#options.skills.bundleFiles(bytes);
+      skills.push({ name, description, contentHash, skillMd: new TextDecoder().decode(files.get("SKILL.md")), files });
+    }
+    return skills;
   }
 
   /** Removes finished runs older than the retention period now and every hour. */
@@ -187,12 +262,11 @@ export class Runs {
       ...(submission.idempotencyKey ? { idempotencyKey: submission.idempotencyKey } : {}),
     };
     const history = await this.#options.records.conversation(session.id);
-    const tools: ToolDefinition[] = session.tools.map((tool) => ({
-      name: tool.name,
-      description: tool.description,
-      inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown>,
-    }));
     const events = new RunEvents(this.#options.sessions, session.id, id);
+    const log = this.#options.records.turnLog(record);
+    const startOps = this.#options.records.startOps(record);
+    // A default-loop run may resume after a restart: what it needs beyond its record is logged with it.
+    if (this.#options.sealer && !loop) startOps.push(log.submission(this.#resumable(submission, this.#options.sealer)));
     const recorded = events.commit(
       "run.submitted",
       {
@@ -202,15 +276,20 @@ export class Runs {
         message: submission.message,
         idempotencyHash: submission.idempotencyHash,
       },
-      this.#options.records.startOps(record),
+      startOps,
     );
     // The turn starts while the run's record is synced (see Turn); the run is answered once it is durable.
-    this.#start({ record, submission, tools, skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events, recorded);
+    this.#start({ record, submission, tools: toolsOf(session), skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events, recorded, log);
     await recorded;
     return record;
   }
 
-  #start(setup: TurnSetup, events: RunEvents, recorded: Promise<void>): void {
+  #resumable(submission: Submission, sealer: Sealer): ResumableSubmission {
+    const { message, agentsMd, maxRounds, files, apiKey } = submission;
+    return { sealedKey: sealer.seal(apiKey), message, agentsMd, maxRounds, files };
+  }
+
+  #start(setup: TurnSetup, events: RunEvents, recorded: Promise<void>, log: TurnLog): void {
     const { record, submission } = setup;
     const controller = new AbortController();
     recorded.catch(() => controller.abort(new TurnStopped("cancelled", "the run could not be recorded")));
@@ -220,7 +299,6 @@ export class Runs {
       deadlineMs - Date.now(),
     );
     const provider = this.#options.providers.get(submission.model.provider)!;
-    const log = this.#options.records.turnLog(record);
     const done = (async () => {
       const end = await new Turn(
         setup,
@@ -341,4 +419,13 @@ export class Runs {
     const { maxRounds, maxMessageBytes, maxFieldBytes } = this.#options.settings;
     return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes, maxFieldBytes };
   }
+}
+
+/** The session's tools, as the model sees them. */
+function toolsOf(session: SessionRecord): ToolDefinition[] {
+  return session.tools.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown>,
+  }));
 }

@@ -1,13 +1,34 @@
 import type { ConversationMessage } from "../models/index.ts";
 import { prefixEnd, type Table, type WriteOp } from "../storage/index.ts";
-import type { ToolResult } from "./default-loop.ts";
+import type { ToolCall, ToolResult } from "./default-loop.ts";
 import type { RunRecord } from "./records.ts";
 
 /** A running run's counters, as its record holds them. */
 export type TurnCounters = Pick<RunRecord, "rounds" | "toolCalls" | "usage">;
 
-/** One row of a turn's log: its counters, a message it added, or one tool result of a round in progress. */
-export type TurnLogEntry = { counters: TurnCounters } | { message: ConversationMessage } | { result: ToolResult };
+/**
+ * What a resumed turn needs of its submission beyond the run's record (docs/runs.md, "A run
+ * interrupted by a restart"), logged with the run's record when it may resume: a default-loop
+ * run, with SERVICE_RUN_RESUME on.
+ */
+export interface ResumableSubmission {
+  /** The provider key, sealed (AES-256-GCM with the server's sealing key); removed with the log. */
+  sealedKey: string;
+  message: string;
+  agentsMd: string;
+  maxRounds: number;
+  files: Array<{ path: string; assetSha256: string }>;
+}
+
+/**
+ * One row of a turn's log: its counters, a message it added (a reply with its stop reason), one
+ * tool result of a round in progress, or what it needs to resume.
+ */
+export type TurnLogEntry =
+  | { counters: TurnCounters }
+  | { message: ConversationMessage; stopReason?: string }
+  | { result: ToolResult }
+  | { submission: ResumableSubmission };
 
 /** What a turn had done when its process stopped, read back from its log. */
 export interface LoggedTurn {
@@ -16,6 +37,12 @@ export interface LoggedTurn {
   messages: ConversationMessage[];
   /** Results of the last reply's tool calls that had come back, by call id. */
   results: Map<string, ToolResult>;
+  /** The stop reason of the last message, when it is a reply. */
+  stopReason: string | undefined;
+  /** Present when the run may resume. */
+  submission: ResumableSubmission | undefined;
+  /** Every row's key, for the resumed turn's log to remove with the run's end. */
+  keys: string[];
 }
 
 /**
@@ -32,9 +59,19 @@ export class TurnLog {
   /** Messages of the turn already in the log. */
   #messages = 0;
 
-  constructor(table: Table<TurnLogEntry>, sessionId: string, runId: string) {
+  /** `logged`: what the turn's earlier process left, when this continues it. */
+  constructor(table: Table<TurnLogEntry>, sessionId: string, runId: string, logged?: LoggedTurn) {
     this.#table = table;
     this.#prefix = turnLogPrefix(sessionId, runId);
+    if (logged) {
+      for (const key of logged.keys) this.#written.add(key);
+      this.#messages = logged.messages.length;
+    }
+  }
+
+  /** What the turn needs to resume after a restart, written with the run's record. */
+  submission(submission: ResumableSubmission): WriteOp {
+    return this.#put("submission", { submission });
   }
 
   counters({ rounds, toolCalls, usage }: TurnCounters): WriteOp {
@@ -48,10 +85,10 @@ export class TurnLog {
     return ops;
   }
 
-  /** The message that will be `added[index]` (a reply, logged as it is recorded, before the loop adds it). */
-  message(index: number, message: ConversationMessage): WriteOp {
+  /** The reply that will be `added[index]` (logged as it is recorded, before the loop adds it). */
+  reply(index: number, message: ConversationMessage, stopReason: string): WriteOp {
     this.#messages = Math.max(this.#messages, index + 1);
-    return this.#message(index, message);
+    return this.#put(messageSuffix(index), { message, stopReason });
   }
 
   result(result: ToolResult): WriteOp {
@@ -64,7 +101,7 @@ export class TurnLog {
   }
 
   #message(index: number, message: ConversationMessage): WriteOp {
-    return this.#put(`m/${String(index).padStart(6, "0")}`, { message });
+    return this.#put(messageSuffix(index), { message });
   }
 
   #put(suffix: string, entry: TurnLogEntry): WriteOp {
@@ -77,16 +114,22 @@ export class TurnLog {
 /** The log a stopped process left for the run, and the operations that remove it. */
 export async function readTurnLog(table: Table<TurnLogEntry>, sessionId: string, runId: string): Promise<{ logged: LoggedTurn; clearOps: WriteOp[] }> {
   const prefix = turnLogPrefix(sessionId, runId);
-  const logged: LoggedTurn = { counters: undefined, messages: [], results: new Map() };
-  const clearOps: WriteOp[] = [];
-  // Keys sort as the turn wrote them: counters, m/<index> in order, r/<call id>.
+  const logged: LoggedTurn = { counters: undefined, messages: [], results: new Map(), stopReason: undefined, submission: undefined, keys: [] };
+  // Keys sort as the turn wrote them: counters, m/<index> in order, r/<call id>, submission.
   for (const [key, entry] of await table.entries({ gt: prefix, lt: prefixEnd(prefix) })) {
-    clearOps.push(table.deleteOp(key));
+    logged.keys.push(key);
     if ("counters" in entry) logged.counters = entry.counters;
-    else if ("message" in entry) logged.messages.push(entry.message);
-    else logged.results.set(entry.result.toolCallId, entry.result);
+    else if ("message" in entry) {
+      logged.messages.push(entry.message);
+      logged.stopReason = entry.stopReason;
+    } else if ("result" in entry) logged.results.set(entry.result.toolCallId, entry.result);
+    else logged.submission = entry.submission;
   }
-  return { logged, clearOps };
+  return { logged, clearOps: logged.keys.map((key) => table.deleteOp(key)) };
+}
+
+function messageSuffix(index: number): string {
+  return `m/${String(index).padStart(6, "0")}`;
 }
 
 function turnLogPrefix(sessionId: string, runId: string): string {
@@ -97,22 +140,24 @@ function turnLogPrefix(sessionId: string, runId: string): string {
  * The conversation an interrupted turn keeps: every message it logged and, when its last reply
  * asked for tools, a result for each call: the one that came back, or an error saying the outcome
  * is unknown (the call may have been sent; nothing is sent again), so that the conversation stays
- * one a provider accepts and the model learns what happened.
+ * one a provider accepts and the model learns what happened. `unknown`: the calls given that error.
  */
-export function interruptedConversation(logged: LoggedTurn): ConversationMessage[] {
+export function interruptedConversation(logged: LoggedTurn): { messages: ConversationMessage[]; unknown: ToolCall[] } {
   const messages = [...logged.messages];
   const last = messages.at(-1);
-  if (last?.role !== "assistant") return messages;
-  const calls = last.content.filter((part) => part.type === "tool_call");
-  if (calls.length === 0) return messages;
-  const unknown = (id: string): ToolResult => ({
+  if (last?.role !== "assistant") return { messages, unknown: [] };
+  const calls = last.content.filter((part): part is ToolCall => part.type === "tool_call");
+  if (calls.length === 0) return { messages, unknown: [] };
+  const unknown = calls.filter((call) => !logged.results.has(call.id));
+  const unknownResult = (id: string): ToolResult => ({
     type: "tool_result",
     toolCallId: id,
-    output: JSON.stringify({
-      error: { code: "unknown_outcome", message: "the server stopped before the tool's result was recorded; it may or may not have run" },
-    }),
+    output: JSON.stringify({ error: { code: "unknown_outcome", message: UNKNOWN_OUTCOME_MESSAGE } }),
     isError: true,
   });
-  messages.push({ role: "user", content: calls.map((call) => logged.results.get(call.id) ?? unknown(call.id)) });
-  return messages;
+  messages.push({ role: "user", content: calls.map((call) => logged.results.get(call.id) ?? unknownResult(call.id)) });
+  return { messages, unknown };
 }
+
+/** What the model and the events are told of a tool call whose result the stopped process never recorded. */
+export const UNKNOWN_OUTCOME_MESSAGE = "the server stopped before the tool's result was recorded; it may or may not have run";

@@ -16,7 +16,7 @@ import {
 } from "./default-loop.ts";
 import type { RunFailure, RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
-import type { TurnLog } from "./turn-log.ts";
+import { UNKNOWN_OUTCOME_MESSAGE, type TurnLog } from "./turn-log.ts";
 import { callSkillsTool, SKILLS_DIRECTORY, skillsTool, STAGED_SKILL_FILES, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
 import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
@@ -33,6 +33,18 @@ export interface TurnSetup {
   history: readonly ConversationMessage[];
   /** A custom agent loop; the default loop when absent. */
   agentLoop?: AgentLoopPlacement;
+  /** A run resumed after a restart (Runs.recover): what its stopped process had done. */
+  resumed?: ResumedTurn;
+}
+
+/** Where a resumed turn picks up (docs/runs.md, "A run interrupted by a restart"). */
+export interface ResumedTurn {
+  /** What the turn had added to the conversation, with an unknown-outcome result for each call whose result was not recorded. */
+  added: ConversationMessage[];
+  /** The calls given that result: each is reported as a `tool.result` of unknown outcome. */
+  unknown: ToolCall[];
+  /** Whether the run's files were staged before the stop (its first model call was recorded); if not, they are staged again. */
+  staged: boolean;
 }
 
 export interface TurnDeps {
@@ -113,8 +125,13 @@ export class Turn implements LoopHost {
   async run(): Promise<TurnEnd> {
     let end: Omit<TurnEnd, "progressDropped">;
     try {
-      this.#events.record("turn.started", {});
-      await this.#stage();
+      const { resumed } = this.#setup;
+      if (resumed) this.#resume(resumed);
+      else this.#events.record("turn.started", {});
+      if (resumed?.staged) {
+        const { workspace, sessionId } = this.#setup.record;
+        this.#skillsStaged = await this.#deps.sessions.stagesFiles(workspace, sessionId);
+      } else await this.#stage();
       const { submission, history, agentLoop } = this.#setup;
       const input = { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added };
       const outcome = agentLoop ? await this.#customLoop(agentLoop) : await defaultAgentLoop(this, input);
@@ -181,7 +198,7 @@ export class Turn implements LoopHost {
     // Logged as the message the loop adds next (both loops add the reply as it is, at once).
     this.#events.record("assistant.message", { round, text: textOf(reply.content), toolCalls, stopReason: reply.stopReason }, [
       log.counters(record),
-      log.message(this.#added.length, { role: "assistant", content: reply.content }),
+      log.reply(this.#added.length, { role: "assistant", content: reply.content }, reply.stopReason),
     ]);
     this.#events.record("model.usage", { round, ...reply.usage });
     return reply;
@@ -193,6 +210,24 @@ export class Turn implements LoopHost {
     // A stopped turn does not wait for its tools: their cancels are sent and their receipts
     // are recorded whenever they come.
     return raceStop(dispatches, this.#signal);
+  }
+
+  /**
+   * Continues what a stopped process's turn did: its conversation so far, each tool call whose
+   * result it never recorded reported as of unknown outcome (its operation has its own `unknown`
+   * receipt; nothing is sent again), then `run.resumed` saying where the turn picks up.
+   */
+  #resume(resumed: ResumedTurn): void {
+    this.#added.push(...resumed.added);
+    const round = resumed.added.filter((message) => message.role === "assistant").length;
+    for (const call of resumed.unknown)
+      this.#events.record("tool.result", { round, callId: call.id, name: call.name, outcome: "unknown", message: UNKNOWN_OUTCOME_MESSAGE });
+    this.#events.record("run.resumed", {
+      round: round + 1,
+      messages: resumed.added.length,
+      unknownToolCalls: resumed.unknown.map((call) => call.id),
+      restaged: !resumed.staged,
+    });
   }
 
   /**

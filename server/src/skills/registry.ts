@@ -84,6 +84,11 @@ export class SkillRegistry {
     return { record, files: bundle.files };
   }
 
+  /** A bundle's files from its bytes (a run's snapshot, read back when the run resumes), checked as any bundle is. */
+  async bundleFiles(bytes: Uint8Array): Promise<Map<string, Uint8Array>> {
+    return (await this.#bundles.filesOf(bytes)).files;
+  }
+
   /** The finalized asset holding a stored skill's bundle. */
   async #bundleOf(workspace: string, record: SkillRecord): Promise<AssetRecord> {
     const asset = await this.#assets.finalized(workspace, record.contentHash);

@@ -45,6 +45,11 @@ export class StoredBundles {
     return this.#read(asset, (source, parse) => readBundle(source, this.#limits, parse));
   }
 
+  /** readBundle of bytes in memory (a run's snapshot), within the same limits and slots. */
+  filesOf(bytes: Uint8Array): Promise<ReadBundle> {
+    return this.#slots.run(() => readBundle(bytes, this.#limits, (skillMd) => this.#parsers.parse(skillMd)));
+  }
+
   close(): Promise<void> {
     return this.#parsers.close();
   }

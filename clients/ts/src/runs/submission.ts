@@ -37,7 +37,7 @@ export interface RunOptions {
   message: string;
   model: RunModel;
   skills?: readonly RunSkill[];
-  /** The API key per model provider, e.g. { anthropic: "sk-ant-..." }; used for this run only, never stored. */
+  /** The API key per model provider, e.g. { anthropic: "sk-ant-..." }; for this run only, never returned (sealed at rest while the run runs, so that it can resume after a restart). */
   providerKeys: Readonly<Record<string, string>>;
   /**
    * Makes a resubmission return the existing run instead of starting another. Generated when

@@ -65,8 +65,10 @@ export declare type RunInput = Message<"skillenv.sessions.v1.RunInput"> & {
 
   /**
    * Input only: the API key per model provider, e.g. {"anthropic": "..."}.
-   * Kept in memory for the run only: never stored, journaled, logged or
-   * returned.
+   * Never journaled, logged or returned. The model's provider's key is kept
+   * sealed at rest while the run runs, so that the run can resume after a
+   * restart, and removed with its end (SERVICE_RUN_RESUME=off: in memory
+   * only).
    *
    * @generated from field: map<string, string> provider_keys = 7;
    */
