@@ -24,6 +24,7 @@ import type { RunInputSchema, RunService } from "../gen/skillenv/sessions/v1/run
 import type { SessionEvent, SessionService } from "../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { ServerChild } from "./lib/child.ts";
 import { formatFigures } from "./lib/figures.ts";
+import { measureResume, type ResumeFigures } from "./run-resume.ts";
 import {
   admitTool,
   connectH2,
@@ -57,6 +58,8 @@ const COUNTS = {
   callTool: { warmup: 200, perRound: 100, concurrent: 4000 },
   toolLoop: { warmup: SESSIONS, perRound: 20, concurrent: 640 },
 };
+/** Runs in flight when the resumption figure's service is killed. */
+const RESUMED_RUNS = 64;
 /** Sessions per batch of the memory figure (each one a CreateSession with a service environment set up). */
 const IDLE_SESSIONS = 2000;
 /** Connections for short-lived watch streams (see memoryPerSession). */
@@ -149,7 +152,10 @@ async function run(): Promise<SuiteReport> {
           PLAN,
         );
         phase("turns", startedAt);
-        return report(results, memory, [textSessions, toolSessions]);
+        startedAt = performance.now();
+        const resume = await measureResume(provider, serviceEnv(provider), RESUMED_RUNS);
+        phase("resumption", startedAt);
+        return report(results, memory, [textSessions, toolSessions], resume);
       } finally {
         textSessions.close();
         toolSessions.close();
@@ -165,7 +171,7 @@ function phase(name: string, startedAt: number): void {
   process.stderr.write(`  ${name}: ${((performance.now() - startedAt) / 1000).toFixed(1)} s\n`);
 }
 
-function report(results: Awaited<ReturnType<typeof measureVariants>>, memory: [Batch, Batch], pools: SessionPool[]): SuiteReport {
+function report(results: Awaited<ReturnType<typeof measureVariants>>, memory: [Batch, Batch], pools: SessionPool[], resume: ResumeFigures): SuiteReport {
   const rows = results.map((result) => result.row);
   const [post, text, callTool, toolLoop, customLoop] = [rows[0]!, rows[1]!, rows[2]!, rows[3]!, rows[4]!];
   const providerCpu = (index: number) => fixed(results[index]!.cpuUsPerCall.get("provider") ?? Number.NaN, 0);
@@ -242,6 +248,10 @@ function report(results: Awaited<ReturnType<typeof measureVariants>>, memory: [B
         `live heap after a forced GC ${mib(marginal.heap)} MiB, RSS ${mib(marginal.rss)} MiB (before, created, after one turn). The first batch, on a fresh server, ` +
         `also grew the heap, the allocator's arenas and LevelDB's memtable and caches to their working size: per session ` +
         `heap ${kib(perSession(first, "heap", 1))} / ${kib(perSession(first, "heap", 2))}, RSS ${kib(perSession(first, "rss", 1))} / ${kib(perSession(first, "rss", 2))} (created / after 1 turn).`,
+      `Resumption (docs/runs.md): the service killed (SIGKILL) with ${resume.runs} runs waiting on their first model reply, each in a session of its own, ` +
+        `then started again on the same data: listening after ${fixed(resume.listeningMs, 0)} ms (recovery included; ${fixed(resume.baselineListeningMs, 0)} ms ` +
+        `for a start with nothing to resume), every resumed run completed ${fixed(resume.completedMs, 0)} ms after the start ` +
+        `(${fixed((resume.completedMs - resume.listeningMs) / resume.runs, 2)} ms a run after listening; a text turn's p50 above: ${fixed(text.medianMs, 3)} ms).`,
       ...(truncated.length > 0 ? [`cut short by the ${PLAN.budgetMs / 1000} s phase budget (fewer calls than planned): ${truncated.join(", ")}`] : []),
     ],
   };
@@ -460,6 +470,6 @@ async function memoryPerSession(service: ServiceChild, sessions: Sessions, runs:
 
 export const runsSuite: Suite = {
   name: "runs",
-  title: `Runs with an instant scripted model: text turn latency, turns/s and tool calls/s over ${SESSIONS} sessions, memory per idle session`,
+  title: `Runs with an instant scripted model: text turn latency, turns/s and tool calls/s over ${SESSIONS} sessions, memory per idle session, resumption after kill -9`,
   run,
 };
