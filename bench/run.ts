@@ -5,13 +5,14 @@ import type { ResultRow, Suite } from "./lib/suite.ts";
 import { envSuite } from "./env.ts";
 import { hostileSuite } from "./hostile.ts";
 import { hostsSuite } from "./hosts.ts";
+import { modelsSuite } from "./models.ts";
 import { protocolsSuite } from "./protocols.ts";
 import { runsSuite } from "./runs.ts";
 import { sessionsSuite } from "./sessions.ts";
 import { skillsSuite } from "./skills.ts";
 
 /** Add new suites here. */
-const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, hostsSuite, hostileSuite];
+const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, modelsSuite, hostsSuite, hostileSuite];
 
 const COLUMNS: Column<ResultRow>[] = [
   { header: "name", value: (r) => r.name, align: "left" },
