@@ -6,7 +6,7 @@ import { loadSettings } from "../src/config/index.ts";
 import {
   createAnthropicProvider,
   createModelProviders,
-  createOpenAIProvider,
+  createOpenAIChatProvider,
   ModelError,
   type ConversationMessage,
   type ModelProvider,
@@ -94,7 +94,7 @@ const adapters: AdapterCase[] = [
   {
     name: "openai",
     create: (options) =>
-      createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
+      createOpenAIChatProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
     // Chat Completions says "stop" for a stop sequence too.
     stopReasons: { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "end_turn", refusal: "refusal", pause_turn: "other" },
   },
@@ -362,7 +362,7 @@ describe.each(adapters)("the $name adapter", (adapter) => {
 
 describe("the openai adapter reading the stream", () => {
   it("reports the prompt tokens OpenAI read from its cache", async () => {
-    const provider = createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
+    const provider = createOpenAIChatProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
     const chunk = (fields: object) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", ...fields })}\n\n`;
     const body = [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, finish_reason: null }] }),
@@ -375,7 +375,7 @@ describe("the openai adapter reading the stream", () => {
   });
 
   it("carries the provider's message of an error that breaks the stream off", async () => {
-    const provider = createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
+    const provider = createOpenAIChatProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
     const body = [
       `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: null }] })}\n\n`,
       `data: ${JSON.stringify({ error: { message: "The server had an error while processing your request.", type: "server_error" } })}\n\n`,

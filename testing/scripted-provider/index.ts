@@ -7,7 +7,7 @@ import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { anthropic } from "./anthropic.ts";
-import { openai } from "./openai.ts";
+import { openaiChat } from "./openai-chat.ts";
 import { parseScript, ScriptBook, type Script, type Step } from "./script.ts";
 import { replyFor, type SseEvent, type WireFormat } from "./wire.ts";
 
@@ -45,8 +45,8 @@ export interface ScriptedProvider {
 
 const ROUTES = new Map<string, WireFormat>([
   ["/v1/messages", anthropic],
-  ["/chat/completions", openai],
-  ["/v1/chat/completions", openai],
+  ["/chat/completions", openaiChat],
+  ["/v1/chat/completions", openaiChat],
 ]);
 
 /** Control endpoint: PUT /_scripts/<model> with a script as JSON loads it, for a provider started as its own process. */

@@ -15,5 +15,5 @@ export {
 } from "./port.ts";
 export { createModelProviders, type ModelProviders } from "./registry.ts";
 export { createAnthropicProvider } from "./anthropic.ts";
-export { createOpenAIProvider } from "./openai.ts";
+export { createOpenAIChatProvider } from "./openai-chat.ts";
 export type { ProviderOptions } from "./transport.ts";

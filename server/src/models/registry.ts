@@ -1,6 +1,6 @@
 import type { Settings } from "../config/index.ts";
 import { createAnthropicProvider } from "./anthropic.ts";
-import { createOpenAIProvider } from "./openai.ts";
+import { createOpenAIChatProvider } from "./openai-chat.ts";
 import type { ModelProvider } from "./port.ts";
 import type { ProviderOptions } from "./transport.ts";
 
@@ -12,7 +12,7 @@ export function createModelProviders(settings: Settings["models"], maxJsonDepth:
   const common: Omit<ProviderOptions, "baseUrl"> = { maxRetries: settings.maxRetries, timeoutMs: settings.timeoutSecs * 1000, maxJsonDepth };
   const providers = [
     createAnthropicProvider({ ...common, baseUrl: settings.anthropicBaseUrl }),
-    createOpenAIProvider({ ...common, baseUrl: settings.openaiBaseUrl }),
+    createOpenAIChatProvider({ ...common, baseUrl: settings.openaiBaseUrl }),
   ];
   return new Map(providers.map((provider) => [provider.name, provider]));
 }

@@ -20,7 +20,7 @@ import { WireMessages } from "./wire-json.ts";
  */
 const NAME = "openai";
 
-export function createOpenAIProvider(options: ProviderOptions): ModelProvider {
+export function createOpenAIChatProvider(options: ProviderOptions): ModelProvider {
   return {
     name: NAME,
     async complete(request, call) {
