@@ -14,6 +14,7 @@ export {
   type UserContent,
 } from "./port.ts";
 export { createModelProviders, type ModelProviders } from "./registry.ts";
+export { thinkingOf, type Thinking } from "./thinking.ts";
 export { createAnthropicProvider } from "./anthropic.ts";
 export { createOpenAIChatProvider } from "./openai-chat.ts";
 export type { ProviderOptions } from "./transport.ts";

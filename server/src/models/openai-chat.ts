@@ -86,7 +86,12 @@ interface WireChunk {
     delta?: { content?: string | null; tool_calls?: WireToolCallDelta[] };
     finish_reason?: string | null;
   }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
+  usage?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    prompt_tokens_details?: { cached_tokens?: number } | null;
+    completion_tokens_details?: { reasoning_tokens?: number } | null;
+  } | null;
   error?: unknown;
 }
 
@@ -128,6 +133,9 @@ async function readReply(
       // OpenAI caches prompts by itself and says how much it read (part of prompt_tokens).
       const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
       if (typeof cached === "number") usage.cacheReadInputTokens = cached;
+      // Reasoning models say how much of completion_tokens went on reasoning.
+      const reasoning = chunk.usage.completion_tokens_details?.reasoning_tokens;
+      if (typeof reasoning === "number") usage.reasoningTokens = reasoning;
       onUsage?.({ ...usage });
     }
     // The request asks for one choice; a caller's `n` parameter would add others, which are ignored.
