@@ -17,4 +17,5 @@ export { createModelProviders, type ModelProviders } from "./registry.ts";
 export { thinkingOf, type Thinking } from "./thinking.ts";
 export { createAnthropicProvider } from "./anthropic.ts";
 export { createOpenAIChatProvider } from "./openai-chat.ts";
+export { createOpenAIResponsesProvider } from "./openai-responses.ts";
 export type { ProviderOptions } from "./transport.ts";
