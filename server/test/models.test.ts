@@ -557,6 +557,25 @@ describe("the openai responses adapter", () => {
     });
   });
 
+  it("streams a refusal as the reply's text and reports it as the stop reason", async () => {
+    const refusal = "I can't help with that.";
+    const refused = sse(
+      created,
+      message,
+      { type: "response.content_part.added", item_id: "msg_1", output_index: 0, content_index: 0, part: { type: "refusal", refusal: "" } },
+      { type: "response.refusal.delta", item_id: "msg_1", output_index: 0, content_index: 0, delta: refusal },
+      {
+        type: "response.output_item.done",
+        output_index: 0,
+        item: { id: "msg_1", type: "message", role: "assistant", content: [{ type: "refusal", refusal }] },
+      },
+      { type: "response.completed", response: { status: "completed", usage: { input_tokens: 5, output_tokens: 7 } } },
+    );
+    const { response, deltas } = await complete(provider(), request(model([{ rawBody: refused }])));
+    expect(response).toMatchObject({ content: [{ type: "text", text: refusal }], stopReason: "refusal" });
+    expect(deltas).toEqual([refusal]);
+  });
+
   it("fails with model_unavailable when the stream ends before the response completes", async () => {
     expect((await failure(complete(provider(), request(model([{ rawBody: sse(created, message, delta("Hi")) }]))))).code).toBe("model_unavailable");
   });
@@ -653,6 +672,12 @@ describe("the scripted provider", () => {
     expect(texts).toEqual(["one", "two", "one"]);
     const anthropicAnswer = await postJson(`${scripted.anthropicBaseUrl}/v1/messages`, { model: name, messages: [] });
     expect(anthropicAnswer).toMatchObject({ type: "message", content: [{ type: "text", text: "two" }], stop_reason: "end_turn" });
+    const responsesAnswer = await postJson(`${scripted.openaiBaseUrl}/responses`, { model: name, input: [] });
+    expect(responsesAnswer).toMatchObject({
+      object: "response",
+      status: "completed",
+      output: [{ type: "message", content: [{ type: "output_text", text: "one" }] }],
+    });
   });
 
   it("loads scripts through its control endpoint, refusing unknown step fields", async () => {
