@@ -1,17 +1,16 @@
-import {
-  ModelError,
-  type AssistantContent,
-  type ModelCallOptions,
-  type ConversationMessage,
-  type ModelProvider,
-  type ModelRequest,
-  type ModelResponse,
-  type StopReason,
-  type ToolDefinition,
-  type Usage,
+import type {
+  AssistantContent,
+  ModelCallOptions,
+  ConversationMessage,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+  StopReason,
+  ToolDefinition,
+  Usage,
 } from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
-import { cutOff, eventJson, providerText, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { cutOff, eventJson, streamedFailure, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
 
 /**
@@ -123,8 +122,8 @@ async function readReply(
     if (event.data === "[DONE]") return { content: finishContent([text, ...calls.values()], stopReason, NAME, maxJsonDepth), stopReason, usage };
     const chunk = eventJson(event, NAME) as WireChunk;
     if (chunk.error !== undefined) {
-      const detail = providerText((chunk.error as { message?: unknown } | null)?.message, apiKey);
-      throw new ModelError("model_unavailable", `${NAME}: the reply broke off with an error${detail === undefined ? "" : `: ${detail}`}`);
+      const error = chunk.error as { type?: unknown; code?: unknown; message?: unknown } | null;
+      throw streamedFailure(NAME, error?.code ?? error?.type, error?.message, apiKey);
     }
     if (chunk.usage) {
       // Chat Completions reports usage once, in a chunk of its own before [DONE].

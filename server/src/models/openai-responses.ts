@@ -1,18 +1,16 @@
-import {
-  ModelError,
-  type AssistantContent,
-  type ConversationMessage,
-  type ModelCallOptions,
-  type ModelErrorCode,
-  type ModelProvider,
-  type ModelRequest,
-  type ModelResponse,
-  type StopReason,
-  type ToolDefinition,
-  type Usage,
+import type {
+  AssistantContent,
+  ConversationMessage,
+  ModelCallOptions,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+  StopReason,
+  ToolDefinition,
+  Usage,
 } from "./port.ts";
 import { finishContent, type ContentDraft, type ProviderBlockDraft } from "./reply.ts";
-import { cutOff, eventJson, providerText, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { cutOff, eventJson, streamedFailure, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
 
 /**
@@ -136,17 +134,6 @@ const INCOMPLETE_REASONS = new Map<string, StopReason>([
   ["content_filter", "refusal"],
 ]);
 
-/**
- * The error codes (or, nested, types) of a `response.failed` or `error` event, which report a
- * failure after the stream started; any other is model_unavailable.
- */
-const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
-  ["rate_limit_exceeded", "model_rate_limited"],
-  ["server_error", "model_unavailable"],
-  ["invalid_prompt", "model_rejected"],
-  ["invalid_request_error", "model_rejected"],
-]);
-
 async function readReply(
   events: AsyncIterable<ServerSentEvent>,
   { onTextDelta, onUsage, apiKey }: Pick<ModelCallOptions, "onTextDelta" | "onUsage" | "apiKey">,
@@ -199,9 +186,10 @@ async function readReply(
       case "response.failed":
         readUsage(usage, event.response?.usage);
         onUsage?.({ ...usage });
-        throw streamedError(event.response?.error, apiKey);
+        throw streamedFailure(NAME, event.response?.error?.code ?? event.response?.error?.type, event.response?.error?.message, apiKey);
       case "error":
-        throw streamedError(event.error ?? { code: event.code, message: event.message }, apiKey);
+        // Nested in `error`, as OpenAI sends it, or flat, as the published event schema has it.
+        throw streamedFailure(NAME, event.error?.code ?? event.error?.type ?? event.code, event.error?.message ?? event.message, apiKey);
       // response.created, .in_progress, content and summary parts, .done events of text already
       // streamed, and event types added later carry nothing the port needs.
     }
@@ -276,13 +264,4 @@ function readUsage(usage: Usage, wire: WireUsage | null | undefined): void {
   if (typeof written === "number") usage.cacheCreationInputTokens = written;
   const reasoning = wire?.output_tokens_details?.reasoning_tokens;
   if (typeof reasoning === "number") usage.reasoningTokens = reasoning;
-}
-
-function streamedError(error: WireError | null | undefined, apiKey: string): ModelError {
-  const given = error?.code ?? error?.type;
-  // An identifier, or nothing: the message is where the provider's own words go (cut and redacted).
-  const name = typeof given === "string" && /^[\w.-]{1,64}$/.test(given) ? given : undefined;
-  const code = STREAMED_ERRORS.get(name ?? "") ?? "model_unavailable";
-  const detail = providerText(error?.message, apiKey);
-  return new ModelError(code, `${NAME}: the reply broke off with ${name ?? "an error"}${detail === undefined ? "" : `: ${detail}`}`);
 }
