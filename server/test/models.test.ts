@@ -557,6 +557,28 @@ describe("the openai responses adapter", () => {
     });
   });
 
+  it("keeps what streamed when an item's done event is missing, and the text of a done message that streamed none", async () => {
+    const terse = sse(
+      created,
+      { type: "response.output_item.added", output_index: 0, item: { id: "rs_9", type: "reasoning", summary: [] } },
+      { type: "response.reasoning_summary_text.delta", item_id: "rs_9", output_index: 0, summary_index: 0, delta: "Think" },
+      { type: "response.reasoning_summary_text.delta", item_id: "rs_9", output_index: 0, summary_index: 0, delta: "ing." },
+      { type: "response.reasoning_summary_text.delta", item_id: "rs_9", output_index: 0, summary_index: 1_000_000, delta: "ignored" },
+      {
+        type: "response.output_item.done",
+        output_index: 1,
+        item: { id: "msg_9", type: "message", role: "assistant", content: [{ type: "output_text", text: "All at once.", annotations: [] }] },
+      },
+      { type: "response.completed", response: { status: "completed", usage: { input_tokens: 3, output_tokens: 4 } } },
+    );
+    const { response, deltas } = await complete(provider(), request(model([{ rawBody: terse }])));
+    expect(response.content).toEqual([
+      { type: "provider_block", provider: "openai", block: { id: "rs_9", type: "reasoning", summary: [{ type: "summary_text", text: "Thinking." }] } },
+      { type: "text", text: "All at once." },
+    ]);
+    expect(deltas).toEqual(["All at once."]);
+  });
+
   it("streams a refusal as the reply's text and reports it as the stop reason", async () => {
     const refusal = "I can't help with that.";
     const refused = sse(

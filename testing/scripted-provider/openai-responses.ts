@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
+import { openaiChat } from "./openai-chat.ts";
 import { pieces, type Reply, type SseEvent, type WireFormat } from "./wire.ts";
 
 type Item = Record<string, unknown>;
@@ -34,9 +35,8 @@ export function openaiResponses(): WireFormat {
   }
 
   return {
-    errorBody(type, message) {
-      return { error: { message, type, param: null, code: null } };
-    },
+    // OpenAI's error format is the same for both its APIs.
+    errorBody: openaiChat.errorBody,
 
     whole(reply) {
       return response(reply, outputOf(reply, {}), "completed");

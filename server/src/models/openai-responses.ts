@@ -200,7 +200,9 @@ async function readReply(
 /** An output item as it opens: a message's text, a function call, or an item kept whole (reasoning). */
 function startItem(item: WireItem): ContentDraft {
   if (item.type === "message") return { type: "text", text: "" };
-  if (item.type === "function_call") return { type: "tool_call", id: String(item.call_id ?? ""), name: String(item.name ?? ""), json: item.arguments ?? "" };
+  if (item.type === "function_call") {
+    return { type: "tool_call", id: String(item.call_id ?? ""), name: String(item.name ?? ""), json: typeof item.arguments === "string" ? item.arguments : "" };
+  }
   return { type: "provider_block", block: { ...item }, json: "" };
 }
 
@@ -239,8 +241,12 @@ function outputText(content: unknown): string {
     .join("");
 }
 
+/** Summary parts a reasoning item may stream; an index beyond is not one the service keeps. */
+const MAX_SUMMARY_PARTS = 256;
+
 /** A reasoning summary as it streams, should the item's done event never come. */
 function addSummaryText(draft: ProviderBlockDraft, index: number, delta: string): void {
+  if (!Number.isInteger(index) || index < 0 || index >= MAX_SUMMARY_PARTS) return;
   const summary = Array.isArray(draft.block.summary) ? [...(draft.block.summary as Array<{ type: string; text: string }>)] : [];
   for (let at = summary.length; at <= index; at++) summary.push({ type: "summary_text", text: "" });
   summary[index] = { ...summary[index]!, text: `${summary[index]!.text ?? ""}${delta}` };
