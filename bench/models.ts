@@ -1,5 +1,5 @@
 // Model adapters (issue #21, section 5): the service's own wire code beside the official SDKs
-// (@anthropic-ai/sdk, openai) making the same streamed call, against the scripted provider in its
+// (@anthropic-ai/sdk, openai: Chat Completions and Responses) making the same streamed call, against the scripted provider in its
 // own process. What is measured is the client side of one model call, which is all the adapters
 // are: a text turn's difference between the two is this difference (bench/runs.ts measures the
 // turn itself). Each call streams a text reply and a tool call and is checked. The SDKs run with
@@ -13,10 +13,16 @@ import { spawnProvider, withChildren } from "./lib/services.ts";
 import type { Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed } from "./lib/table.ts";
 import { childSide, measureVariants, type Plan, type Variant } from "./lib/variants.ts";
-import { createAnthropicProvider, createOpenAIProvider, type ModelRequest } from "../server/src/models/index.ts";
+import {
+  createAnthropicProvider,
+  createOpenAIChatProvider,
+  createOpenAIResponsesProvider,
+  type ModelProvider,
+  type ModelRequest,
+} from "../server/src/models/index.ts";
 
-const PLAN: Plan = { rounds: 6, inFlight: 16, budgetMs: 15_000 };
-const COUNTS = { warmup: 200, perRound: 150, concurrent: 3000 };
+const PLAN: Plan = { rounds: 6, inFlight: 16, budgetMs: 10_000 };
+const COUNTS = { warmup: 100, perRound: 100, concurrent: 2000 };
 const MODEL = "bench-models";
 const KEY = "sk-bench-models";
 const REPLY = "Hello from the scripted model, in a few pieces.";
@@ -38,9 +44,12 @@ async function run(): Promise<SuiteReport> {
       { name: "anthropic: ours (node:http, eventsource-parser)", call: oursAnthropic(provider), sides: [side], ...COUNTS },
       { name: "anthropic: @anthropic-ai/sdk, a client per call", call: sdkAnthropic(provider, false), sides: [side], ...COUNTS },
       { name: "anthropic: @anthropic-ai/sdk, one client", call: sdkAnthropic(provider, true), sides: [side], ...COUNTS },
-      { name: "openai: ours (node:http, eventsource-parser)", call: oursOpenAI(provider), sides: [side], ...COUNTS },
-      { name: "openai: openai SDK, a client per call", call: sdkOpenAI(provider, false), sides: [side], ...COUNTS },
-      { name: "openai: openai SDK, one client", call: sdkOpenAI(provider, true), sides: [side], ...COUNTS },
+      { name: "openai chat: ours (node:http, eventsource-parser)", call: oursOpenAI(provider, "chat"), sides: [side], ...COUNTS },
+      { name: "openai chat: openai SDK, a client per call", call: sdkOpenAI(provider, false), sides: [side], ...COUNTS },
+      { name: "openai chat: openai SDK, one client", call: sdkOpenAI(provider, true), sides: [side], ...COUNTS },
+      { name: "openai responses: ours (node:http, eventsource-parser)", call: oursOpenAI(provider, "responses"), sides: [side], ...COUNTS },
+      { name: "openai responses: openai SDK, a client per call", call: sdkOpenAIResponses(provider, false), sides: [side], ...COUNTS },
+      { name: "openai responses: openai SDK, one client", call: sdkOpenAIResponses(provider, true), sides: [side], ...COUNTS },
     ];
     const results = await measureVariants(variants, PLAN);
     const rows = results.map((result) => result.row);
@@ -71,7 +80,7 @@ async function run(): Promise<SuiteReport> {
       rows,
       notes: [
         "",
-        formatFigures([...pair(0, 1, 2, "anthropic"), ...pair(3, 4, 5, "openai")]),
+        formatFigures([...pair(0, 1, 2, "anthropic"), ...pair(3, 4, 5, "openai chat"), ...pair(6, 7, 8, "openai responses")]),
         "",
         `Each call: a streamed reply of ${REPLY.length} characters of text and one tool call, in pieces of 6 characters, from the scripted provider ` +
           `in its own process (its CPU is the "server" column); every reply's text and tool input are checked. The adapters and the SDKs run in this process ` +
@@ -90,20 +99,15 @@ function check(text: string, toolName: string | undefined, input: unknown): void
 }
 
 function oursAnthropic(provider: ServerChild): () => Promise<void> {
-  const adapter = createAnthropicProvider({ baseUrl: provider.url, maxRetries: 0, timeoutMs: 30_000, maxJsonDepth: 32 });
-  return async () => {
-    const reply = await adapter.complete(request(), { apiKey: KEY, signal: new AbortController().signal });
-    const call = reply.content.find((part) => part.type === "tool_call");
-    check(
-      reply.content.map((part) => (part.type === "text" ? part.text : "")).join(""),
-      call?.type === "tool_call" ? call.name : undefined,
-      call?.type === "tool_call" ? call.input : undefined,
-    );
-  };
+  return ours(createAnthropicProvider({ baseUrl: provider.url, maxRetries: 0, timeoutMs: 30_000, maxJsonDepth: 32 }));
 }
 
-function oursOpenAI(provider: ServerChild): () => Promise<void> {
-  const adapter = createOpenAIProvider({ baseUrl: `${provider.url}/v1`, maxRetries: 0, timeoutMs: 30_000, maxJsonDepth: 32 });
+function oursOpenAI(provider: ServerChild, api: "chat" | "responses"): () => Promise<void> {
+  const create = api === "chat" ? createOpenAIChatProvider : createOpenAIResponsesProvider;
+  return ours(create({ baseUrl: `${provider.url}/v1`, maxRetries: 0, timeoutMs: 30_000, maxJsonDepth: 32 }));
+}
+
+function ours(adapter: ModelProvider): () => Promise<void> {
   return async () => {
     const reply = await adapter.complete(request(), { apiKey: KEY, signal: new AbortController().signal });
     const call = reply.content.find((part) => part.type === "tool_call");
@@ -154,6 +158,36 @@ function sdkOpenAI(provider: ServerChild, shared: boolean): () => Promise<void> 
     const call = message.tool_calls?.[0];
     const fn = call && "function" in call ? call.function : undefined;
     check(message.content ?? "", fn?.name, fn ? JSON.parse(fn.arguments) : undefined);
+  };
+}
+
+function sdkOpenAIResponses(provider: ServerChild, shared: boolean): () => Promise<void> {
+  const make = () => new OpenAI({ apiKey: KEY, baseURL: `${provider.url}/v1`, maxRetries: 0, timeout: 30_000 });
+  const one = make();
+  return async () => {
+    const client = shared ? one : make();
+    const response = await client.responses
+      .stream({
+        model: MODEL,
+        max_output_tokens: 256,
+        store: false,
+        include: ["reasoning.encrypted_content"],
+        input: MESSAGES[0]!.content[0]!.text,
+        tools: TOOLS.map((tool) => ({
+          type: "function" as const,
+          name: tool.name,
+          description: tool.description,
+          parameters: tool.inputSchema,
+          strict: false,
+        })),
+      })
+      .finalResponse();
+    const call = response.output.find((item) => item.type === "function_call");
+    check(
+      response.output_text,
+      call?.type === "function_call" ? call.name : undefined,
+      call?.type === "function_call" ? JSON.parse(call.arguments) : undefined,
+    );
   };
 }
 

@@ -6,8 +6,10 @@ import { loadSettings } from "../src/config/index.ts";
 import {
   createAnthropicProvider,
   createModelProviders,
-  createOpenAIProvider,
+  createOpenAIChatProvider,
+  createOpenAIResponsesProvider,
   ModelError,
+  thinkingOf,
   type ConversationMessage,
   type ModelProvider,
   type ModelRequest,
@@ -75,6 +77,8 @@ interface AdapterCase {
   create(options?: Partial<ProviderOptions>): ModelProvider;
   /** How the adapter reports each step stop reason (they are in Anthropic's words). */
   stopReasons: Record<string, ModelResponse["stopReason"]>;
+  /** What the adapter's usage adds to the input and output tokens when the provider reports nothing else. */
+  usageDetails?: Partial<ModelResponse["usage"]>;
 }
 
 const adapters: AdapterCase[] = [
@@ -94,9 +98,18 @@ const adapters: AdapterCase[] = [
   {
     name: "openai",
     create: (options) =>
-      createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
+      createOpenAIChatProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
     // Chat Completions says "stop" for a stop sequence too.
     stopReasons: { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "end_turn", refusal: "refusal", pause_turn: "other" },
+  },
+  {
+    name: "openai-responses",
+    create: (options) =>
+      createOpenAIResponsesProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options }),
+    // A response completes or is incomplete for a reason: it asks for tools exactly when it holds function calls.
+    stopReasons: { end_turn: "end_turn", tool_use: "end_turn", max_tokens: "max_tokens", stop_sequence: "end_turn", refusal: "refusal", pause_turn: "other" },
+    // The Responses API always details its usage.
+    usageDetails: { cacheReadInputTokens: 0, reasoningTokens: 0 },
   },
 ];
 
@@ -148,7 +161,7 @@ describe.each(adapters)("the $name adapter", (adapter) => {
 
   it("reports the usage the provider counted", async () => {
     const { response } = await complete(adapter.create(), request(model([{ text: "ok", usage: { inputTokens: 1234, outputTokens: 56 } }])));
-    expect(response.usage).toEqual({ inputTokens: 1234, outputTokens: 56 });
+    expect(response.usage).toEqual({ inputTokens: 1234, outputTokens: 56, ...adapter.usageDetails });
   });
 
   it("maps every stop reason", async () => {
@@ -175,6 +188,20 @@ describe.each(adapters)("the $name adapter", (adapter) => {
         messages: [{ role: "user", content: [{ type: "text", text: "Hi" }] }],
         tools: [{ name: "weather", description: weatherTool.description, input_schema: weatherTool.inputSchema }],
       });
+    } else if (adapter.name === "openai-responses") {
+      expect(sent!.path).toBe("/v1/responses");
+      expect(sent!.headers.authorization).toBe(`Bearer ${KEY}`);
+      expect(sent!.body).toEqual({
+        model: name,
+        instructions: "Be brief.",
+        max_output_tokens: 77,
+        temperature: 0.2,
+        store: false,
+        include: ["reasoning.encrypted_content"],
+        stream: true,
+        input: [{ role: "user", content: [{ type: "input_text", text: "Hi" }] }],
+        tools: [{ type: "function", name: "weather", description: weatherTool.description, parameters: weatherTool.inputSchema, strict: false }],
+      });
     } else {
       expect(sent!.headers.authorization).toBe(`Bearer ${KEY}`);
       expect(sent!.body).toEqual({
@@ -195,8 +222,18 @@ describe.each(adapters)("the $name adapter", (adapter) => {
   it("sends tool calls and tool results back in the provider's wire shape", async () => {
     const name = model([{ text: "Paris is warm; Oslo's station is offline." }]);
     await complete(adapter.create(), request(name, { messages: conversation }));
-    const messages = requestsFor(name)[0]!.body.messages;
-    if (adapter.name === "anthropic") {
+    const { messages, input } = requestsFor(name)[0]!.body;
+    if (adapter.name === "openai-responses") {
+      expect(input).toEqual([
+        { role: "user", content: [{ type: "input_text", text: "What is the weather in Paris and Oslo?" }] },
+        { role: "assistant", content: "Let me look." },
+        { type: "function_call", call_id: "call_a", name: "weather", arguments: '{"city":"Paris"}' },
+        { type: "function_call", call_id: "call_b", name: "weather", arguments: '{"city":"Oslo"}' },
+        { type: "function_call_output", call_id: "call_a", output: '{"celsius":21}' },
+        { type: "function_call_output", call_id: "call_b", output: "station offline" },
+        { role: "user", content: [{ type: "input_text", text: "Thanks." }] },
+      ]);
+    } else if (adapter.name === "anthropic") {
       expect(messages).toEqual([
         { role: "user", content: [{ type: "text", text: "What is the weather in Paris and Oslo?" }] },
         {
@@ -362,7 +399,7 @@ describe.each(adapters)("the $name adapter", (adapter) => {
 
 describe("the openai adapter reading the stream", () => {
   it("reports the prompt tokens OpenAI read from its cache", async () => {
-    const provider = createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
+    const provider = createOpenAIChatProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
     const chunk = (fields: object) => `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", ...fields })}\n\n`;
     const body = [
       chunk({ choices: [{ index: 0, delta: { role: "assistant", content: "Hi" }, finish_reason: null }] }),
@@ -375,7 +412,7 @@ describe("the openai adapter reading the stream", () => {
   });
 
   it("carries the provider's message of an error that breaks the stream off", async () => {
-    const provider = createOpenAIProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
+    const provider = createOpenAIChatProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, maxJsonDepth: 32 });
     const body = [
       `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: null }] })}\n\n`,
       `data: ${JSON.stringify({ error: { message: "The server had an error while processing your request.", type: "server_error" } })}\n\n`,
@@ -383,6 +420,186 @@ describe("the openai adapter reading the stream", () => {
     const error = await failure(complete(provider, request(model([{ rawBody: body }]))));
     expect(error).toMatchObject({ code: "model_unavailable" });
     expect(error.message).toContain("The server had an error while processing your request.");
+  });
+});
+
+describe("the openai responses adapter", () => {
+  const provider = (options: Partial<ProviderOptions> = {}) =>
+    createOpenAIResponsesProvider({ baseUrl: scripted.openaiBaseUrl, maxRetries: 0, timeoutMs: 60_000, retryBaseDelayMs: 1, maxJsonDepth: 32, ...options });
+  const sse = (...events: object[]) => events.map((event) => `event: ${(event as { type: string }).type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
+  const created = { type: "response.created", sequence_number: 0, response: { id: "resp_1", object: "response", status: "in_progress", output: [] } };
+  const message = { type: "response.output_item.added", output_index: 0, item: { id: "msg_1", type: "message", role: "assistant", content: [] } };
+  const delta = (text: string) => ({ type: "response.output_text.delta", item_id: "msg_1", output_index: 0, content_index: 0, delta: text });
+  /** Asks for reasoning summaries, as a caller does through a run's model parameters. */
+  const summarised = { reasoning: { effort: "low", summary: "auto" } };
+
+  it("carries a reply's reasoning item, encrypted content and all, into the next round exactly", async () => {
+    const name = model([
+      { thinking: "Paris first, then answer.", toolCalls: [{ id: "call_paris", name: "weather", input: { city: "Paris" } }], chunkChars: 6 },
+      { thinking: "It is warm.", text: "21 degrees in Paris." },
+    ]);
+    const question: ConversationMessage = { role: "user", content: [{ type: "text", text: "Weather in Paris?" }] };
+    const first = await complete(provider(), request(name, { messages: [question], tools: [weatherTool], parameters: summarised }));
+    expect(first.response.stopReason).toBe("tool_use");
+    const [reasoning, call] = first.response.content;
+    expect(call).toEqual({ type: "tool_call", id: "call_paris", name: "weather", input: { city: "Paris" } });
+    // The item as the done event carried it: its encrypted content complete (the added event's was cut).
+    expect(reasoning).toEqual({
+      type: "provider_block",
+      provider: "openai",
+      block: {
+        id: expect.stringMatching(/^rs_/),
+        type: "reasoning",
+        summary: [{ type: "summary_text", text: "Paris first, then answer." }],
+        encrypted_content: expect.stringMatching(/^gAAAAA.{60}/),
+      },
+    });
+    expect(thinkingOf(reasoning as Extract<typeof reasoning, { type: "provider_block" }>)).toEqual({ text: "Paris first, then answer." });
+
+    const replied: ConversationMessage[] = [
+      question,
+      { role: "assistant", content: first.response.content },
+      { role: "user", content: [{ type: "tool_result", toolCallId: "call_paris", output: '{"celsius":21}', isError: false }] },
+    ];
+    // The stand-in refuses a round 2 whose input lacks the reasoning item, or changed it, as the API does.
+    const second = await complete(provider(), request(name, { messages: replied, tools: [weatherTool], parameters: summarised }));
+    expect(second.response.content.at(-1)).toEqual({ type: "text", text: "21 degrees in Paris." });
+    const input = requestsFor(name)[1]!.body.input as unknown[];
+    expect(input.slice(1, 3)).toEqual([
+      (reasoning as { block: unknown }).block,
+      { type: "function_call", call_id: "call_paris", name: "weather", arguments: '{"city":"Paris"}' },
+    ]);
+  });
+
+  it("is refused by the stand-in when round 2 drops the reasoning item or changes it", async () => {
+    const steps = [{ thinking: "Look it up.", toolCalls: [{ id: "call_oslo", name: "weather", input: { city: "Oslo" } }] }, { text: "never sent" }];
+    const name = model(steps);
+    const question: ConversationMessage = { role: "user", content: [{ type: "text", text: "Weather in Oslo?" }] };
+    const { response } = await complete(provider(), request(name, { messages: [question], tools: [weatherTool] }));
+    const [reasoning, call] = response.content as [Extract<(typeof response.content)[number], { type: "provider_block" }>, unknown];
+    const result: ConversationMessage = { role: "user", content: [{ type: "tool_result", toolCallId: "call_oslo", output: "{}", isError: false }] };
+    const round2 = (content: typeof response.content) =>
+      complete(provider(), request(name, { messages: [question, { role: "assistant", content }, result], tools: [weatherTool] }));
+
+    const dropped = await failure(round2([call as (typeof response.content)[number]]));
+    expect(dropped.code).toBe("model_rejected");
+    expect(dropped.message).toContain("without its required 'reasoning' item");
+    const tampered = { ...reasoning, block: { ...reasoning.block, encrypted_content: `${String(reasoning.block.encrypted_content)}x` } };
+    expect((await failure(round2([tampered, call as (typeof response.content)[number]]))).message).toContain("could not be verified");
+    // Without a summary asked for, the reasoning shows only that it happened.
+    expect(thinkingOf(reasoning)).toEqual({ text: "", redacted: true });
+  });
+
+  it("reports usage with the cached input and the reasoning tokens", async () => {
+    const usage = { inputTokens: 100, outputTokens: 40, cacheReadInputTokens: 1024, reasoningTokens: 32 };
+    const { response } = await complete(provider(), request(model([{ text: "ok", usage }])));
+    expect(response.usage).toEqual({ inputTokens: 1124, outputTokens: 40, cacheReadInputTokens: 1024, reasoningTokens: 32 });
+  });
+
+  it("carries the provider's message of an error event or a failed response after the stream started, and does not retry it", async () => {
+    const cases = [
+      [
+        {
+          type: "error",
+          sequence_number: 3,
+          error: { type: "server_error", code: "server_error", message: "The server had an error while processing your request." },
+        },
+        "model_unavailable",
+      ],
+      [{ type: "error", sequence_number: 3, code: "invalid_prompt", message: "Invalid prompt: flagged.", param: null }, "model_rejected"],
+      [
+        {
+          type: "response.failed",
+          sequence_number: 3,
+          response: {
+            id: "resp_1",
+            status: "failed",
+            error: { code: "rate_limit_exceeded", message: `Rate limit reached for your key ${KEY} on tokens per min (TPM)` },
+            usage: null,
+          },
+        },
+        "model_rate_limited",
+      ],
+    ] as const;
+    for (const [event, code] of cases) {
+      const name = model([{ rawBody: sse(created, message, delta("Hel"), event) }, { text: "never sent" }]);
+      const deltas: string[] = [];
+      const call = provider({ maxRetries: 2 }).complete(request(name), {
+        apiKey: KEY,
+        signal: new AbortController().signal,
+        onTextDelta: (text) => deltas.push(text),
+      });
+      const error = await failure(call);
+      expect(error.code, JSON.stringify(event)).toBe(code);
+      expect(error.message).toContain(("error" in event ? event.error : "response" in event ? event.response.error : event).message.slice(0, 20));
+      expect(deltas).toEqual(["Hel"]);
+      expect(requestsFor(name)).toHaveLength(1);
+    }
+  });
+
+  it("drops a function call that max_output_tokens cut off, keeping the text before it", async () => {
+    const cut = sse(
+      created,
+      message,
+      delta("Writing the file."),
+      { type: "response.output_item.added", output_index: 1, item: { id: "fc_1", type: "function_call", call_id: "call_w", name: "write", arguments: "" } },
+      { type: "response.function_call_arguments.delta", item_id: "fc_1", output_index: 1, delta: '{"path": "a.txt", "content": "Once upon' },
+      {
+        type: "response.incomplete",
+        response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" }, usage: { input_tokens: 9, output_tokens: 4096 } },
+      },
+    );
+    const { response } = await complete(provider(), request(model([{ rawBody: cut }])));
+    expect(response).toMatchObject({
+      content: [{ type: "text", text: "Writing the file." }],
+      stopReason: "max_tokens",
+      usage: { inputTokens: 9, outputTokens: 4096 },
+    });
+  });
+
+  it("keeps what streamed when an item's done event is missing, and the text of a done message that streamed none", async () => {
+    const terse = sse(
+      created,
+      { type: "response.output_item.added", output_index: 0, item: { id: "rs_9", type: "reasoning", summary: [] } },
+      { type: "response.reasoning_summary_text.delta", item_id: "rs_9", output_index: 0, summary_index: 0, delta: "Think" },
+      { type: "response.reasoning_summary_text.delta", item_id: "rs_9", output_index: 0, summary_index: 0, delta: "ing." },
+      { type: "response.reasoning_summary_text.delta", item_id: "rs_9", output_index: 0, summary_index: 1_000_000, delta: "ignored" },
+      {
+        type: "response.output_item.done",
+        output_index: 1,
+        item: { id: "msg_9", type: "message", role: "assistant", content: [{ type: "output_text", text: "All at once.", annotations: [] }] },
+      },
+      { type: "response.completed", response: { status: "completed", usage: { input_tokens: 3, output_tokens: 4 } } },
+    );
+    const { response, deltas } = await complete(provider(), request(model([{ rawBody: terse }])));
+    expect(response.content).toEqual([
+      { type: "provider_block", provider: "openai", block: { id: "rs_9", type: "reasoning", summary: [{ type: "summary_text", text: "Thinking." }] } },
+      { type: "text", text: "All at once." },
+    ]);
+    expect(deltas).toEqual(["All at once."]);
+  });
+
+  it("streams a refusal as the reply's text and reports it as the stop reason", async () => {
+    const refusal = "I can't help with that.";
+    const refused = sse(
+      created,
+      message,
+      { type: "response.content_part.added", item_id: "msg_1", output_index: 0, content_index: 0, part: { type: "refusal", refusal: "" } },
+      { type: "response.refusal.delta", item_id: "msg_1", output_index: 0, content_index: 0, delta: refusal },
+      {
+        type: "response.output_item.done",
+        output_index: 0,
+        item: { id: "msg_1", type: "message", role: "assistant", content: [{ type: "refusal", refusal }] },
+      },
+      { type: "response.completed", response: { status: "completed", usage: { input_tokens: 5, output_tokens: 7 } } },
+    );
+    const { response, deltas } = await complete(provider(), request(model([{ rawBody: refused }])));
+    expect(response).toMatchObject({ content: [{ type: "text", text: refusal }], stopReason: "refusal" });
+    expect(deltas).toEqual([refusal]);
+  });
+
+  it("fails with model_unavailable when the stream ends before the response completes", async () => {
+    expect((await failure(complete(provider(), request(model([{ rawBody: sse(created, message, delta("Hi")) }]))))).code).toBe("model_unavailable");
   });
 });
 
@@ -432,9 +649,15 @@ describe("model settings and the provider registry", () => {
     expect(loadSettings({}).models).toEqual({
       anthropicBaseUrl: "https://api.anthropic.com",
       openaiBaseUrl: "https://api.openai.com/v1",
+      openaiApi: "responses",
       maxRetries: 2,
       timeoutSecs: 300,
     });
+    // Any other base URL is taken for an OpenAI-compatible server, unless told otherwise.
+    expect(loadSettings({ SERVICE_OPENAI_BASE_URL: "http://127.0.0.1:8000/v1" }).models.openaiApi).toBe("chat-completions");
+    expect(loadSettings({ SERVICE_OPENAI_BASE_URL: "http://127.0.0.1:8000/v1", SERVICE_OPENAI_API: "responses" }).models.openaiApi).toBe("responses");
+    expect(loadSettings({ SERVICE_OPENAI_API: "chat-completions" }).models.openaiApi).toBe("chat-completions");
+    expect(() => loadSettings({ SERVICE_OPENAI_API: "completions" })).toThrow(/SERVICE_OPENAI_API/);
     expect(loadSettings({ SERVICE_MODEL_MAX_RETRIES: "0" }).models.maxRetries).toBe(0);
     expect(() => loadSettings({ SERVICE_MODEL_MAX_RETRIES: "-1" })).toThrow(/SERVICE_MODEL_MAX_RETRIES/);
     expect(() => loadSettings({ SERVICE_MODEL_TIMEOUT_SECS: "0" })).toThrow(/SERVICE_MODEL_TIMEOUT_SECS/);
@@ -449,6 +672,14 @@ describe("model settings and the provider registry", () => {
       const { response } = await complete(provider, request(model([{ text: `hello from ${provider.name}` }])));
       expect(response.content).toEqual([{ type: "text", text: `hello from ${provider.name}` }]);
     }
+    expect(scripted.requests.slice(-2).map((sent) => sent.path)).toEqual(["/v1/messages", "/v1/chat/completions"]);
+
+    const responses = loadSettings({ SERVICE_OPENAI_BASE_URL: scripted.openaiBaseUrl, SERVICE_OPENAI_API: "responses" });
+    const openai = createModelProviders(responses.models, responses.sessions.maxJsonDepth).get("openai")!;
+    expect((await complete(openai, request(model([{ text: "hello from responses" }])))).response.content).toEqual([
+      { type: "text", text: "hello from responses" },
+    ]);
+    expect(scripted.requests.at(-1)!.path).toBe("/v1/responses");
   });
 });
 
@@ -463,6 +694,12 @@ describe("the scripted provider", () => {
     expect(texts).toEqual(["one", "two", "one"]);
     const anthropicAnswer = await postJson(`${scripted.anthropicBaseUrl}/v1/messages`, { model: name, messages: [] });
     expect(anthropicAnswer).toMatchObject({ type: "message", content: [{ type: "text", text: "two" }], stop_reason: "end_turn" });
+    const responsesAnswer = await postJson(`${scripted.openaiBaseUrl}/responses`, { model: name, input: [] });
+    expect(responsesAnswer).toMatchObject({
+      object: "response",
+      status: "completed",
+      output: [{ type: "message", content: [{ type: "output_text", text: "one" }] }],
+    });
   });
 
   it("loads scripts through its control endpoint, refusing unknown step fields", async () => {

@@ -1,13 +1,15 @@
 /**
- * A scripted model provider: a real HTTP server on loopback that speaks the Anthropic Messages
- * and OpenAI Chat Completions wire formats and answers each request with the next step of its
- * model's script. Tests, the demo and the benchmarks use it in place of a real model API.
+ * A scripted model provider: a real HTTP server on loopback that speaks the Anthropic Messages,
+ * OpenAI Chat Completions and OpenAI Responses wire formats and answers each request with the
+ * next step of its model's script. Tests, the demo and the benchmarks use it in place of a real
+ * model API.
  */
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { anthropic } from "./anthropic.ts";
-import { openai } from "./openai.ts";
+import { openaiChat } from "./openai-chat.ts";
+import { openaiResponses } from "./openai-responses.ts";
 import { parseScript, ScriptBook, type Script, type Step } from "./script.ts";
 import { replyFor, type SseEvent, type WireFormat } from "./wire.ts";
 
@@ -34,7 +36,7 @@ export interface ScriptedProvider {
   url: string;
   /** For an Anthropic client: it appends /v1/messages. */
   anthropicBaseUrl: string;
-  /** For an OpenAI client: it appends /chat/completions. */
+  /** For an OpenAI client: it appends /chat/completions or /responses. */
   openaiBaseUrl: string;
   /** Every model request received, in order. */
   requests: RecordedRequest[];
@@ -43,11 +45,17 @@ export interface ScriptedProvider {
   close(): Promise<void>;
 }
 
-const ROUTES = new Map<string, WireFormat>([
-  ["/v1/messages", anthropic],
-  ["/chat/completions", openai],
-  ["/v1/chat/completions", openai],
-]);
+/** A provider's routes: the Responses format remembers the reasoning items it issued, so each provider has its own. */
+function routes(): Map<string, WireFormat> {
+  const responses = openaiResponses();
+  return new Map<string, WireFormat>([
+    ["/v1/messages", anthropic],
+    ["/chat/completions", openaiChat],
+    ["/v1/chat/completions", openaiChat],
+    ["/responses", responses],
+    ["/v1/responses", responses],
+  ]);
+}
 
 /** Control endpoint: PUT /_scripts/<model> with a script as JSON loads it, for a provider started as its own process. */
 const SCRIPTS_PATH = "/_scripts/";
@@ -56,8 +64,9 @@ export async function startScriptedProvider(options: ScriptedProviderOptions = {
   const book = new ScriptBook();
   for (const [model, script] of Object.entries(options.scripts ?? {})) book.load(model, script);
   const requests: RecordedRequest[] = [];
+  const wires = routes();
   const server = http.createServer((request, response) => {
-    handle(request, response, book, requests).catch((error: unknown) => response.destroy(error as Error));
+    handle(request, response, book, requests, wires).catch((error: unknown) => response.destroy(error as Error));
   });
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -74,12 +83,18 @@ export async function startScriptedProvider(options: ScriptedProviderOptions = {
   };
 }
 
-async function handle(request: http.IncomingMessage, response: http.ServerResponse, book: ScriptBook, requests: RecordedRequest[]): Promise<void> {
+async function handle(
+  request: http.IncomingMessage,
+  response: http.ServerResponse,
+  book: ScriptBook,
+  requests: RecordedRequest[],
+  wires: Map<string, WireFormat>,
+): Promise<void> {
   const text = await readBody(request);
   const method = request.method ?? "";
   const path = new URL(request.url ?? "/", "http://provider").pathname;
   if (method === "PUT" && path.startsWith(SCRIPTS_PATH)) return loadScript(decodeURIComponent(path.slice(SCRIPTS_PATH.length)), text, book, response);
-  const wire = method === "POST" ? ROUTES.get(path) : undefined;
+  const wire = method === "POST" ? wires.get(path) : undefined;
   if (wire === undefined) return sendJson(response, 404, { error: { message: `scripted provider: no route for ${method} ${path}` } });
   const body = parseObject(text);
   if (body === undefined) return sendJson(response, 400, wire.errorBody("invalid_request_error", "scripted provider: the body is not a JSON object"));

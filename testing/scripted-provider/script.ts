@@ -8,15 +8,18 @@ export interface Step {
    */
   stopReason?: string;
   /**
-   * Default: about one token per four characters of the request and of the reply. The cache
-   * counts are sent by the Anthropic format only, beside `inputTokens` (the uncached input), as
-   * the Messages API counts them.
+   * Default: about one token per four characters of the request and of the reply. `inputTokens`
+   * is the uncached input, as the Messages API counts it; the OpenAI Responses format adds the
+   * cache counts to it, and reports them and `reasoningTokens` (part of `outputTokens`) as its
+   * details. Chat Completions sends neither.
    */
-  usage?: { inputTokens: number; outputTokens: number; cacheCreationInputTokens?: number; cacheReadInputTokens?: number };
+  usage?: { inputTokens: number; outputTokens: number; cacheCreationInputTokens?: number; cacheReadInputTokens?: number; reasoningTokens?: number };
   /**
-   * Anthropic only: reasoning text sent first, as a thinking block with a signature. A request
-   * with thinking enabled must send it back unmodified with the tool calls it led to, as the real
-   * API demands, or is refused.
+   * Reasoning sent first. Anthropic: a thinking block with a signature; a request with thinking
+   * enabled must send it back unmodified with the tool calls it led to, or is refused. OpenAI
+   * Responses: a reasoning item, with this text as its summary when the request asks for one
+   * and encrypted content when it includes it; a request must send the item back exactly, before
+   * the function calls it led to, or is refused. Chat Completions: nothing.
    */
   thinking?: string;
   /** Wait this long before answering. */

@@ -5,7 +5,7 @@ export interface Reply {
   id: string;
   model: string;
   text: string;
-  /** Reasoning text (Anthropic's thinking block), "" for none. */
+  /** Reasoning text (Anthropic's thinking block, OpenAI's reasoning item), "" for none. */
   thinking: string;
   toolCalls: Array<{ id: string; name: string; input: unknown }>;
   /** In Anthropic's words; see Step.stopReason. */

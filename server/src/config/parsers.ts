@@ -44,6 +44,11 @@ export function parseOnOff(raw: string): boolean {
   throw new Error("expected on or off");
 }
 
+export function parseOpenAIApi(raw: string): "responses" | "chat-completions" {
+  if (raw === "responses" || raw === "chat-completions") return raw;
+  throw new Error("expected responses or chat-completions");
+}
+
 export interface ListenAddress {
   host: string;
   port: number;

@@ -10,6 +10,7 @@ import {
   parseEnvNames,
   parseList,
   parseListen,
+  parseOpenAIApi,
   parseOrigins,
   parsePositiveInt,
   parseOnOff,
@@ -50,11 +51,20 @@ export interface Settings {
 export interface ModelSettings {
   anthropicBaseUrl: string;
   openaiBaseUrl: string;
+  /** Which API the `openai` provider speaks at openaiBaseUrl. */
+  openaiApi: OpenAIApi;
   /** Retries of a retryable failure before a reply starts streaming; 0 disables. */
   maxRetries: number;
   /** Bound on one model call, retries included. */
   timeoutSecs: number;
 }
+
+/**
+ * OpenAI's Responses API, or Chat Completions, the one API every OpenAI-compatible server
+ * (vLLM, Ollama, llama.cpp, gateways) speaks. Default: Responses at OpenAI's own API, Chat
+ * Completions at any other base URL (docs/models.md).
+ */
+export type OpenAIApi = "responses" | "chat-completions";
 
 /** Sessions and their journal. */
 export interface SessionSettings {
@@ -199,6 +209,7 @@ export function loadSettings(env: Env = process.env): Settings {
   }
 
   const dataDir = path.resolve(read("SERVICE_DATA_DIR", String, "data"));
+  const openaiBaseUrl = read("SERVICE_OPENAI_BASE_URL", parseUrl, "https://api.openai.com/v1");
   const settings: Settings = {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
     metricsListen: read("SERVICE_METRICS_LISTEN", parseListen, undefined),
@@ -282,7 +293,8 @@ export function loadSettings(env: Env = process.env): Settings {
     },
     models: {
       anthropicBaseUrl: read("SERVICE_ANTHROPIC_BASE_URL", parseUrl, "https://api.anthropic.com"),
-      openaiBaseUrl: read("SERVICE_OPENAI_BASE_URL", parseUrl, "https://api.openai.com/v1"),
+      openaiBaseUrl,
+      openaiApi: read("SERVICE_OPENAI_API", parseOpenAIApi, new URL(openaiBaseUrl).hostname === "api.openai.com" ? "responses" : "chat-completions"),
       // 0 turns retries off.
       maxRetries: read("SERVICE_MODEL_MAX_RETRIES", parseZeroOrPositiveInt, 2),
       timeoutSecs: read("SERVICE_MODEL_TIMEOUT_SECS", parsePositiveInt, 300),

@@ -1,19 +1,17 @@
-import {
-  ModelError,
-  type AssistantContent,
-  type ModelCallOptions,
-  type ConversationMessage,
-  type ModelErrorCode,
-  type ModelProvider,
-  type ModelRequest,
-  type ModelResponse,
-  type StopReason,
-  type ToolDefinition,
-  type Usage,
-  type UserContent,
+import type {
+  AssistantContent,
+  ModelCallOptions,
+  ConversationMessage,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+  StopReason,
+  ToolDefinition,
+  Usage,
+  UserContent,
 } from "./port.ts";
 import { finishContent, type ContentDraft } from "./reply.ts";
-import { cutOff, eventJson, providerText, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { cutOff, eventJson, streamedFailure, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
 
 /**
@@ -116,14 +114,6 @@ const STOP_REASONS = new Map<string, StopReason>([
   ["refusal", "refusal"],
 ]);
 
-/** Error types of an `error` event, which reports a failure after the stream started. */
-const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
-  ["overloaded_error", "model_overloaded"],
-  ["rate_limit_error", "model_rate_limited"],
-  ["api_error", "model_unavailable"],
-  ["invalid_request_error", "model_rejected"],
-]);
-
 async function readReply(
   events: AsyncIterable<ServerSentEvent>,
   { onTextDelta, onUsage, apiKey }: Pick<ModelCallOptions, "onTextDelta" | "onUsage" | "apiKey">,
@@ -154,7 +144,7 @@ async function readReply(
       case "message_stop":
         return { content: finishContent(drafts.values(), stopReason, NAME, maxJsonDepth), stopReason, usage };
       case "error":
-        throw streamedError(event.error?.type, providerText(event.error?.message, apiKey));
+        throw streamedFailure(NAME, event.error?.type, event.error?.message, apiKey);
       // ping, content_block_stop and event types added later carry nothing the port needs.
     }
   }
@@ -201,10 +191,4 @@ function readUsage(usage: Usage, wire: WireUsage | undefined): void {
   if (typeof wire?.cache_creation_input_tokens === "number") usage.cacheCreationInputTokens = wire.cache_creation_input_tokens;
   if (typeof wire?.cache_read_input_tokens === "number") usage.cacheReadInputTokens = wire.cache_read_input_tokens;
   if (typeof wire?.output_tokens === "number") usage.outputTokens = wire.output_tokens;
-}
-
-function streamedError(type: string | undefined, message: string | undefined): ModelError {
-  const code = STREAMED_ERRORS.get(type ?? "");
-  const detail = message === undefined ? "" : `: ${message}`;
-  return new ModelError(code ?? "model_unavailable", `${NAME}: the reply broke off with ${code === undefined ? "an error" : type}${detail}`);
 }

@@ -14,6 +14,8 @@ export {
   type UserContent,
 } from "./port.ts";
 export { createModelProviders, type ModelProviders } from "./registry.ts";
+export { thinkingOf, type Thinking } from "./thinking.ts";
 export { createAnthropicProvider } from "./anthropic.ts";
-export { createOpenAIProvider } from "./openai.ts";
+export { createOpenAIChatProvider } from "./openai-chat.ts";
+export { createOpenAIResponsesProvider } from "./openai-responses.ts";
 export type { ProviderOptions } from "./transport.ts";

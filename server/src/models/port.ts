@@ -39,9 +39,11 @@ export type AssistantContent = { type: "text"; text: string } | { type: "tool_ca
 
 /**
  * A block of a provider's reply that the service does not interpret (Anthropic's thinking,
- * redacted thinking and server tool blocks), kept as the provider sent it, so that it goes back
- * to that provider exactly (Anthropic requires a tool-use cycle's thinking blocks, signatures and
- * all, in the next request). Other providers never see it.
+ * redacted thinking and server tool blocks; OpenAI's reasoning items with their encrypted
+ * content), kept as the provider sent it, so that it goes back to that provider exactly
+ * (Anthropic requires a tool-use cycle's thinking blocks, signatures and all, in the next
+ * request; OpenAI's Responses API the reasoning items that led to its function calls). Other
+ * providers never see it.
  */
 export type ProviderBlock = { type: "provider_block"; provider: string; block: Record<string, unknown> };
 
@@ -59,6 +61,8 @@ export interface Usage {
   cacheCreationInputTokens?: number;
   /** Input read from the provider's prompt cache. */
   cacheReadInputTokens?: number;
+  /** Output spent on reasoning the reply does not show (OpenAI), part of `outputTokens`. */
+  reasoningTokens?: number;
 }
 
 /** Adds `usage` to `total`, in place. */
@@ -67,6 +71,7 @@ export function addUsage(total: Usage, usage: Usage): void {
   total.outputTokens += usage.outputTokens;
   if (usage.cacheCreationInputTokens !== undefined) total.cacheCreationInputTokens = (total.cacheCreationInputTokens ?? 0) + usage.cacheCreationInputTokens;
   if (usage.cacheReadInputTokens !== undefined) total.cacheReadInputTokens = (total.cacheReadInputTokens ?? 0) + usage.cacheReadInputTokens;
+  if (usage.reasoningTokens !== undefined) total.reasoningTokens = (total.reasoningTokens ?? 0) + usage.reasoningTokens;
 }
 
 export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "other";

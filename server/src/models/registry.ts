@@ -1,15 +1,20 @@
 import type { Settings } from "../config/index.ts";
 import { createAnthropicProvider } from "./anthropic.ts";
-import { createOpenAIProvider } from "./openai.ts";
+import { createOpenAIChatProvider } from "./openai-chat.ts";
+import { createOpenAIResponsesProvider } from "./openai-responses.ts";
 import type { ModelProvider } from "./port.ts";
 import type { ProviderOptions } from "./transport.ts";
 
 /** The model providers by name ("anthropic", "openai"), the names a run's provider key map uses. */
 export type ModelProviders = ReadonlyMap<string, ModelProvider>;
 
-/** `maxJsonDepth`: SERVICE_JOURNAL_MAX_JSON_DEPTH, the deepest tool call input a reply may carry. */
+/**
+ * `maxJsonDepth`: SERVICE_JOURNAL_MAX_JSON_DEPTH, the deepest tool call input a reply may carry.
+ * The `openai` provider speaks the API the settings choose for its base URL (SERVICE_OPENAI_API).
+ */
 export function createModelProviders(settings: Settings["models"], maxJsonDepth: number): ModelProviders {
   const common: Omit<ProviderOptions, "baseUrl"> = { maxRetries: settings.maxRetries, timeoutMs: settings.timeoutSecs * 1000, maxJsonDepth };
+  const createOpenAIProvider = settings.openaiApi === "responses" ? createOpenAIResponsesProvider : createOpenAIChatProvider;
   const providers = [
     createAnthropicProvider({ ...common, baseUrl: settings.anthropicBaseUrl }),
     createOpenAIProvider({ ...common, baseUrl: settings.openaiBaseUrl }),

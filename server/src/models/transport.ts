@@ -118,6 +118,35 @@ export function eventJson(event: ServerSentEvent, provider: string): object {
   return value;
 }
 
+/**
+ * The names a provider gives a failure it reports in its stream, after the reply started
+ * (Anthropic's error types; OpenAI's error codes, or types when there is no code); any other is
+ * model_unavailable. The names of the two providers do not collide.
+ */
+const STREAMED_ERRORS = new Map<string, ModelErrorCode>([
+  ["overloaded_error", "model_overloaded"],
+  ["rate_limit_error", "model_rate_limited"],
+  ["rate_limit_exceeded", "model_rate_limited"],
+  ["invalid_request_error", "model_rejected"],
+  ["invalid_prompt", "model_rejected"],
+  ["api_error", "model_unavailable"],
+  ["server_error", "model_unavailable"],
+]);
+
+/**
+ * A failure the provider reported in its stream after the reply started (never retried): its
+ * code from the error's name, its message the provider's own (providerText).
+ */
+export function streamedFailure(provider: string, name: unknown, message: unknown, apiKey: string): ModelError {
+  // An identifier, or nothing: the provider's own words go in the detail, cut and redacted.
+  const named = typeof name === "string" && /^[\w.-]{1,64}$/.test(name) ? name : undefined;
+  const detail = providerText(message, apiKey);
+  return new ModelError(
+    STREAMED_ERRORS.get(named ?? "") ?? "model_unavailable",
+    `${provider}: the reply broke off with ${named ?? "an error"}${detail === undefined ? "" : `: ${detail}`}`,
+  );
+}
+
 /** The error for a stream that ended before the provider said the reply was complete. */
 export function cutOff(provider: string): ModelError {
   return new ModelError("model_unavailable", `${provider}: the stream ended before the reply was complete`);
@@ -300,7 +329,7 @@ function providerMessage(body: string, apiKey: string): string | undefined {
 }
 
 /** A provider's explanation fit to keep: a string, the key cut out should it be echoed, at most MAX_DETAIL_CHARS. */
-export function providerText(message: unknown, apiKey: string): string | undefined {
+function providerText(message: unknown, apiKey: string): string | undefined {
   if (typeof message !== "string" || message === "") return undefined;
   return redactText(message, [apiKey]).slice(0, MAX_DETAIL_CHARS);
 }

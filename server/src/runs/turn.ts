@@ -1,7 +1,16 @@
 import { ConnectError } from "@connectrpc/connect";
 import type { StagedFile } from "../environments/index.ts";
 import { describeError } from "../errors/index.ts";
-import { addUsage, ModelError, type ConversationMessage, type ModelProvider, type ModelResponse, type ToolDefinition, type Usage } from "../models/index.ts";
+import {
+  addUsage,
+  ModelError,
+  thinkingOf,
+  type ConversationMessage,
+  type ModelProvider,
+  type ModelResponse,
+  type ToolDefinition,
+  type Usage,
+} from "../models/index.ts";
 import type { ProgressLimits } from "../config/index.ts";
 import { ProgressBudget, SKILLS_TOOL_NAME, type AgentLoopPlacement, type Sessions, type ToolCallResult } from "../sessions/index.ts";
 import {
@@ -190,9 +199,8 @@ export class Turn implements LoopHost {
     addUsage(record.usage, reply.usage);
     for (const part of reply.content) {
       // The model's reasoning, as its provider shows it: thinking text, or only that it was redacted.
-      if (part.type !== "provider_block") continue;
-      if (part.block.type === "thinking") this.#events.record("assistant.thinking", { round, text: String(part.block.thinking ?? "") });
-      else if (part.block.type === "redacted_thinking") this.#events.record("assistant.thinking", { round, text: "", redacted: true });
+      const thinking = part.type === "provider_block" ? thinkingOf(part) : undefined;
+      if (thinking !== undefined) this.#events.record("assistant.thinking", { round, ...thinking });
     }
     const toolCalls = reply.content.filter((part) => part.type === "tool_call");
     // Logged as the message the loop adds next (both loops add the reply as it is, at once).

@@ -1,17 +1,16 @@
-import {
-  ModelError,
-  type AssistantContent,
-  type ModelCallOptions,
-  type ConversationMessage,
-  type ModelProvider,
-  type ModelRequest,
-  type ModelResponse,
-  type StopReason,
-  type ToolDefinition,
-  type Usage,
+import type {
+  AssistantContent,
+  ModelCallOptions,
+  ConversationMessage,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+  StopReason,
+  ToolDefinition,
+  Usage,
 } from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
-import { cutOff, eventJson, providerText, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
+import { cutOff, eventJson, streamedFailure, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
 
 /**
@@ -20,7 +19,7 @@ import { WireMessages } from "./wire-json.ts";
  */
 const NAME = "openai";
 
-export function createOpenAIProvider(options: ProviderOptions): ModelProvider {
+export function createOpenAIChatProvider(options: ProviderOptions): ModelProvider {
   return {
     name: NAME,
     async complete(request, call) {
@@ -86,7 +85,12 @@ interface WireChunk {
     delta?: { content?: string | null; tool_calls?: WireToolCallDelta[] };
     finish_reason?: string | null;
   }>;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
+  usage?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    prompt_tokens_details?: { cached_tokens?: number } | null;
+    completion_tokens_details?: { reasoning_tokens?: number } | null;
+  } | null;
   error?: unknown;
 }
 
@@ -118,8 +122,8 @@ async function readReply(
     if (event.data === "[DONE]") return { content: finishContent([text, ...calls.values()], stopReason, NAME, maxJsonDepth), stopReason, usage };
     const chunk = eventJson(event, NAME) as WireChunk;
     if (chunk.error !== undefined) {
-      const detail = providerText((chunk.error as { message?: unknown } | null)?.message, apiKey);
-      throw new ModelError("model_unavailable", `${NAME}: the reply broke off with an error${detail === undefined ? "" : `: ${detail}`}`);
+      const error = chunk.error as { type?: unknown; code?: unknown; message?: unknown } | null;
+      throw streamedFailure(NAME, error?.code ?? error?.type, error?.message, apiKey);
     }
     if (chunk.usage) {
       // Chat Completions reports usage once, in a chunk of its own before [DONE].
@@ -128,6 +132,9 @@ async function readReply(
       // OpenAI caches prompts by itself and says how much it read (part of prompt_tokens).
       const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
       if (typeof cached === "number") usage.cacheReadInputTokens = cached;
+      // Reasoning models say how much of completion_tokens went on reasoning.
+      const reasoning = chunk.usage.completion_tokens_details?.reasoning_tokens;
+      if (typeof reasoning === "number") usage.reasoningTokens = reasoning;
       onUsage?.({ ...usage });
     }
     // The request asks for one choice; a caller's `n` parameter would add others, which are ignored.

@@ -1,7 +1,7 @@
 import { pieces, type Reply, type SseEvent, type WireFormat } from "./wire.ts";
 
 /** OpenAI Chat Completions (POST /chat/completions or /v1/chat/completions). */
-export const openai: WireFormat = {
+export const openaiChat: WireFormat = {
   errorBody(type, message) {
     return { error: { message, type, param: null, code: null } };
   },
