@@ -1,6 +1,7 @@
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import OpenAI from "openai";
 import { startScriptedProvider, type RecordedRequest, type ScriptedProvider, type Step } from "../../testing/scripted-provider/index.ts";
 import { loadSettings } from "../src/config/index.ts";
 import {
@@ -432,6 +433,36 @@ describe("the openai responses adapter", () => {
   const delta = (text: string) => ({ type: "response.output_text.delta", item_id: "msg_1", output_index: 0, content_index: 0, delta: text });
   /** Asks for reasoning summaries, as a caller does through a run's model parameters. */
   const summarised = { reasoning: { effort: "low", summary: "auto" } };
+
+  it("streams what the official openai SDK's Responses parser accepts, reasoning item and function call included", async () => {
+    // The stand-in's streams are shaped from the SDK's types; here the SDK itself reads one.
+    const name = model([{ thinking: "Look it up first.", toolCalls: [{ id: "call_sdk", name: "weather", input: { city: "Oslo" } }], chunkChars: 5 }]);
+    const client = new OpenAI({ apiKey: KEY, baseURL: scripted.openaiBaseUrl, maxRetries: 0 });
+    const response = await client.responses
+      .stream({ model: name, input: "Weather in Oslo?", store: false, include: ["reasoning.encrypted_content"], reasoning: { summary: "auto" } })
+      .finalResponse();
+    const [reasoning, call] = response.output;
+    expect(reasoning).toMatchObject({
+      type: "reasoning",
+      summary: [{ type: "summary_text", text: "Look it up first." }],
+      encrypted_content: expect.stringMatching(/^gAAAAA/),
+    });
+    expect(call).toMatchObject({ type: "function_call", call_id: "call_sdk", name: "weather", arguments: '{"city":"Oslo"}' });
+    // And what the SDK assembled is what the service's adapter keeps for the next round.
+    const ours = await complete(
+      provider(),
+      request(model([{ thinking: "Look it up first.", toolCalls: [{ id: "call_sdk", name: "weather", input: { city: "Oslo" } }], chunkChars: 5 }]), {
+        tools: [weatherTool],
+        parameters: summarised,
+      }),
+    );
+    const kept = ours.response.content[0] as { block: Record<string, unknown> };
+    expect({ ...kept.block, encrypted_content: "" }).toEqual({
+      ...(reasoning as unknown as Record<string, unknown>),
+      id: kept.block.id,
+      encrypted_content: "",
+    });
+  });
 
   it("carries a reply's reasoning item, encrypted content and all, into the next round exactly", async () => {
     const name = model([
