@@ -63,6 +63,19 @@ describe("runs on the OpenAI Responses API", () => {
     return { run: done!, events: all.filter((event: SessionEvent) => event.data?.runId === started!.id) };
   }
 
+  it("refuses model parameters through which the provider would keep or take over the conversation", async () => {
+    const { session } = await sessions.createSession({ environments: [], tools: [] });
+    for (const parameter of ["input", "instructions", "max_output_tokens", "store", "previous_response_id", "conversation"]) {
+      const model = { provider: "openai", name: "never-called", maxTokens: 0, parameters: { [parameter]: "x" } };
+      const refused = await runs.createRun({ sessionId: session!.id, run: runInput("never-called", { model } as never) }).then(
+        () => undefined,
+        (error: unknown) => String(error),
+      );
+      expect(refused, parameter).toContain(`model.parameters may not set ${parameter}`);
+    }
+    expect(sentFor("never-called")).toEqual([]);
+  });
+
   it("carries a reasoning item across a tool call's two rounds, shows its summary, and keeps the key in its header only", async () => {
     provider.script("reasoning-model", [
       {
@@ -105,7 +118,7 @@ describe("runs on the OpenAI Responses API", () => {
       { runId: done.id, round: 2, text: "The skill says to ask for dates." },
     ]);
     expect(events.filter((event) => event.type === "model.usage").map((event) => event.data?.reasoningTokens)).toEqual([18, 6]);
-    expect(done.usage).toMatchObject({ inputTokens: 440n, outputTokens: 42n });
+    expect(done.usage).toMatchObject({ inputTokens: 440n, outputTokens: 42n, reasoningTokens: 24n });
 
     // Nowhere but in its header: not in what was sent, the events, the run's record, the stored files or the logs.
     expect(JSON.stringify(provider.requests.map((request) => request.body))).not.toContain(PROVIDER_KEY);

@@ -23,6 +23,7 @@ export function runMessage(record: RunRecord): Run {
       outputTokens: BigInt(record.usage.outputTokens),
       cacheCreationInputTokens: BigInt(record.usage.cacheCreationInputTokens ?? 0),
       cacheReadInputTokens: BigInt(record.usage.cacheReadInputTokens ?? 0),
+      reasoningTokens: BigInt(record.usage.reasoningTokens ?? 0),
     },
     stopReason: record.stopReason ?? "",
     rounds: record.rounds,

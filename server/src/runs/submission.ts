@@ -26,6 +26,14 @@ export const RESERVED_PARAMETERS: ReadonlySet<string> = new Set([
   "max_tokens",
   "max_completion_tokens",
   "n",
+  // The Responses API's: the conversation, system prompt and token bound are the run's, and
+  // nothing of it is kept at the provider (store: false, no server-side conversation to continue).
+  "input",
+  "instructions",
+  "max_output_tokens",
+  "store",
+  "previous_response_id",
+  "conversation",
 ]);
 
 export interface SubmissionRules {

@@ -127,7 +127,9 @@ export declare type Model = Message<"skillenv.sessions.v1.Model"> & {
   /**
    * Passed to the provider as is (e.g. {"temperature": 0.2}); the fields the
    * service sets itself are refused: model, messages, system, tools,
-   * tool_choice, stream, stream_options, max_tokens, max_completion_tokens, n.
+   * tool_choice, stream, stream_options, max_tokens, max_completion_tokens, n,
+   * input, instructions, max_output_tokens, store, previous_response_id,
+   * conversation.
    *
    * @generated from field: google.protobuf.Struct parameters = 4;
    */
@@ -427,6 +429,13 @@ export declare type Usage = Message<"skillenv.sessions.v1.Usage"> & {
    * @generated from field: int64 cache_read_input_tokens = 4;
    */
   cacheReadInputTokens: bigint;
+
+  /**
+   * Of output_tokens, those the model spent reasoning (OpenAI reports them).
+   *
+   * @generated from field: int64 reasoning_tokens = 5;
+   */
+  reasoningTokens: bigint;
 };
 
 /**

@@ -197,13 +197,15 @@ class SkillSnapshot(_message.Message):
     def __init__(self, name: _Optional[str] = ..., content_hash: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ["cache_creation_input_tokens", "cache_read_input_tokens", "input_tokens", "output_tokens"]
+    __slots__ = ["cache_creation_input_tokens", "cache_read_input_tokens", "input_tokens", "output_tokens", "reasoning_tokens"]
     CACHE_CREATION_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHE_READ_INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_TOKENS_FIELD_NUMBER: _ClassVar[int]
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
     input_tokens: int
     output_tokens: int
-    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ...) -> None: ...
+    reasoning_tokens: int
+    def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., cache_creation_input_tokens: _Optional[int] = ..., cache_read_input_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
