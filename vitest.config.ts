@@ -11,8 +11,11 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Budgets for a test and a hook, not assertions: many tests start a server (a second or two
+    // alone, ten or more on a 2-core machine with other jobs running), and the last CI run on such
+    // a machine lost three tests to the 30 s budget, none to a wrong result.
+    testTimeout: 90_000,
+    hookTimeout: 120_000,
     pool: "forks",
     projects: [
       {

@@ -7,7 +7,7 @@ import type { Settings } from "./config/index.ts";
 import { loadConsole } from "./console/index.ts";
 import { ERROR_DETAILS } from "./errors/index.ts";
 import { Health, HealthState } from "./health/index.ts";
-import { createRequestListener, listen, logWriter, recordingGate, type LogSink } from "./http/index.ts";
+import { createRequestListener, listen, logWriter, recordingGate, startingListener, type Listener, type LogSink, type RequestListener } from "./http/index.ts";
 import {
   createHostService,
   ExtensionEnvironmentKind,
@@ -52,10 +52,37 @@ export interface StartOptions {
   log?: LogSink;
   /** The built web console to serve at /console/; default build/console (clients/console/build.ts). */
   consoleDir?: string;
+  /** Told the base URL once the port is open, while the server is still starting (the probes answer from then on). */
+  onPortOpen?: (url: string) => void;
 }
 
-/** Composition root: opens storage, starts the worker pool, wires the services and starts the one-port listener. */
+/**
+ * Composition root: opens the one-port listener first (it answers the probes and refuses the rest
+ * `unavailable` while the server starts), then opens storage, starts the worker pool, wires the
+ * services and hands the listener to them.
+ */
 export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
+  const health = new HealthState(API_SERVICES.map((service) => service.typeName));
+  const readiness = () => health.readiness();
+  let serve: RequestListener = startingListener(readiness);
+  const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, (req, res) => serve(req, res));
+  options.onPortOpen?.(listener.url);
+  try {
+    return await wire(settings, options, { health, listener, serveWith: (ready) => (serve = ready) });
+  } catch (error) {
+    await listener.close(0);
+    throw error;
+  }
+}
+
+/** What startService opened before the rest: the health state and the listener, and how to hand it the API. */
+interface Started {
+  health: HealthState;
+  listener: Listener;
+  serveWith(ready: RequestListener): void;
+}
+
+async function wire(settings: Settings, options: StartOptions, { health, listener, serveWith }: Started): Promise<RunningService> {
   const store = await openStore(settings);
   const metrics = settings.metricsListen ? new Metrics() : undefined;
   let serviceEnv: ServiceEnvironment | undefined;
@@ -118,10 +145,14 @@ export async function startService(settings: Settings, options: StartOptions = {
       () => sessions.census(),
       () => hosts.attached,
     );
-    const health = new HealthState(API_SERVICES.map((service) => service.typeName));
+    // A call that failed on storage makes the server not ready until the store answers a probe again.
+    const storageFailed = () => {
+      health.storageFailed();
+      metrics?.storageError();
+    };
     const router = createConnectRouter({
       requestGate: recordingGate(authenticationGate(keys, new Set([Health, ...reflectionServices].map((service) => service.typeName)))),
-      interceptors: [storageErrorInterceptor(metrics && (() => metrics.storageError()))],
+      interceptors: [storageErrorInterceptor(storageFailed)],
       readMaxBytes: settings.limits.maxRequestBytes,
     });
     router.service(AssetService, assets.service);
@@ -152,9 +183,13 @@ export async function startService(settings: Settings, options: StartOptions = {
       limits: settings.http,
       log,
       onRequestDone: metrics && ((record, seconds) => metrics.request(record, seconds)),
+      readiness: () => health.readiness(),
     });
-    const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, onRequest);
     const scrapes = metrics && settings.metricsListen ? await serveMetrics(metrics, settings.metricsListen) : undefined;
+    const probe = store.table<true>("readiness-probe");
+    health.watchStorage(async () => void (await probe.get("probe")));
+    serveWith(onRequest);
+    health.started();
     return {
       url: listener.url,
       metricsUrl: scrapes?.url,

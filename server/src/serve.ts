@@ -19,7 +19,9 @@ async function main(): Promise<void> {
   }
   let service: Awaited<ReturnType<typeof startService>>;
   try {
-    service = await startService(settings);
+    service = await startService(settings, {
+      onPortOpen: (url) => process.stderr.write(`skillenv starting on ${url} (GET /readyz answers 503 until it is ready)\n`),
+    });
   } catch (error) {
     // Startup refusals (a bad preparation file, a component that fails to prepare, a busy
     // port) are the operator's to fix: say what failed, without a stack trace.

@@ -58,7 +58,8 @@ describe("process lifecycle", () => {
       expect(await started.exited).toBe(0);
       expect(started.stderr()).toContain("SIGTERM: draining");
     }
-  });
+    // Five starts and drains: several seconds each on a loaded 2-core machine.
+  }, 180_000);
 
   it("stops at startup on a bad setting, naming it", async () => {
     const result = await runUntilExit({ SERVICE_ENV_WORKERS: "zero", SERVICE_DATA_DIR: await tempDir() });

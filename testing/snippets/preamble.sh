@@ -51,7 +51,8 @@ snippets_port_argument() {
 }
 
 # snippets_serve NAME ADDRESS COMMAND...: stops the server NAME this file started, starts COMMAND
-# in a process group of its own, and returns once ADDRESS (host:port, or a port) accepts connections.
+# in a process group of its own, and returns once ADDRESS (host:port, or a port) accepts connections
+# (the service: once it answers /readyz with 200).
 snippets_serve() {
   local name=$1 port=${2##*:}
   shift 2
@@ -61,7 +62,11 @@ snippets_serve() {
   setsid "$@" >"$SNIPPETS_DIR/$name.log" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$SNIPPETS_DIR/$name.pid"
-  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+  # The service opens its port while it starts and is ready once /readyz says so (docs/operations.md);
+  # the other servers are ready once they accept connections.
+  local ready=(snippets_accepts "$port")
+  [ "$name" = service ] && ready=(command curl -sf -o /dev/null "http://127.0.0.1:$port/readyz")
+  until "${ready[@]}" 2>/dev/null; do
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "snippets: '$*' exited before listening on port $port:" >&2
       cat "$SNIPPETS_DIR/$name.log" >&2
@@ -69,6 +74,10 @@ snippets_serve() {
     fi
     sleep 0.1
   done
+}
+
+snippets_accepts() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1")
 }
 
 snippets_stop() {

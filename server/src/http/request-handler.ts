@@ -8,6 +8,7 @@ import type { Transcoder } from "../transcoder/index.ts";
 import { BodyBudget } from "./body-budget.ts";
 import { applyCors } from "./cors.ts";
 import type { NodeRequest, NodeResponse } from "./node-types.ts";
+import { answerProbe, isProbePath, type ReadinessOf } from "./probes.ts";
 import { RequestBody, type ReadLimits } from "./request-body.ts";
 import { protocolOf, requestLogEntry, requestRecordKey, type LogWriter, type RequestRecord } from "./request-log.ts";
 import type { StaticAnswer, StaticSite } from "./static-files.ts";
@@ -40,6 +41,8 @@ export interface RequestHandlerOptions {
   log: LogWriter | undefined;
   /** Told of every request once it is over, with its record and how long it took (the metrics). */
   onRequestDone?: ((record: RequestRecord, durationSeconds: number) => void) | undefined;
+  /** Answers the liveness and readiness probes (probes.ts) from this. */
+  readiness: ReadinessOf;
 }
 
 export type RequestListener = (req: NodeRequest, res: NodeResponse) => void;
@@ -58,7 +61,7 @@ interface Exchange {
 }
 
 /**
- * The one listener behind every protocol: CORS, then the object store, then Connect routes
+ * The one listener behind every protocol: CORS, then the probes, then the object store, then Connect routes
  * (gRPC, gRPC-Web, Connect), then the public JSON documents, then the static sites, then the REST
  * transcoder, else a JSON 404. Every request body is read through a RequestBody (idle timeout,
  * memory budget, drained when left unread). Authentication is the Connect request gate's: it runs
@@ -91,6 +94,10 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
   async function dispatch(exchange: Exchange) {
     const { req, res, url, record, contextValues, body } = exchange;
     if (applyCors(req, res, options.corsOrigins, options.corsHeaders)) return;
+    if (isProbePath(url.pathname)) {
+      body.prepareResponse(res);
+      if (answerProbe(req, res, url.pathname, options.readiness)) return;
+    }
     const raw = options.rawEndpoints.find((endpoint) => endpoint.matches(url.pathname));
     if (raw) {
       record.protocol = "object-store";

@@ -27,8 +27,12 @@ export interface ServiceProcess {
   exited: Promise<number | null>;
 }
 
-/** Runs the real entry point (`node server/src/main.ts`) and waits for its listening line. */
-export async function spawnService(env: Record<string, string>): Promise<ServiceProcess> {
+/**
+ * Runs the real entry point (`node server/src/main.ts`) and waits for its listening line, or with
+ * `until: "port-open"` for the line it writes once its port is open, while it is still starting.
+ */
+export async function spawnService(env: Record<string, string>, { until = "listening" }: { until?: "listening" | "port-open" } = {}): Promise<ServiceProcess> {
+  const line = until === "listening" ? /listening on (\S+)/ : /starting on (\S+)/;
   const child = tracked(
     spawn(process.execPath, [MAIN], {
       env: { PATH: process.env.PATH ?? "", SERVICE_LISTEN: "127.0.0.1:0", SERVICE_LOG_REQUESTS: "false", ...env },
@@ -40,7 +44,7 @@ export async function spawnService(env: Record<string, string>): Promise<Service
   const url = await new Promise<string>((resolve, reject) => {
     child.stderr!.on("data", (chunk: Buffer) => {
       stderr += chunk.toString();
-      const match = /listening on (\S+)/.exec(stderr);
+      const match = line.exec(stderr);
       if (match?.[1]) resolve(match[1]);
     });
     exited.then((code) => reject(new Error(`service exited with ${code} before listening:\n${stderr}`)));

@@ -37,6 +37,7 @@ describe("the request log", () => {
       corsHeaders: [],
       limits: http,
       log: logWriter((line) => lines.push(line), 4096),
+      readiness: () => "ready",
     });
     listener = await listen({ host: "127.0.0.1", port: 0, tls: undefined, limits: http }, onRequest);
   });
