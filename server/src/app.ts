@@ -19,7 +19,7 @@ import {
   startServiceEnvironment,
   type ServiceEnvironment,
 } from "./environments/index.ts";
-import { createModelProviders } from "./models/index.ts";
+import { createModelProviders, observeModelCalls } from "./models/index.ts";
 import { Metrics, serveMetrics } from "./metrics/index.ts";
 import { OPENAPI_PATH, readOpenApiFile } from "./openapi/index.ts";
 import { reflectionServices, serveReflection } from "./reflection/index.ts";
@@ -85,6 +85,7 @@ interface Started {
 async function wire(settings: Settings, options: StartOptions, { health, listener, serveWith }: Started): Promise<RunningService> {
   const store = await openStore(settings);
   const metrics = settings.metricsListen ? new Metrics() : undefined;
+  if (metrics) store.observeCommits((group) => metrics.storeCommit(group));
   let serviceEnv: ServiceEnvironment | undefined;
   try {
     const s3 = settings.blobStore && (await S3BlobStore.open(settings.blobStore));
@@ -126,7 +127,9 @@ async function wire(settings: Settings, options: StartOptions, { health, listene
       sessions,
       skills: skills.registry,
       assets,
-      providers: createModelProviders(settings.models, settings.sessions.maxJsonDepth),
+      providers: metrics
+        ? observeModelCalls(createModelProviders(settings.models, settings.sessions.maxJsonDepth), (call) => metrics.modelCall(call))
+        : createModelProviders(settings.models, settings.sessions.maxJsonDepth),
       settings: {
         maxRounds: settings.sessions.runMaxRounds,
         maxTurnSecs: settings.env.maxTurnSecs,

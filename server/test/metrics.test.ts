@@ -100,6 +100,13 @@ describe("Prometheus metrics (SERVICE_METRICS_LISTEN)", () => {
     expect(await scraped('skillenv_sessions{lifecycle="active"}', (n) => n >= 1)).toBeGreaterThanOrEqual(1);
     expect(await scraped("skillenv_operations_in_flight", (n) => n === 0)).toBe(0);
     expect(await scraped("skillenv_hosts_attached", (n) => n === 0)).toBe(0);
+    // The run's one model call, and the store's group commits (every journaled event among their writes).
+    expect(await scraped('skillenv_model_calls_total{provider="anthropic",code="ok"}', (n) => n >= 1)).toBe(1);
+    expect(await scraped('skillenv_model_call_duration_seconds_count{provider="anthropic"}', (n) => n >= 1)).toBe(1);
+    const writes = await scraped("skillenv_store_writes_total", (n) => n > 0);
+    const commits = await scraped("skillenv_store_commit_duration_seconds_count", (n) => n > 0);
+    expect(commits).toBeLessThanOrEqual(writes);
+    expect(await scraped("skillenv_store_commit_writes_sum", (n) => n === writes)).toBe(writes);
     // A latency histogram per method: the calls are counted in it too.
     expect(await scraped('skillenv_rpc_duration_seconds_count{service="SessionService",method="CallTool"}', (n) => n >= 3)).toBe(3);
   });

@@ -36,7 +36,11 @@ export const errorCatalogue = {
     summary:
       "The HTTP/1.1 request line and headers exceed Node's header size limit (16 KiB unless --max-http-header-size says otherwise); the connection is closed.",
   },
-  unavailable: { code: Code.Unavailable, httpStatus: 503, summary: "The server is starting or shutting down, or a dependency is unavailable; retry later or elsewhere." },
+  unavailable: {
+    code: Code.Unavailable,
+    httpStatus: 503,
+    summary: "The server is starting or shutting down, or a dependency is unavailable; retry later or elsewhere.",
+  },
   server_busy: {
     code: Code.Unavailable,
     httpStatus: 503,

@@ -23,6 +23,11 @@ export class Metrics {
   readonly #tokens: Counter<"provider" | "direction">;
   readonly #operations: Counter<"operation" | "environment_kind" | "outcome" | "code">;
   readonly #operationDuration: Histogram<"operation" | "environment_kind">;
+  readonly #modelCalls: Counter<"provider" | "code">;
+  readonly #modelDuration: Histogram<"provider">;
+  readonly #commitDuration: Histogram;
+  readonly #commitWrites: Histogram;
+  readonly #storeWrites: Counter;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "skillenv_process_" });
@@ -80,6 +85,36 @@ export class Metrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     });
+    this.#modelCalls = new Counter({
+      name: "skillenv_model_calls_total",
+      help: "Model calls that ended, by provider and code (ok, or the model error's: model_rate_limited, model_timeout, model_cancelled, ...).",
+      labelNames: ["provider", "code"],
+      registers,
+    });
+    this.#modelDuration = new Histogram({
+      name: "skillenv_model_call_duration_seconds",
+      help: "Model calls from the request to the end of the streamed reply (retries before the reply included), by provider.",
+      labelNames: ["provider"],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers,
+    });
+    this.#storeWrites = new Counter({
+      name: "skillenv_store_writes_total",
+      help: "Atomic writes committed to the metadata store (journal appends, run and record updates), each durable before it was acknowledged.",
+      registers,
+    });
+    this.#commitDuration = new Histogram({
+      name: "skillenv_store_commit_duration_seconds",
+      help: "Group commits of the metadata store (one synced LevelDB batch, or one PostgreSQL transaction), from start until durable.",
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers,
+    });
+    this.#commitWrites = new Histogram({
+      name: "skillenv_store_commit_writes",
+      help: "Writes per group commit of the metadata store (how many callers' batches one sync served).",
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+      registers,
+    });
     this.#tokens = new Counter({
       name: "skillenv_model_tokens_total",
       help: "Tokens the model providers reported for the runs that ended, by provider and direction (input, output).",
@@ -109,6 +144,19 @@ export class Metrics {
 
   storageError(): void {
     this.#storageErrors.inc();
+  }
+
+  /** One model call that ended; `provider` is one the server is configured with, `code` a model error's (bounded). */
+  modelCall(call: { provider: string; code: string; seconds: number }): void {
+    this.#modelCalls.inc({ provider: call.provider, code: call.code });
+    this.#modelDuration.observe({ provider: call.provider }, call.seconds);
+  }
+
+  /** One group the metadata store committed. */
+  storeCommit(group: { writes: number; seconds: number }): void {
+    this.#storeWrites.inc(group.writes);
+    this.#commitWrites.observe(group.writes);
+    this.#commitDuration.observe(group.seconds);
   }
 
   /** One run that ended. `provider` is one the server is configured with, so bounded. */

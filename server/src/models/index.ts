@@ -13,7 +13,7 @@ export {
   type Usage,
   type UserContent,
 } from "./port.ts";
-export { createModelProviders, type ModelProviders } from "./registry.ts";
+export { createModelProviders, observeModelCalls, type ModelCallObserver, type ModelProviders } from "./registry.ts";
 export { thinkingOf, type Thinking } from "./thinking.ts";
 export { createAnthropicProvider } from "./anthropic.ts";
 export { createOpenAIChatProvider } from "./openai-chat.ts";

@@ -2,7 +2,7 @@ import type { Settings } from "../config/index.ts";
 import { createAnthropicProvider } from "./anthropic.ts";
 import { createOpenAIChatProvider } from "./openai-chat.ts";
 import { createOpenAIResponsesProvider } from "./openai-responses.ts";
-import type { ModelProvider } from "./port.ts";
+import { ModelError, type ModelProvider } from "./port.ts";
 import type { ProviderOptions } from "./transport.ts";
 
 /** The model providers by name ("anthropic", "openai"), the names a run's provider key map uses. */
@@ -20,4 +20,31 @@ export function createModelProviders(settings: Settings["models"], maxJsonDepth:
     createOpenAIProvider({ ...common, baseUrl: settings.openaiBaseUrl }),
   ];
   return new Map(providers.map((provider) => [provider.name, provider]));
+}
+
+/** One model call that ended: its provider, `ok` or its model error's code, and how long it took. */
+export type ModelCallObserver = (call: { provider: string; code: string; seconds: number }) => void;
+
+/** The providers, each call of which is told to `observe` once it has ended (the metrics). */
+export function observeModelCalls(providers: ModelProviders, observe: ModelCallObserver): ModelProviders {
+  return new Map(
+    [...providers].map(([name, provider]) => [
+      name,
+      {
+        name: provider.name,
+        async complete(request, options) {
+          const started = performance.now();
+          const seconds = () => (performance.now() - started) / 1000;
+          try {
+            const response = await provider.complete(request, options);
+            observe({ provider: name, code: "ok", seconds: seconds() });
+            return response;
+          } catch (error) {
+            observe({ provider: name, code: error instanceof ModelError ? error.code : "internal", seconds: seconds() });
+            throw error;
+          }
+        },
+      } satisfies ModelProvider,
+    ]),
+  );
 }

@@ -1,4 +1,4 @@
-import { storageError, WriteConflict, type WriteOp } from "./store.ts";
+import { storageError, WriteConflict, type CommitObserver, type WriteOp } from "./store.ts";
 
 /** A write waiting in an adapter's group commit. */
 export interface PendingWrite {
@@ -20,6 +20,8 @@ export class GroupCommit {
   #queue: PendingWrite[] = [];
   /** The running flush, while there is one. */
   #flushing: Promise<void> | undefined;
+  /** Told of every group committed (the metrics). */
+  observer: CommitObserver | undefined;
 
   constructor(commit: (group: PendingWrite[]) => Promise<Admission<PendingWrite>>) {
     this.#commit = commit;
@@ -43,7 +45,9 @@ export class GroupCommit {
       const group = this.#queue;
       this.#queue = [];
       try {
+        const started = performance.now();
         const { admitted, conflicts } = await this.#commit(group);
+        this.observer?.({ writes: group.length, ops: group.reduce((sum, write) => sum + write.ops.length, 0), seconds: (performance.now() - started) / 1000 });
         for (const [write, conflict] of conflicts) write.reject(conflict);
         for (const write of admitted) write.resolve();
       } catch (error) {

@@ -1,7 +1,7 @@
 import type { AbstractSublevel } from "abstract-level";
 import type { Level } from "level";
 import { admit, GroupCommit, type PendingWrite } from "./group-conditions.ts";
-import { storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
+import { storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type CommitObserver, type WriteOp } from "./store.ts";
 
 type Sublevel = AbstractSublevel<Level<string, string>, string | Buffer | Uint8Array, string, string>;
 
@@ -33,6 +33,10 @@ export class LevelStore implements Store {
 
   table<V>(name: string): Table<V> {
     return new LevelTable<V>(name, this.#sublevel(name), (ops) => this.write(ops));
+  }
+
+  observeCommits(observer: CommitObserver): void {
+    this.#groups.observer = observer;
   }
 
   write(ops: readonly WriteOp[]): Promise<void> {

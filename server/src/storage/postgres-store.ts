@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { admit, GroupCommit, slot, type PendingWrite } from "./group-conditions.ts";
 import { migrate, UnusableDatabase } from "./postgres-migrations.ts";
-import { StorageError, storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type WriteOp } from "./store.ts";
+import { StorageError, storageError, TableOps, type KeyRange, type Store, type Table, type TablePage, type CommitObserver, type WriteOp } from "./store.ts";
 
 /** Connections per store: one for the writer, the rest for reads running at once. */
 const DEFAULT_POOL_SIZE = 10;
@@ -94,6 +94,10 @@ export class PostgresStore implements Store {
 
   table<V>(name: string): Table<V> {
     return new PostgresTable<V>(name, this.#pool, (ops) => this.write(ops));
+  }
+
+  observeCommits(observer: CommitObserver): void {
+    this.#groups.observer = observer;
   }
 
   write(ops: readonly WriteOp[]): Promise<void> {

@@ -25,8 +25,13 @@ export interface Store {
   table<V>(name: string): Table<V>;
   /** Applies every operation atomically and durably. */
   write(ops: readonly WriteOp[]): Promise<void>;
+  /** Told of every group committed (one synced batch, or one transaction): how many writes and operations it held, and how long it took. */
+  observeCommits(observer: CommitObserver): void;
   close(): Promise<void>;
 }
+
+/** What a committed group was: `writes` (callers' batches), `ops` (their operations), `seconds` from start to durable. */
+export type CommitObserver = (group: { writes: number; ops: number; seconds: number }) => void;
 
 /** One operation of an atomic batch; build them with `Table.putOp` / `Table.deleteOp`. */
 export type WriteOp =
