@@ -9,7 +9,7 @@ import { originAllowed } from "../../config/index.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { redactingBinding } from "../redacting-binding.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
-import type { Sealer } from "./sealer.ts";
+import { CredentialUnreadable, readableCredential, unsealCredential, type Sealer } from "./sealer.ts";
 
 /** An extension binding as a session stores it: the credential only sealed. */
 export interface ExtensionOptions {
@@ -169,27 +169,6 @@ class ExtensionBinding implements EnvironmentBinding {
 
   teardown(deadlineMs: number): Promise<TerminalReceipt> {
     return unary((signal) => this.#client.teardown({ binding: this.#binding }, { signal }), deadlineMs);
-  }
-}
-
-/** The sealed credential could not be opened: thrown before a request leaves, so nothing was sent. */
-class CredentialUnreadable extends Error {}
-
-function unsealCredential(sealer: Sealer, sealed: string): string {
-  try {
-    return sealer.unseal(sealed);
-  } catch {
-    throw new CredentialUnreadable(
-      "the environment's sealed credential cannot be read (the data directory's sealing-key was lost or replaced, or the stored value altered); nothing was sent",
-    );
-  }
-}
-
-function readableCredential(sealer: Sealer, sealed: string): string[] {
-  try {
-    return [sealer.unseal(sealed)];
-  } catch {
-    return [];
   }
 }
 
