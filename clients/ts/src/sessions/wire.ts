@@ -10,7 +10,7 @@ import type {
   ToolPlacementSchema,
 } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { EnvironmentDefinition, SetupMode } from "./environments.ts";
-import { credentialOf } from "./extension.ts";
+import { credentialOf } from "./credentials.ts";
 import { jsonSnapshot } from "./json.ts";
 import type { PlacedImplementation } from "./resolve.ts";
 import { environmentName, isOpaque, type ToolPlacement } from "./tools.ts";
