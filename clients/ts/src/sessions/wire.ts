@@ -23,7 +23,7 @@ export type EnvironmentState = "pending" | "ready" | "failed" | "detached";
 
 export interface EnvironmentStatus {
   name: string;
-  kind: "service" | "host" | "extension";
+  kind: "service" | "host" | "extension" | "mcp";
   setup: SetupMode;
   state: EnvironmentState;
   /** Host environments only: whether a host's command stream is open for it on the server that answered. */
