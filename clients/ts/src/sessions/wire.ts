@@ -86,6 +86,8 @@ function kindMessage(environment: EnvironmentDefinition): MessageInitShape<typeo
         case: "extension",
         value: { url: environment.url, credential: credentialOf(environment) ?? "", configuration: jsonValue(environment.configuration) },
       };
+    case "mcp":
+      return { case: "mcp", value: { url: environment.url, credential: credentialOf(environment) ?? "", tools: [...environment.tools] } };
   }
 }
 
