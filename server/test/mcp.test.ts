@@ -188,6 +188,26 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     expect(next.receipt?.outcome).toMatchObject({ case: "failure", value: { code: "mcp_unavailable", retryable: true } });
   });
 
+  it("keeps the placements across a restart, and the first call after it starts a new MCP session", async () => {
+    const settings = { SERVICE_MCP_ALLOW: proxy.origin };
+    const first = await startTestService(settings);
+    const before = sessionClient(first.url, KEY_A);
+    const { session } = await before.createSession({ environments: [{ name: "ev", kind: { case: "mcp", value: { url: proxy.url, tools: ["echo"] } } }] });
+    await first.close();
+    const initializes = proxy.seen.filter((request) => request.message?.method === "initialize").length;
+    const second = await startTestService({ ...settings, SERVICE_DATA_DIR: first.dataDir });
+    try {
+      const after = sessionClient(second.url, KEY_A);
+      const { session: restarted } = await after.getSession({ sessionId: session!.id });
+      expect(restarted?.tools.map((tool) => [tool.name, tool.implementation?.kind.value])).toEqual([["ev__echo", "echo"]]);
+      const { receipt } = await after.callTool({ sessionId: session!.id, tool: "ev__echo", input: fromJson(ValueSchema, { message: "again" }) });
+      expect(outputOf(receipt)).toEqual({ content: "Echo: again" });
+      expect(proxy.seen.filter((request) => request.message?.method === "initialize").length).toBe(initializes + 1);
+    } finally {
+      await second.close();
+    }
+  });
+
   it("refuses a URL outside SERVICE_MCP_ALLOW with its code and creates nothing", async () => {
     const before = (await sessions.listSessions({})).sessions.length;
     const outside = { environments: [{ name: "x", kind: { case: "mcp" as const, value: { url: "http://127.0.0.1:9/mcp" } } }] };
