@@ -3,6 +3,7 @@ import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamable
 import { CallToolResultSchema, ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import { CredentialUnreadable } from "../extension/sealer.ts";
 import type { BindingContext } from "../kinds.ts";
+import { deadlineSignal } from "../outgoing.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type TerminalReceipt } from "../port.ts";
 import { CallTrace, traced, wasNotSent, type McpConnection } from "./mcp-connection.ts";
 import { NameCollision, placementNames } from "./tool-names.ts";
@@ -49,7 +50,7 @@ export class McpBinding implements EnvironmentBinding {
   /** A fresh MCP session: initialize, then tools/list page by page; the tools become placements (McpSetupOutput). */
   async setup(deadlineMs: number): Promise<TerminalReceipt> {
     this.#connection.reset();
-    const { signal, done, timedOut } = deadlineSignal(deadlineMs);
+    const { signal, cancel: done, timedOut } = deadlineSignal(deadlineMs);
     try {
       const client = await this.#connection.client(signal, sdkTimeout(deadlineMs));
       const listed: Tool[] = [];
@@ -106,7 +107,7 @@ export class McpBinding implements EnvironmentBinding {
     const input = parseObject(operation.input);
     if (input === undefined) return failure("invalid_argument", "an MCP tool's input is a JSON object (its arguments); nothing was sent");
     const controller = new AbortController();
-    const { signal: deadline, done, timedOut } = deadlineSignal(operation.deadlineMs);
+    const { signal: deadline, cancel: done, timedOut } = deadlineSignal(operation.deadlineMs);
     deadline.addEventListener("abort", () => controller.abort("the operation's deadline passed"), { once: true });
     const trace = new CallTrace();
     this.#inFlight.set(operation.operationId, { controller, trace });
@@ -154,7 +155,7 @@ export class McpBinding implements EnvironmentBinding {
     const delivered = requestId === undefined ? undefined : this.#connection.cancellationDelivered(requestId);
     target.controller.abort("cancelled by the session");
     if (!delivered) return returned(JSON.stringify({ sent: false }));
-    const { signal, done } = deadlineSignal(deadlineMs);
+    const { signal, cancel: done } = deadlineSignal(deadlineMs);
     try {
       const answered = await Promise.race([
         delivered.then(() => true),
@@ -243,11 +244,4 @@ function messageOf(error: unknown): string {
 
 function sdkTimeout(deadlineMs: number): number {
   return Math.max(0, deadlineMs - Date.now()) + SDK_TIMEOUT_SLACK_MS;
-}
-
-/** A signal that aborts at the deadline, and whether it did. */
-function deadlineSignal(deadlineMs: number): { signal: AbortSignal; done(): void; timedOut(): boolean } {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort("the operation's deadline passed"), Math.max(0, deadlineMs - Date.now()));
-  return { signal: controller.signal, done: () => clearTimeout(timer), timedOut: () => controller.signal.aborted };
 }

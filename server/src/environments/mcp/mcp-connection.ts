@@ -3,12 +3,10 @@ import { setImmediate } from "node:timers";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { isNotSentCode } from "../outgoing.ts";
 
 /** The service as an MCP client, as it introduces itself in `initialize`. */
 const CLIENT_INFO = { name: "skillenv", version: "0.1.0" };
-
-/** Errors of a request that never left this process: the server cannot have seen it. */
-const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
 
 /**
  * What the transport saw of one tools/call: whether the request left, whether the server
@@ -50,8 +48,7 @@ export function traced<T>(trace: CallTrace, send: () => Promise<T>): Promise<T> 
 }
 
 export function wasNotSent(error: unknown): boolean {
-  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
-  return typeof code === "string" && NOT_SENT.has(code);
+  return isNotSentCode((error as { cause?: { code?: unknown } } | undefined)?.cause?.code);
 }
 
 /**
