@@ -176,6 +176,27 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     await session.delete();
   });
 
+  it("ends a call past its deadline as timeout, having sent notifications/cancelled for it", async () => {
+    const sessionId = await mcpSession({ tools: [LONG] });
+    const { receipt } = await call(sessionId, `ev__${LONG}`, { duration: 60, steps: 60, marker: "deadline" }, 1n);
+    expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout", message: expect.stringContaining("notifications/cancelled") } });
+    const sent = proxy.seen.find((request) => request.message?.method === "tools/call" && (request.message.params?.arguments as { marker?: string })?.marker === "deadline")!;
+    const notification = await proxy.whenSeen((request) => request.message?.method === "notifications/cancelled" && request.message.params?.requestId === sent.message?.id);
+    expect(notification.authorization).toBe(`Bearer ${CREDENTIAL}`);
+  });
+
+  it("sets a manual environment up on SetupEnvironment, and only then places its tools", async () => {
+    const { session } = await sessions.createSession({
+      environments: [{ name: "later", setup: "manual", kind: { case: "mcp", value: { url: proxy.url, tools: ["echo"] } } }],
+    });
+    expect(session?.tools).toEqual([]);
+    expect(await refusedWith(call(session!.id, "later__echo", { message: "too soon" }))).toBe("tool_not_found");
+    const setup = await sessions.setupEnvironment({ sessionId: session!.id, environment: "later" });
+    expect(setup.environment?.state).toBe("ready");
+    const echoed = await call(session!.id, "later__echo", { message: "now" });
+    expect(outputOf(echoed.receipt)).toEqual({ content: "Echo: now" });
+  });
+
   it("ends a call as unknown when the server dies while running it", async () => {
     const sessionId = await mcpSession({ url: doomed.url, tools: [LONG] });
     const pending = call(sessionId, `ev__${LONG}`, { duration: 60, steps: 60 });
