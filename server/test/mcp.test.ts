@@ -180,8 +180,12 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     const sessionId = await mcpSession({ tools: [LONG] });
     const { receipt } = await call(sessionId, `ev__${LONG}`, { duration: 60, steps: 60, marker: "deadline" }, 1n);
     expect(receipt?.outcome).toMatchObject({ case: "failure", value: { code: "timeout", message: expect.stringContaining("notifications/cancelled") } });
-    const sent = proxy.seen.find((request) => request.message?.method === "tools/call" && (request.message.params?.arguments as { marker?: string })?.marker === "deadline")!;
-    const notification = await proxy.whenSeen((request) => request.message?.method === "notifications/cancelled" && request.message.params?.requestId === sent.message?.id);
+    const sent = proxy.seen.find(
+      (request) => request.message?.method === "tools/call" && (request.message.params?.arguments as { marker?: string })?.marker === "deadline",
+    )!;
+    const notification = await proxy.whenSeen(
+      (request) => request.message?.method === "notifications/cancelled" && request.message.params?.requestId === sent.message?.id,
+    );
     expect(notification.authorization).toBe(`Bearer ${CREDENTIAL}`);
   });
 
