@@ -147,7 +147,7 @@ export class McpBinding implements EnvironmentBinding {
     }
   }
 
-  /** Sends notifications/cancelled for the call and waits until the server has received it. */
+  /** Sends notifications/cancelled for the call and waits until the server has received it (or it could not be sent). */
   async cancel(operationId: string, deadlineMs: number): Promise<TerminalReceipt> {
     const target = this.#inFlight.get(operationId);
     if (!target) return returned(JSON.stringify({ sent: false }));
@@ -157,11 +157,10 @@ export class McpBinding implements EnvironmentBinding {
     if (!delivered) return returned(JSON.stringify({ sent: false }));
     const { signal, cancel: done } = deadlineSignal(deadlineMs);
     try {
-      const answered = await Promise.race([
-        delivered.then(() => true),
-        new Promise<false>((resolve) => signal.addEventListener("abort", () => resolve(false))),
-      ]);
-      return answered ? returned(JSON.stringify({ sent: true })) : failure("timeout", "the MCP server did not take the cancellation before the deadline");
+      const outcome = await Promise.race([delivered, new Promise<"timeout">((resolve) => signal.addEventListener("abort", () => resolve("timeout")))]);
+      if (outcome === true) return returned(JSON.stringify({ sent: true }));
+      if (outcome === false) return failure("mcp_unavailable", "notifications/cancelled could not be delivered to the MCP server", true);
+      return failure("timeout", "the MCP server did not take the cancellation before the deadline");
     } finally {
       done();
     }

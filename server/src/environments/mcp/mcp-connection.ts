@@ -60,8 +60,8 @@ export class McpConnection {
   readonly #url: URL;
   readonly #credential: () => string | undefined;
   #client: Promise<Client> | undefined;
-  /** Waiters for the delivery of a notifications/cancelled, by the cancelled request's id. */
-  readonly #cancellations = new Map<string | number, () => void>();
+  /** Waiters for the delivery of a notifications/cancelled, by the cancelled request's id: told whether the server received it. */
+  readonly #cancellations = new Map<string | number, (delivered: boolean) => void>();
 
   constructor(url: string, credential: () => string | undefined) {
     this.#url = new URL(url);
@@ -86,8 +86,8 @@ export class McpConnection {
     return (client?.transport as StreamableHTTPClientTransport | undefined)?.protocolVersion;
   }
 
-  /** Resolves once a notifications/cancelled for `requestId` has been delivered (the server answered its POST). */
-  cancellationDelivered(requestId: string | number): Promise<void> {
+  /** Resolves once a notifications/cancelled for `requestId` was sent: true when the server answered its POST, false when it could not be sent. */
+  cancellationDelivered(requestId: string | number): Promise<boolean> {
     return new Promise((resolve) => this.#cancellations.set(requestId, resolve));
   }
 
@@ -113,6 +113,11 @@ export class McpConnection {
     }
   }
 
+  #cancellationSent(requestId: string | number, delivered: boolean): void {
+    this.#cancellations.get(requestId)?.(delivered);
+    this.#cancellations.delete(requestId);
+  }
+
   async #connect(signal: AbortSignal, timeoutMs: number): Promise<Client> {
     const transport = new StreamableHTTPClientTransport(this.#url, {
       fetch: this.#fetch,
@@ -136,20 +141,16 @@ export class McpConnection {
     const message = init?.method === "POST" && typeof init.body === "string" ? jsonRpcOf(init.body) : undefined;
     const trace = message?.method === "tools/call" ? traces.getStore() : undefined;
     if (trace) trace.requestId = message?.id;
+    const cancelled = message?.method === "notifications/cancelled" ? (message.params as { requestId?: string | number } | undefined)?.requestId : undefined;
     let response: Response;
     try {
       response = await fetch(url, { ...init, headers });
     } catch (error) {
       if (trace && wasNotSent(error)) trace.notSent = true;
+      if (cancelled !== undefined) this.#cancellationSent(cancelled, false);
       throw error;
     }
-    if (message?.method === "notifications/cancelled") {
-      const requestId = (message.params as { requestId?: string | number } | undefined)?.requestId;
-      if (requestId !== undefined) {
-        this.#cancellations.get(requestId)?.();
-        this.#cancellations.delete(requestId);
-      }
-    }
+    if (cancelled !== undefined) this.#cancellationSent(cancelled, response.ok);
     if (!trace) return response;
     trace.answered = true;
     if (!response.body) {
