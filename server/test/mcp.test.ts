@@ -142,6 +142,13 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     const first = provider.requests.length;
     const { run } = await runs.createRun({ sessionId, run: runInput("mcp-model") });
     expect((await eventsUntil(sessions, sessionId, runEnded(run!.id))).at(-1)?.type).toBe("turn.completed");
+    // The model was offered the server's tools under their placement names, with the server's input schemas.
+    const offered = (provider.requests[first]?.body.tools ?? []) as Array<{ name: string; input_schema: unknown }>;
+    expect(offered.find((tool) => tool.name === "ev__get-sum")?.input_schema).toMatchObject({
+      type: "object",
+      properties: { a: { type: "number" }, b: { type: "number" } },
+      required: ["a", "b"],
+    });
     const toolResults = JSON.stringify(provider.requests.slice(first).at(-1)?.body);
     expect(toolResults).toContain("Echo: from the model");
     expect(toolResults).toContain("The sum of 20 and 22 is 42.");
