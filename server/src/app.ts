@@ -11,6 +11,7 @@ import { createRequestListener, listen, logWriter, recordingGate, startingListen
 import {
   createHostService,
   ExtensionEnvironmentKind,
+  McpEnvironmentKind,
   HostEnvironmentKind,
   HostHub,
   HostService,
@@ -101,14 +102,15 @@ async function wire(settings: Settings, options: StartOptions, { health, listene
     const artifacts = createArtifacts({ store, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
     serviceEnv = await startServiceEnvironment(settings, artifacts, keys.workspaces());
     const environment = serviceEnv;
-    const { filesystemAllow, networkAllow, secretAllow, workspaceRoot } = settings.env;
-    // Extension credentials and the provider keys of runs that may resume are sealed with one key.
+    const { filesystemAllow, networkAllow, mcpAllow, secretAllow, workspaceRoot } = settings.env;
+    // Extension and MCP credentials and the provider keys of runs that may resume are sealed with one key.
     const sealer = await Sealer.open(secrets);
     const hosts = new HostHub({ maxInFlight: settings.sessions.hostMaxInFlight, maxQueued: settings.sessions.hostMaxQueued });
     const kinds = {
       service: new ServiceEnvironmentKind({ pool: serviceEnv.pool, artifacts, allow: { filesystemAllow, networkAllow, secretAllow }, workspaceRoot }),
       host: new HostEnvironmentKind(hosts),
       extension: new ExtensionEnvironmentKind({ sealer, networkAllow }),
+      mcp: new McpEnvironmentKind({ sealer, mcpAllow }),
     };
     const { listMaxBytes } = settings.limits;
     const sessions = await createSessions({

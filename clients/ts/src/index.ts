@@ -19,6 +19,7 @@ export { SkillSourceError } from "./skills/index.ts";
 export { program, Program, type ComponentBytes, type EnvClient, type ProgramOptions, type ResolvedProgram } from "./env/index.ts";
 export {
   environment,
+  mcpEnv,
   PlacementError,
   serviceEnv,
   tool,
@@ -32,6 +33,8 @@ export {
   type ExtensionInstanceOptions,
   type ExtensionKind,
   type ListOptions,
+  type McpEnvironmentDefinition,
+  type McpEnvOptions,
   type OpaqueImplementation,
   type OptionsOf,
   type OptionSpec,

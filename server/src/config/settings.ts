@@ -138,6 +138,8 @@ export interface HttpLimits {
 export interface EnvironmentSettings {
   filesystemAllow: string[];
   networkAllow: string[];
+  /** SERVICE_MCP_ALLOW: the origins an MCP environment's server may be at. */
+  mcpAllow: string[];
   secretAllow: string[];
   /** Where the retained /workspace of each (session, service environment) lives; must be within filesystemAllow for workspace grants. */
   workspaceRoot: string;
@@ -248,6 +250,7 @@ export function loadSettings(env: Env = process.env): Settings {
     env: {
       filesystemAllow: read("SERVICE_ENV_FILESYSTEM_ALLOW", parseAbsolutePaths, []),
       networkAllow: read("SERVICE_ENV_NETWORK_ALLOW", parseOrigins, []),
+      mcpAllow: read("SERVICE_MCP_ALLOW", parseOrigins, []),
       secretAllow: read("SERVICE_ENV_SECRET_ALLOW", parseEnvNames, []),
       workspaceRoot: read("SERVICE_ENV_WORKSPACE_ROOT", (raw) => path.resolve(raw), path.join(dataDir, "workspaces")),
       preparationFile: read("SERVICE_ENV_PREPARATION", (raw) => path.resolve(raw), undefined),

@@ -1,4 +1,4 @@
-export type { BindingContext, EnvironmentKind, EnvironmentKindName, EnvironmentKinds } from "./kinds.ts";
+export type { BindingContext, DiscoveredTool, EnvironmentKind, EnvironmentKindName, EnvironmentKinds } from "./kinds.ts";
 export {
   failure,
   returned,
@@ -28,3 +28,4 @@ export { HostHub } from "./host/hub.ts";
 export { createHostService, type CheckHostBinding, type HostLog } from "./host/host-service.ts";
 export { ExtensionEnvironmentKind, type ExtensionOptions } from "./extension/extension-environment.ts";
 export { Sealer } from "./extension/sealer.ts";
+export { McpEnvironmentKind, placementName, type McpKindOptions, type McpOptions } from "./mcp/index.ts";

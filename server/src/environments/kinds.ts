@@ -1,7 +1,7 @@
 import type { EnvironmentBinding } from "./port.ts";
 
 /** The kinds of environment a session can bind (SPEC 1.4, 1.5). */
-export type EnvironmentKindName = "service" | "host" | "extension";
+export type EnvironmentKindName = "service" | "host" | "extension" | "mcp";
 
 /** Where a binding lives. */
 export interface BindingContext {
@@ -9,6 +9,20 @@ export interface BindingContext {
   sessionId: string;
   /** The environment's name in the session. */
   environment: string;
+}
+
+/**
+ * A tool an environment offers of itself when it is set up (an MCP server's): placed in the
+ * session under `name` like a tool the session was created with.
+ */
+export interface DiscoveredTool {
+  /** The placement name, within the model-facing name rule. */
+  name: string;
+  description: string;
+  /** JSON Schema, as JSON text. */
+  inputSchema: string;
+  /** As the kind's execute reads it. */
+  implementation: unknown;
 }
 
 /**
@@ -33,6 +47,11 @@ export interface EnvironmentKind<Options = unknown> {
   checkImplementation(context: BindingContext, implementation: unknown): Promise<unknown>;
   /** Checks a run's agent-loop implementation (JSON); absent when the kind cannot run agent loops. */
   checkAgentLoop?(context: BindingContext, implementation: unknown): Promise<unknown>;
+  /**
+   * For a kind whose tools come from the environment itself: the tools a returned setup's output
+   * offers. They replace the environment's earlier ones; the session checks its own limits.
+   */
+  discoveredTools?(setupOutput: string): DiscoveredTool[];
   bind(context: BindingContext, options: Options): EnvironmentBinding;
 }
 

@@ -168,7 +168,7 @@ export const errorCatalogue = {
     code: Code.FailedPrecondition,
     httpStatus: 422,
     summary:
-      "A receipt: an extension environment's sealed credential cannot be read (the sealing-key was lost or replaced, or the stored value altered); nothing was sent.",
+      "A receipt: an extension or MCP environment's sealed credential cannot be read (the sealing-key was lost or replaced, or the stored value altered); nothing was sent.",
   },
   secret_unavailable: {
     code: Code.FailedPrecondition,
@@ -233,6 +233,39 @@ export const errorCatalogue = {
     httpStatus: 503,
     summary:
       "A receipt: the extension could not be reached (nothing was sent) or said it is unavailable. Other refusals by an extension are extension_<connect code>, e.g. extension_unauthenticated.",
+  },
+  mcp_url_not_allowed: {
+    code: Code.PermissionDenied,
+    httpStatus: 403,
+    summary: "An MCP environment's url is not an http(s) URL whose origin lies within SERVICE_MCP_ALLOW (empty by default); nothing was created.",
+  },
+  mcp_unavailable: {
+    code: Code.Unavailable,
+    httpStatus: 503,
+    summary:
+      "A receipt: the MCP server could not be reached (connection refused, name not resolved) or could not be initialized for this call; the tool call was not sent. Retry later.",
+  },
+  mcp_error: {
+    code: Code.FailedPrecondition,
+    httpStatus: 422,
+    summary:
+      "A receipt: the MCP server refused the request with a JSON-RPC error (details.mcpCode), or its HTTP endpoint refused it (details.httpStatus, e.g. 401 for a wrong credential, 404 for an expired MCP session); the server did not run the tool.",
+  },
+  mcp_tool_error: {
+    code: Code.Aborted,
+    httpStatus: 422,
+    summary: "A receipt: the MCP tool ran and reported an error (its result had isError: true); the message carries the tool's content.",
+  },
+  mcp_tool_not_offered: {
+    code: Code.FailedPrecondition,
+    httpStatus: 422,
+    summary: "A setup receipt: the MCP environment's tools option names a tool the server does not list; the environment failed and places nothing.",
+  },
+  mcp_tool_names_collide: {
+    code: Code.FailedPrecondition,
+    httpStatus: 422,
+    summary:
+      "A setup receipt: two of the MCP server's tools would get the same placement name (the server lists a name twice, or a shortened name equals another tool's); the environment failed and places nothing.",
   },
   host_connection_not_found: { code: Code.NotFound, httpStatus: 404, summary: "Report names no open host connection of this workspace; open Commands again." },
   operation_not_found: {

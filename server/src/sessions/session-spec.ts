@@ -4,12 +4,13 @@ import { ImplementationSchema } from "../../../gen/skillenv/sessions/v1/common_p
 import {
   ExtensionEnvironmentSchema,
   HostEnvironmentSchema,
+  McpEnvironmentSchema,
   ServiceEnvironmentSchema,
   type CreateSessionRequest,
   type Environment,
   type ToolPlacement,
 } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
-import type { BindingContext, EnvironmentKindName, EnvironmentKinds } from "../environments/index.ts";
+import type { BindingContext, DiscoveredTool, EnvironmentKindName, EnvironmentKinds } from "../environments/index.ts";
 import { serviceError } from "../errors/index.ts";
 import { checkJsonSize, checkTextChars, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
 import type { EnvironmentRecord, ToolRecord } from "./records.ts";
@@ -29,6 +30,7 @@ export const KIND_SCHEMAS: Record<EnvironmentKindName, DescMessage> = {
   service: ServiceEnvironmentSchema,
   host: HostEnvironmentSchema,
   extension: ExtensionEnvironmentSchema,
+  mcp: McpEnvironmentSchema,
 };
 
 export interface SessionSpec {
@@ -86,10 +88,10 @@ async function checkEnvironment(
   const setup = environment.setup || "automatic";
   if (setup !== "automatic" && setup !== "manual") invalid(`environment ${name}: setup must be "automatic" or "manual"`);
   const { case: kindName, value } = environment.kind;
-  if (kindName === undefined) invalid(`environment ${name} needs a kind: service, host or extension`);
+  if (kindName === undefined) invalid(`environment ${name} needs a kind: service, host, extension or mcp`);
   const kind = kinds[kindName];
   const requested = toJson(KIND_SCHEMAS[kindName], value) as Record<string, JsonValue>;
-  // Before the kind reads them: a service environment's grants, an extension's url, credential and configuration.
+  // Before the kind reads them: a service environment's grants, an extension's or MCP server's url, credential and the rest.
   for (const [option, optionValue] of Object.entries(requested))
     checkJsonSize(`${field}.${kindName}.${option}`, optionValue, limits.maxFieldBytes, FIELD_SETTING);
   const options = await kind.authorize({ ...context, environment: name }, requested);
@@ -125,6 +127,25 @@ async function checkPlacement(
     implementation: await kind.checkImplementation({ ...context, environment: environment.name }, implementation),
     configuration,
   };
+}
+
+/**
+ * The session's tools once environment `environment`'s setup discovered `discovered` (an MCP
+ * server's): its earlier ones replaced, the rest kept. The same limits hold as at creation (the
+ * number of tools, each inputSchema, the whole as stored); a name already placed is refused.
+ */
+export function withDiscoveredTools(spec: SessionSpec, environment: string, discovered: DiscoveredTool[], limits: SessionSizeLimits): ToolRecord[] {
+  const kept = spec.tools.filter((tool) => tool.environment !== environment);
+  if (kept.length + discovered.length > MAX_TOOLS)
+    invalid(`a session places at most ${MAX_TOOLS} tools; environment ${environment} offers ${discovered.length}`);
+  const tools = [...kept];
+  for (const tool of discovered) {
+    if (tools.some((known) => known.name === tool.name)) invalid(`tool ${tool.name} of environment ${environment} is placed already`);
+    checkTextSize(`${environment}.tools[${tool.name}].inputSchema`, tool.inputSchema, limits.maxFieldBytes, FIELD_SETTING);
+    tools.push({ ...tool, environment, configuration: "{}" });
+  }
+  checkJsonSize("session", { environments: spec.environments, tools }, limits.sessionMaxBytes, "SERVICE_SESSION_MAX_BYTES");
+  return tools;
 }
 
 function invalid(message: string): never {

@@ -10,14 +10,14 @@ import type {
   Staging,
   TerminalReceipt,
 } from "../environments/index.ts";
-import { serviceError } from "../errors/index.ts";
+import { describeError, serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import { jsonTextDepth } from "../json/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
 import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
-import type { EnvironmentRecord, SessionRecord, SessionRecords } from "./records.ts";
-import { checkSessionSpec, type SessionSizeLimits } from "./session-spec.ts";
+import type { EnvironmentRecord, SessionRecord, SessionRecords, ToolRecord } from "./records.ts";
+import { checkSessionSpec, withDiscoveredTools, type SessionSizeLimits } from "./session-spec.ts";
 
 export interface SessionsOptions {
   records: SessionRecords;
@@ -345,11 +345,37 @@ export class Sessions {
   async #setup(live: LiveSession, name: string): Promise<TerminalReceipt> {
     return this.#lock.run(`${live.record.id}/${name}`, async () => {
       const receipt = await this.#operate(live, name, "setup", (binding, deadlineMs) => binding.setup(deadlineMs));
-      const ready = receipt.outcome === "returned";
-      await this.#setState(live, name, ready ? "ready" : "failed");
-      await this.#options.journal.append(live.record.id, { type: ready ? "environment.ready" : "environment.failed", data: { environment: name } });
+      if (receipt.outcome !== "returned") {
+        await this.#setState(live, name, "failed");
+        await this.#options.journal.append(live.record.id, { type: "environment.failed", data: { environment: name } });
+        return receipt;
+      }
+      const placed = this.#discoveredTools(live, name, receipt.output);
+      if ("error" in placed) {
+        await this.#setState(live, name, "failed");
+        await this.#options.journal.append(live.record.id, { type: "environment.failed", data: { environment: name, error: placed.error } });
+        return receipt;
+      }
+      await this.#setState(live, name, "ready", placed.tools);
+      const tools = placed.tools && { tools: placed.tools.filter((tool) => tool.environment === name).map((tool) => tool.name) };
+      await this.#options.journal.append(live.record.id, { type: "environment.ready", data: { environment: name, ...tools } });
       return receipt;
     });
+  }
+
+  /**
+   * The session's tools with those the environment's setup offered (an MCP server's), or none
+   * when its kind places nothing of itself; past the session's limits, the error that fails it.
+   */
+  #discoveredTools(live: LiveSession, name: string, output: string): { tools?: ToolRecord[] } | { error: { code: string; message: string } } {
+    const kind = this.#options.kinds[environmentOf(live.record, name).kind];
+    if (!kind.discoveredTools) return {};
+    try {
+      return { tools: withDiscoveredTools(live.record, name, kind.discoveredTools(output), this.#options.sizeLimits) };
+    } catch (error) {
+      const { body } = describeError(error);
+      return { error: { code: body.code, message: body.message } };
+    }
   }
 
   #cancel(live: LiveSession, target: SentOperation): Promise<TerminalReceipt> {
@@ -427,9 +453,10 @@ export class Sessions {
     await this.#options.journal.append(live.record.id, { type: "environment.failed", data: { environment: name } });
   }
 
-  #setState(live: LiveSession, name: string, state: EnvironmentRecord["state"]): Promise<void> {
+  /** With `tools`, the session's placements change in the same write. */
+  #setState(live: LiveSession, name: string, state: EnvironmentRecord["state"], tools?: ToolRecord[]): Promise<void> {
     const environments = live.record.environments.map((environment) => (environment.name === name ? { ...environment, state } : environment));
-    return this.#putRecord(live, { ...live.record, environments });
+    return this.#putRecord(live, { ...live.record, environments, ...(tools ? { tools } : {}) });
   }
 
   /** The live record changes first, synchronously, so that concurrent updates build on each other. */

@@ -1,7 +1,7 @@
-"""Python client of the skills and environments service: skills, sessions, runs, host and
-extension environments, programs.
+"""Python client of the skills and environments service: skills, sessions, runs, host,
+extension and MCP environments, programs.
 
-    from skillenv import Client, Skill, Model, AgentLoop, service_env, host_env, extension_env, tool
+    from skillenv import Client, Skill, Model, AgentLoop, service_env, host_env, extension_env, mcp_env, tool
 """
 
 from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleFormatError, BundleLimits, canonical_zip
@@ -11,6 +11,7 @@ from skillenv.environments import ServiceEnvironment, service_env
 from skillenv.errors import ServiceError, UploadError
 from skillenv.events import EventStream, SessionEvent
 from skillenv.extension import Credential, ExtensionDefinitionError, ExtensionEnvironment, ExtensionKind, environment, extension_env
+from skillenv.mcp import McpDefinitionError, McpEnvironment, mcp_env
 from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, HostState, HostToolContext, Reconnect, ToolFailure, host_env
 from skillenv.programs import Component, Program, ProgramError, ResolvedProgram, program
 from skillenv.runs import AgentLoop, Model, Run, RunFile, RunOptions, RunRecord
@@ -38,6 +39,8 @@ __all__ = [
     "HostEnvironment",
     "HostState",
     "HostToolContext",
+    "McpDefinitionError",
+    "McpEnvironment",
     "Model",
     "Opaque",
     "PlacementError",
@@ -72,6 +75,7 @@ __all__ = [
     "environment",
     "extension_env",
     "host_env",
+    "mcp_env",
     "program",
     "service_env",
     "tool",

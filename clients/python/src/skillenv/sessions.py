@@ -16,6 +16,7 @@ from skillenv.environments import ServiceEnvironment, SetupMode
 from skillenv.errors import ServiceError
 from skillenv.events import EventStream
 from skillenv.extension import ExtensionEnvironment
+from skillenv.mcp import McpEnvironment
 from skillenv.hosts import HostConnection, HostEnvironment, Reconnect
 from skillenv.programs import ResolvedProgram
 from skillenv.runs import AgentLoop, Model, Run, RunFile, RunOptions, RunRecord, RunSkill, RunUploads, check_agent_loop_binding, check_agent_loop_placed_in, prepare_run_input, submit_run
@@ -79,7 +80,7 @@ def receipt_of(message: common_pb2.Receipt, operation_id: str = "") -> Receipt:
 @dataclass(frozen=True)
 class EnvironmentStatus:
     name: str
-    kind: Literal["service", "host", "extension"]
+    kind: Literal["service", "host", "extension", "mcp"]
     setup: SetupMode
     state: EnvironmentState
     host_attached: bool | None = None
@@ -87,7 +88,7 @@ class EnvironmentStatus:
 
     @classmethod
     def from_message(cls, message: sessions_pb2.Environment) -> EnvironmentStatus:
-        kind = cast(Literal["service", "host", "extension"], message.WhichOneof("kind"))
+        kind = cast(Literal["service", "host", "extension", "mcp"], message.WhichOneof("kind"))
         host_attached = message.host.attached if kind == "host" else None
         return cls(message.name, kind, cast(SetupMode, message.setup), cast(EnvironmentState, message.state), host_attached)
 
@@ -459,6 +460,13 @@ def _environment_message(environment: Environment) -> sessions_pb2.Environment:
         if environment.configuration is not None:
             extension.configuration.CopyFrom(to_value(environment.configuration))
         extension.SetInParent()
+    elif isinstance(environment, McpEnvironment):
+        mcp = message.mcp
+        mcp.url = environment.url
+        if environment.credential is not None:
+            mcp.credential = environment.credential.reveal()
+        mcp.tools.extend(environment.tools)
+        mcp.SetInParent()
     else:
         message.host.SetInParent()
     return message

@@ -10,10 +10,11 @@ from typing import Any, Union
 from skillenv._wire import is_json_value
 from skillenv.environments import ServiceEnvironment
 from skillenv.extension import ExtensionEnvironment
+from skillenv.mcp import McpEnvironment
 from skillenv.hosts import HostEnvironment
 from skillenv.programs import Component, Program, ResolvedProgram
 
-Environment = Union[ServiceEnvironment, HostEnvironment, ExtensionEnvironment]
+Environment = Union[ServiceEnvironment, HostEnvironment, ExtensionEnvironment, McpEnvironment]
 
 
 class PlacementError(ValueError):
@@ -88,6 +89,8 @@ def check_fits(placement: ToolPlacement, environment: Environment) -> None:
     environments take an opaque value or nothing."""
     where = f"tool {placement.name} is placed in the {environment.kind} environment {environment.name}"
     implementation = placement.implementation
+    if isinstance(environment, McpEnvironment):
+        raise PlacementError(f"{where}, whose tools come from its server when the session sets it up")
     if isinstance(environment, ServiceEnvironment):
         if implementation is None or isinstance(implementation, Opaque):
             raise PlacementError(f"{where}, which runs a tool id, a Component or a program")

@@ -1,5 +1,6 @@
 import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
 import type { ExtensionEnvironmentDefinition } from "./extension.ts";
+import type { McpEnvironmentDefinition } from "./mcp.ts";
 
 /** Access to a directory of the service environment (spec §2.3). */
 export type AccessMode = "read" | "write";
@@ -35,9 +36,10 @@ export interface ServiceEnvironmentDefinition {
 
 /**
  * Where a session's tools run, told apart by `kind`: the service environment (`serviceEnv`),
- * the caller's own process (`hostEnv`), or an extension reached over HTTP (`environment(...)`).
+ * the caller's own process (`hostEnv`), an extension reached over HTTP (`environment(...)`), or
+ * an MCP server (`mcpEnv`).
  */
-export type EnvironmentDefinition = ServiceEnvironmentDefinition | HostEnvironmentDefinition | ExtensionEnvironmentDefinition;
+export type EnvironmentDefinition = ServiceEnvironmentDefinition | HostEnvironmentDefinition | ExtensionEnvironmentDefinition | McpEnvironmentDefinition;
 
 /**
  * Defines a service environment. Performs no I/O (spec §4.3 rule 2): the server checks the

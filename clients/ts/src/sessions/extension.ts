@@ -1,5 +1,6 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { SetupMode } from "./environments.ts";
+import { keepCredential } from "./credentials.ts";
 import { hasJsonForm, jsonSnapshot } from "./json.ts";
 
 /** The type of one instance option; with a trailing "?" the option may be omitted. */
@@ -56,7 +57,6 @@ export interface ExtensionEnvironmentDefinition {
 const OPTION_TYPES: ReadonlySet<string> = new Set(["string", "number", "boolean", "string[]", "json"]);
 /** Every instance takes these; a kind cannot declare them. */
 const RESERVED = ["name", "setup"];
-const credentials = new WeakMap<object, string>();
 
 /**
  * Defines an extension environment kind (spec §2.6). The result makes instance definitions:
@@ -81,14 +81,9 @@ export function environment<const S extends OptionsSchema>(kind: ExtensionKind<S
       configuration: checkConfiguration(kind.configure?.(options), what),
       hasCredential: credential !== undefined,
     });
-    if (credential !== undefined) credentials.set(definition, credential);
+    if (credential !== undefined) keepCredential(definition, credential);
     return definition;
   };
-}
-
-/** The credential an extension definition carries, for CreateSession only. */
-export function credentialOf(definition: object): string | undefined {
-  return credentials.get(definition);
 }
 
 function checkSchema(schema: OptionsSchema): void {

@@ -16,6 +16,7 @@ export {
   type OptionsSchema,
   type OptionType,
 } from "./extension.ts";
+export { mcpEnv, type McpEnvironmentDefinition, type McpEnvOptions } from "./mcp.ts";
 export { PlacementError } from "./placement-error.ts";
 export { createPrepare, type Prepare } from "./prepare.ts";
 export { createImplementationResolver, type ImplementationResolver } from "./resolve.ts";

@@ -9,7 +9,7 @@ import {
   type AgentLoopImplementation,
 } from "../runs/agent-loop.ts";
 import type { EnvironmentDefinition, ServiceEnvironmentDefinition } from "./environments.ts";
-import { credentialOf } from "./extension.ts";
+import { credentialOf } from "./credentials.ts";
 import { PlacementError } from "./placement-error.ts";
 import {
   checkFits,

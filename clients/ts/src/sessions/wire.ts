@@ -10,7 +10,7 @@ import type {
   ToolPlacementSchema,
 } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { EnvironmentDefinition, SetupMode } from "./environments.ts";
-import { credentialOf } from "./extension.ts";
+import { credentialOf } from "./credentials.ts";
 import { jsonSnapshot } from "./json.ts";
 import type { PlacedImplementation } from "./resolve.ts";
 import { environmentName, isOpaque, type ToolPlacement } from "./tools.ts";
@@ -23,7 +23,7 @@ export type EnvironmentState = "pending" | "ready" | "failed" | "detached";
 
 export interface EnvironmentStatus {
   name: string;
-  kind: "service" | "host" | "extension";
+  kind: "service" | "host" | "extension" | "mcp";
   setup: SetupMode;
   state: EnvironmentState;
   /** Host environments only: whether a host's command stream is open for it on the server that answered. */
@@ -86,6 +86,8 @@ function kindMessage(environment: EnvironmentDefinition): MessageInitShape<typeo
         case: "extension",
         value: { url: environment.url, credential: credentialOf(environment) ?? "", configuration: jsonValue(environment.configuration) },
       };
+    case "mcp":
+      return { case: "mcp", value: { url: environment.url, credential: credentialOf(environment) ?? "", tools: [...environment.tools] } };
   }
 }
 

@@ -121,6 +121,15 @@ export declare type Environment = Message<"skillenv.sessions.v1.Environment"> & 
      */
     value: ExtensionEnvironment;
     case: "extension";
+  } | {
+    /**
+     * A Model Context Protocol server reached over Streamable HTTP; its tools
+     * become the session's placements when it is set up.
+     *
+     * @generated from field: skillenv.sessions.v1.McpEnvironment mcp = 7;
+     */
+    value: McpEnvironment;
+    case: "mcp";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -283,6 +292,50 @@ export declare type ExtensionEnvironment = Message<"skillenv.sessions.v1.Extensi
  * Use `create(ExtensionEnvironmentSchema)` to create a new message.
  */
 export declare const ExtensionEnvironmentSchema: GenMessage<ExtensionEnvironment>;
+
+/**
+ * McpEnvironment is a Model Context Protocol server reached over Streamable
+ * HTTP (docs/environments.md). Setup initializes an MCP session and lists the
+ * server's tools; each becomes a placement named "<environment>__<tool>"
+ * (shortened by a documented rule when that does not fit the model-facing
+ * name rule), whose implementation names the server's tool. Its environment
+ * name is at most 32 characters, without "__".
+ *
+ * @generated from message skillenv.sessions.v1.McpEnvironment
+ */
+export declare type McpEnvironment = Message<"skillenv.sessions.v1.McpEnvironment"> & {
+  /**
+   * The server's MCP endpoint, e.g. "https://mcp.example.com/mcp"; its origin
+   * must be within SERVICE_MCP_ALLOW.
+   *
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * Input only: a bearer credential sent as the Authorization header of every
+   * request to the server. Sealed at rest, never journaled, logged or
+   * returned.
+   *
+   * @generated from field: string credential = 2;
+   */
+  credential: string;
+
+  /**
+   * The server's own names of the tools to expose; empty exposes every tool
+   * the server lists. Setup fails (mcp_tool_not_offered) when the server does
+   * not list one of them.
+   *
+   * @generated from field: repeated string tools = 3;
+   */
+  tools: string[];
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.McpEnvironment.
+ * Use `create(McpEnvironmentSchema)` to create a new message.
+ */
+export declare const McpEnvironmentSchema: GenMessage<McpEnvironment>;
 
 /**
  * ToolPlacement places a tool in one of the session's environments.

@@ -7,9 +7,10 @@ import { ExtensionEnvironmentService, type ExecuteResponse } from "../../../../g
 import { serviceError } from "../../errors/index.ts";
 import { originAllowed } from "../../config/index.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
+import { deadlineSignal, isNotSentCode } from "../outgoing.ts";
 import { redactingBinding } from "../redacting-binding.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
-import type { Sealer } from "./sealer.ts";
+import { CredentialUnreadable, readableCredential, unsealCredential, type Sealer } from "./sealer.ts";
 
 /** An extension binding as a session stores it: the credential only sealed. */
 export interface ExtensionOptions {
@@ -31,9 +32,6 @@ export interface ExtensionKindOptions {
  * which a service-side timer firing at the same instant would lose.
  */
 export const EXTENSION_DEADLINE_GRACE_MS = 1000;
-
-/** Errors of a call that never left this process: the extension cannot have seen it. */
-const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "ERR_INVALID_URL"]);
 
 /**
  * Extension environments (SPEC 1.5, 2.6): bindings reached over HTTP with the Connect protocol
@@ -172,27 +170,6 @@ class ExtensionBinding implements EnvironmentBinding {
   }
 }
 
-/** The sealed credential could not be opened: thrown before a request leaves, so nothing was sent. */
-class CredentialUnreadable extends Error {}
-
-function unsealCredential(sealer: Sealer, sealed: string): string {
-  try {
-    return sealer.unseal(sealed);
-  } catch {
-    throw new CredentialUnreadable(
-      "the environment's sealed credential cannot be read (the data directory's sealing-key was lost or replaced, or the stored value altered); nothing was sent",
-    );
-  }
-}
-
-function readableCredential(sealer: Sealer, sealed: string): string[] {
-  try {
-    return [sealer.unseal(sealed)];
-  } catch {
-    return [];
-  }
-}
-
 async function unary(call: (signal: AbortSignal) => Promise<unknown>, deadlineMs: number): Promise<TerminalReceipt> {
   const { signal, cancel, timedOut } = deadlineSignal(deadlineMs);
   try {
@@ -217,8 +194,7 @@ function classify(error: unknown, answered: boolean): TerminalReceipt {
   const connectError = ConnectError.from(error);
   if (connectError.cause instanceof CredentialUnreadable) return failure("credential_unavailable", connectError.cause.message);
   const cause = (connectError.cause as { code?: unknown } | undefined)?.code;
-  if (typeof cause === "string" && NOT_SENT.has(cause))
-    return failure("extension_unavailable", `the extension could not be reached (${cause}); nothing was sent`, true);
+  if (isNotSentCode(cause)) return failure("extension_unavailable", `the extension could not be reached (${cause}); nothing was sent`, true);
   const explicit = cause === undefined && [...connectError.metadata.keys()].length > 0;
   if (answered || !explicit || connectError.code === Code.Internal || connectError.code === Code.Unknown) {
     return unknown(`the call reached the extension but no reliable result came back: ${connectError.rawMessage}`);
@@ -247,20 +223,6 @@ function terminalOf(response: ExecuteResponse, operation: ExecuteOperation): Ter
     case undefined:
       return undefined;
   }
-}
-
-/** A signal that aborts at the deadline, and whether it was the deadline that aborted it. */
-function deadlineSignal(deadlineMs: number): { signal: AbortSignal; cancel(): void; timedOut(): boolean } {
-  const controller = new AbortController();
-  let expired = false;
-  const timer = setTimeout(
-    () => {
-      expired = true;
-      controller.abort();
-    },
-    Math.max(0, deadlineMs - Date.now()),
-  );
-  return { signal: controller.signal, cancel: () => clearTimeout(timer), timedOut: () => expired };
 }
 
 function jsonValue(text: string) {

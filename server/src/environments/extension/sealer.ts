@@ -41,3 +41,26 @@ export class Sealer {
     return Buffer.concat([decipher.update(bytes.subarray(IV_BYTES + TAG_BYTES)), decipher.final()]).toString("utf8");
   }
 }
+
+/** A sealed credential could not be opened: thrown before a request leaves, so nothing was sent. */
+export class CredentialUnreadable extends Error {}
+
+/** The credential, for one request; throws CredentialUnreadable when it cannot be opened. */
+export function unsealCredential(sealer: Sealer, sealed: string): string {
+  try {
+    return sealer.unseal(sealed);
+  } catch {
+    throw new CredentialUnreadable(
+      "the environment's sealed credential cannot be read (the data directory's sealing-key was lost or replaced, or the stored value altered); nothing was sent",
+    );
+  }
+}
+
+/** The credential as the secrets to cut out of what its environment answers: none when it cannot be opened (then nothing sent it). */
+export function readableCredential(sealer: Sealer, sealed: string): string[] {
+  try {
+    return [sealer.unseal(sealed)];
+  } catch {
+    return [];
+  }
+}

@@ -58,6 +58,16 @@ export declare type Implementation = Message<"skillenv.sessions.v1.Implementatio
      */
     value: string;
     case: "agentloop";
+  } | {
+    /**
+     * Output only, MCP environment: the server's own name of the tool, which
+     * tools/call names. Set by the environment's setup; a placement in an MCP
+     * environment cannot be given in CreateSession.
+     *
+     * @generated from field: string mcp_tool = 5;
+     */
+    value: string;
+    case: "mcpTool";
   } | { case: undefined; value?: undefined };
 };
 

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!skillenv/sessions/v1/common.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xc2\x01\n\x0eImplementation\x12\x14\n\x04tool\x18\x01 \x01(\tH\x00R\x04tool\x12@\n\x07program\x18\x02 \x01(\x0b\x32$.skillenv.sessions.v1.ServiceProgramH\x00R\x07program\x12\x30\n\x06opaque\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00R\x06opaque\x12\x1e\n\tagentloop\x18\x04 \x01(\tH\x00R\tagentloopB\x06\n\x04kind\":\n\x0eServiceProgram\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07runtime\x18\x02 \x01(\tR\x07runtime\"\xc8\x01\n\x07Receipt\x12<\n\x08returned\x18\x01 \x01(\x0b\x32\x1e.skillenv.sessions.v1.ReturnedH\x00R\x08returned\x12\x39\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.FailureH\x00R\x07\x66\x61ilure\x12\x39\n\x07unknown\x18\x03 \x01(\x0b\x32\x1d.skillenv.sessions.v1.UnknownH\x00R\x07unknownB\t\n\x07outcome\":\n\x08Returned\x12.\n\x06output\x18\x01 \x01(\x0b\x32\x16.google.protobuf.ValueR\x06output\"\xd7\x01\n\x07\x46\x61ilure\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x1c\n\tretryable\x18\x03 \x01(\x08R\tretryable\x12\x44\n\x07\x64\x65tails\x18\x04 \x03(\x0b\x32*.skillenv.sessions.v1.Failure.DetailsEntryR\x07\x64\x65tails\x1a:\n\x0c\x44\x65tailsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"#\n\x07Unknown\x12\x18\n\x07message\x18\x01 \x01(\tR\x07messageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!skillenv/sessions/v1/common.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xdf\x01\n\x0eImplementation\x12\x14\n\x04tool\x18\x01 \x01(\tH\x00R\x04tool\x12@\n\x07program\x18\x02 \x01(\x0b\x32$.skillenv.sessions.v1.ServiceProgramH\x00R\x07program\x12\x30\n\x06opaque\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00R\x06opaque\x12\x1e\n\tagentloop\x18\x04 \x01(\tH\x00R\tagentloop\x12\x1b\n\x08mcp_tool\x18\x05 \x01(\tH\x00R\x07mcpToolB\x06\n\x04kind\":\n\x0eServiceProgram\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07runtime\x18\x02 \x01(\tR\x07runtime\"\xc8\x01\n\x07Receipt\x12<\n\x08returned\x18\x01 \x01(\x0b\x32\x1e.skillenv.sessions.v1.ReturnedH\x00R\x08returned\x12\x39\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.FailureH\x00R\x07\x66\x61ilure\x12\x39\n\x07unknown\x18\x03 \x01(\x0b\x32\x1d.skillenv.sessions.v1.UnknownH\x00R\x07unknownB\t\n\x07outcome\":\n\x08Returned\x12.\n\x06output\x18\x01 \x01(\x0b\x32\x16.google.protobuf.ValueR\x06output\"\xd7\x01\n\x07\x46\x61ilure\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x1c\n\tretryable\x18\x03 \x01(\x08R\tretryable\x12\x44\n\x07\x64\x65tails\x18\x04 \x03(\x0b\x32*.skillenv.sessions.v1.Failure.DetailsEntryR\x07\x64\x65tails\x1a:\n\x0c\x44\x65tailsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"#\n\x07Unknown\x12\x18\n\x07message\x18\x01 \x01(\tR\x07messageb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'skillenv._gen.skillenv.sessions.v1.common_pb2', globals())
@@ -24,17 +24,17 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _FAILURE_DETAILSENTRY._options = None
   _FAILURE_DETAILSENTRY._serialized_options = b'8\001'
   _IMPLEMENTATION._serialized_start=90
-  _IMPLEMENTATION._serialized_end=284
-  _SERVICEPROGRAM._serialized_start=286
-  _SERVICEPROGRAM._serialized_end=344
-  _RECEIPT._serialized_start=347
-  _RECEIPT._serialized_end=547
-  _RETURNED._serialized_start=549
-  _RETURNED._serialized_end=607
-  _FAILURE._serialized_start=610
-  _FAILURE._serialized_end=825
-  _FAILURE_DETAILSENTRY._serialized_start=767
-  _FAILURE_DETAILSENTRY._serialized_end=825
-  _UNKNOWN._serialized_start=827
-  _UNKNOWN._serialized_end=862
+  _IMPLEMENTATION._serialized_end=313
+  _SERVICEPROGRAM._serialized_start=315
+  _SERVICEPROGRAM._serialized_end=373
+  _RECEIPT._serialized_start=376
+  _RECEIPT._serialized_end=576
+  _RETURNED._serialized_start=578
+  _RETURNED._serialized_end=636
+  _FAILURE._serialized_start=639
+  _FAILURE._serialized_end=854
+  _FAILURE_DETAILSENTRY._serialized_start=796
+  _FAILURE_DETAILSENTRY._serialized_end=854
+  _UNKNOWN._serialized_start=856
+  _UNKNOWN._serialized_end=891
 # @@protoc_insertion_point(module_scope)

@@ -26,16 +26,18 @@ class Failure(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ..., details: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Implementation(_message.Message):
-    __slots__ = ["agentloop", "opaque", "program", "tool"]
+    __slots__ = ["agentloop", "mcp_tool", "opaque", "program", "tool"]
     AGENTLOOP_FIELD_NUMBER: _ClassVar[int]
+    MCP_TOOL_FIELD_NUMBER: _ClassVar[int]
     OPAQUE_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     agentloop: str
+    mcp_tool: str
     opaque: _struct_pb2.Value
     program: ServiceProgram
     tool: str
-    def __init__(self, tool: _Optional[str] = ..., program: _Optional[_Union[ServiceProgram, _Mapping]] = ..., opaque: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., agentloop: _Optional[str] = ...) -> None: ...
+    def __init__(self, tool: _Optional[str] = ..., program: _Optional[_Union[ServiceProgram, _Mapping]] = ..., opaque: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., agentloop: _Optional[str] = ..., mcp_tool: _Optional[str] = ...) -> None: ...
 
 class Receipt(_message.Message):
     __slots__ = ["failure", "returned", "unknown"]

@@ -72,20 +72,22 @@ class EndSessionResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
 class Environment(_message.Message):
-    __slots__ = ["extension", "host", "name", "service", "setup", "state"]
+    __slots__ = ["extension", "host", "mcp", "name", "service", "setup", "state"]
     EXTENSION_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
+    MCP_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SERVICE_FIELD_NUMBER: _ClassVar[int]
     SETUP_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     extension: ExtensionEnvironment
     host: HostEnvironment
+    mcp: McpEnvironment
     name: str
     service: ServiceEnvironment
     setup: str
     state: str
-    def __init__(self, name: _Optional[str] = ..., setup: _Optional[str] = ..., service: _Optional[_Union[ServiceEnvironment, _Mapping]] = ..., host: _Optional[_Union[HostEnvironment, _Mapping]] = ..., extension: _Optional[_Union[ExtensionEnvironment, _Mapping]] = ..., state: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., setup: _Optional[str] = ..., service: _Optional[_Union[ServiceEnvironment, _Mapping]] = ..., host: _Optional[_Union[HostEnvironment, _Mapping]] = ..., extension: _Optional[_Union[ExtensionEnvironment, _Mapping]] = ..., mcp: _Optional[_Union[McpEnvironment, _Mapping]] = ..., state: _Optional[str] = ...) -> None: ...
 
 class ExtensionEnvironment(_message.Message):
     __slots__ = ["configuration", "credential", "url"]
@@ -138,6 +140,16 @@ class ListSessionsResponse(_message.Message):
     next_page_token: str
     sessions: _containers.RepeatedCompositeFieldContainer[Session]
     def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class McpEnvironment(_message.Message):
+    __slots__ = ["credential", "tools", "url"]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    credential: str
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    url: str
+    def __init__(self, url: _Optional[str] = ..., credential: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ServiceEnvironment(_message.Message):
     __slots__ = ["grants"]

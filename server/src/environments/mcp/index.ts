@@ -1,0 +1,2 @@
+export { McpEnvironmentKind, type McpKindOptions, type McpOptions } from "./mcp-environment.ts";
+export { placementName } from "./tool-names.ts";
