@@ -66,6 +66,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const secrets = settings.databaseUrl ? storeSecrets(store) : dataDirSecrets(settings.dataDir);
     const { keys, devKeyFile } = await resolveKeys(settings, secrets);
     const assets = await createAssets({ store, blobs, staged: s3, secrets, ...settings.limits, publicUrl: settings.publicUrl });
+    assets.startCollection();
 
     const skills = createSkills(store, assets, blobs, settings.limits);
 
@@ -166,6 +167,7 @@ export async function startService(settings: Settings, options: StartOptions = {
         await scrapes?.close();
         await environment.close();
         await skills.close();
+        assets.stopCollection();
         await store.close();
       },
     };
