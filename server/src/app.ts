@@ -69,6 +69,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     assets.startCollection();
 
     const skills = createSkills(store, assets, blobs, settings.limits);
+    await skills.migrate();
 
     const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
     const artifacts = createArtifacts({ store, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });

@@ -252,13 +252,16 @@ describe("get, list and delete", () => {
     expect(await allSkillNames(service)).not.toContain("doomed");
   });
 
-  it("binding a deleted name again creates a new skill", async () => {
+  it("binding a deleted name again creates a new skill, once its bundle is uploaded again (its asset went with its last version)", async () => {
     const { bundle } = simpleBundle("reborn");
     const first = await publish(service, "reborn", bundle);
     await deleteSkill(service, "reborn");
     await sleep(10);
+    expect(await putSkill(service, "reborn", bundle.hash)).toMatchObject(refusal(404, "asset_not_found"));
+    await uploadAsset(service, bundle.zip);
     const again = await putSkill(service, "reborn", bundle.hash);
     expect(again.body.changed).toBe(true);
+    expect(again.body.skill.version).toBe(1);
     expect(Date.parse(again.body.skill.createdAt)).toBeGreaterThan(Date.parse(first.createdAt));
   });
 });

@@ -10,7 +10,7 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file skillenv/skills/v1/skills.proto.
  */
 export const file_skillenv_skills_v1_skills = /*@__PURE__*/
-  fileDesc("Ch9za2lsbGVudi9za2lsbHMvdjEvc2tpbGxzLnByb3RvEhJza2lsbGVudi5za2lsbHMudjEi5AEKBVNraWxsEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMY29udGVudF9oYXNoGAMgASgJEhQKDGJ1bmRsZV9ieXRlcxgEIAEoAxISCgpmaWxlX2NvdW50GAUgASgFEhgKEHRvdGFsX2ZpbGVfYnl0ZXMYBiABKAMSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNQoPUHV0U2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMY29udGVudF9oYXNoGAIgASgJIl4KEFB1dFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSFAoHY2hhbmdlZBgCIAEoCEgAiAEBQgoKCF9jaGFuZ2VkIh8KD0dldFNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJImoKEEdldFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIi0KCVNraWxsRmlsZRIMCgRwYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMiOgoRTGlzdFNraWxsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWAoSTGlzdFNraWxsc1Jlc3BvbnNlEikKBnNraWxscxgBIAMoCzIZLnNraWxsZW52LnNraWxscy52MS5Ta2lsbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZTLVAwoMU2tpbGxTZXJ2aWNlEnAKCFB1dFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLlB1dFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5QdXRTa2lsbFJlc3BvbnNlIhmC0+STAhM6ASoaDi9za2lsbHMve25hbWV9Em0KCEdldFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLkdldFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbFJlc3BvbnNlIhaC0+STAhASDi9za2lsbHMve25hbWV9EmwKCkxpc3RTa2lsbHMSJS5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1JlcXVlc3QaJi5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1Jlc3BvbnNlIg+C0+STAgkSBy9za2lsbHMSdgoLRGVsZXRlU2tpbGwSJi5za2lsbGVudi5za2lsbHMudjEuRGVsZXRlU2tpbGxSZXF1ZXN0Gicuc2tpbGxlbnYuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVzcG9uc2UiFoLT5JMCECoOL3NraWxscy97bmFtZX1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("Ch9za2lsbGVudi9za2lsbHMvdjEvc2tpbGxzLnByb3RvEhJza2lsbGVudi5za2lsbHMudjEi9QEKBVNraWxsEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMY29udGVudF9oYXNoGAMgASgJEhQKDGJ1bmRsZV9ieXRlcxgEIAEoAxISCgpmaWxlX2NvdW50GAUgASgFEhgKEHRvdGFsX2ZpbGVfYnl0ZXMYBiABKAMSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHdmVyc2lvbhgJIAEoBSL0AQoMU2tpbGxWZXJzaW9uEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBRIUCgxjb250ZW50X2hhc2gYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSFAoMYnVuZGxlX2J5dGVzGAUgASgDEhIKCmZpbGVfY291bnQYBiABKAUSGAoQdG90YWxfZmlsZV9ieXRlcxgHIAEoAxIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1yZXN0b3JlZF9mcm9tGAkgASgFEg8KB2N1cnJlbnQYCiABKAgiNQoPUHV0U2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMY29udGVudF9oYXNoGAIgASgJIl4KEFB1dFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSFAoHY2hhbmdlZBgCIAEoCEgAiAEBQgoKCF9jaGFuZ2VkIh8KD0dldFNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJImoKEEdldFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIi0KCVNraWxsRmlsZRIMCgRwYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMiOgoRTGlzdFNraWxsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWAoSTGlzdFNraWxsc1Jlc3BvbnNlEikKBnNraWxscxgBIAMoCzIZLnNraWxsZW52LnNraWxscy52MS5Ta2lsbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZSJPChhMaXN0U2tpbGxWZXJzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJoChlMaXN0U2tpbGxWZXJzaW9uc1Jlc3BvbnNlEjIKCHZlcnNpb25zGAEgAygLMiAuc2tpbGxlbnYuc2tpbGxzLnYxLlNraWxsVmVyc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNwoWR2V0U2tpbGxWZXJzaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAUiegoXR2V0U2tpbGxWZXJzaW9uUmVzcG9uc2USMQoHdmVyc2lvbhgBIAEoCzIgLnNraWxsZW52LnNraWxscy52MS5Ta2lsbFZlcnNpb24SLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIjoKGURlbGV0ZVNraWxsVmVyc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFIhwKGkRlbGV0ZVNraWxsVmVyc2lvblJlc3BvbnNlIjUKFFJvbGxiYWNrU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBSKWAQoVUm9sbGJhY2tTa2lsbFJlc3BvbnNlEigKBXNraWxsGAEgASgLMhkuc2tpbGxlbnYuc2tpbGxzLnYxLlNraWxsEjEKB3ZlcnNpb24YAiABKAsyIC5za2lsbGVudi5za2lsbHMudjEuU2tpbGxWZXJzaW9uEhQKB2NoYW5nZWQYAyABKAhIAIgBAUIKCghfY2hhbmdlZDKtCAoMU2tpbGxTZXJ2aWNlEnAKCFB1dFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLlB1dFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5QdXRTa2lsbFJlc3BvbnNlIhmC0+STAhM6ASoaDi9za2lsbHMve25hbWV9Em0KCEdldFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLkdldFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbFJlc3BvbnNlIhaC0+STAhASDi9za2lsbHMve25hbWV9EmwKCkxpc3RTa2lsbHMSJS5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1JlcXVlc3QaJi5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1Jlc3BvbnNlIg+C0+STAgkSBy9za2lsbHMSdgoLRGVsZXRlU2tpbGwSJi5za2lsbGVudi5za2lsbHMudjEuRGVsZXRlU2tpbGxSZXF1ZXN0Gicuc2tpbGxlbnYuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVzcG9uc2UiFoLT5JMCECoOL3NraWxscy97bmFtZX0SkQEKEUxpc3RTa2lsbFZlcnNpb25zEiwuc2tpbGxlbnYuc2tpbGxzLnYxLkxpc3RTa2lsbFZlcnNpb25zUmVxdWVzdBotLnNraWxsZW52LnNraWxscy52MS5MaXN0U2tpbGxWZXJzaW9uc1Jlc3BvbnNlIh+C0+STAhkSFy9za2lsbHMve25hbWV9L3ZlcnNpb25zEpUBCg9HZXRTa2lsbFZlcnNpb24SKi5za2lsbGVudi5za2lsbHMudjEuR2V0U2tpbGxWZXJzaW9uUmVxdWVzdBorLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbFZlcnNpb25SZXNwb25zZSIpgtPkkwIjEiEvc2tpbGxzL3tuYW1lfS92ZXJzaW9ucy97dmVyc2lvbn0SngEKEkRlbGV0ZVNraWxsVmVyc2lvbhItLnNraWxsZW52LnNraWxscy52MS5EZWxldGVTa2lsbFZlcnNpb25SZXF1ZXN0Gi4uc2tpbGxlbnYuc2tpbGxzLnYxLkRlbGV0ZVNraWxsVmVyc2lvblJlc3BvbnNlIimC0+STAiMqIS9za2lsbHMve25hbWV9L3ZlcnNpb25zL3t2ZXJzaW9ufRKIAQoNUm9sbGJhY2tTa2lsbBIoLnNraWxsZW52LnNraWxscy52MS5Sb2xsYmFja1NraWxsUmVxdWVzdBopLnNraWxsZW52LnNraWxscy52MS5Sb2xsYmFja1NraWxsUmVzcG9uc2UiIoLT5JMCHDoBKiIXL3NraWxscy97bmFtZX0vcm9sbGJhY2tiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message skillenv.skills.v1.Skill.
@@ -20,67 +20,130 @@ export const SkillSchema = /*@__PURE__*/
   messageDesc(file_skillenv_skills_v1_skills, 0);
 
 /**
+ * Describes the message skillenv.skills.v1.SkillVersion.
+ * Use `create(SkillVersionSchema)` to create a new message.
+ */
+export const SkillVersionSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 1);
+
+/**
  * Describes the message skillenv.skills.v1.PutSkillRequest.
  * Use `create(PutSkillRequestSchema)` to create a new message.
  */
 export const PutSkillRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 1);
+  messageDesc(file_skillenv_skills_v1_skills, 2);
 
 /**
  * Describes the message skillenv.skills.v1.PutSkillResponse.
  * Use `create(PutSkillResponseSchema)` to create a new message.
  */
 export const PutSkillResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 2);
+  messageDesc(file_skillenv_skills_v1_skills, 3);
 
 /**
  * Describes the message skillenv.skills.v1.GetSkillRequest.
  * Use `create(GetSkillRequestSchema)` to create a new message.
  */
 export const GetSkillRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 3);
+  messageDesc(file_skillenv_skills_v1_skills, 4);
 
 /**
  * Describes the message skillenv.skills.v1.GetSkillResponse.
  * Use `create(GetSkillResponseSchema)` to create a new message.
  */
 export const GetSkillResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 4);
+  messageDesc(file_skillenv_skills_v1_skills, 5);
 
 /**
  * Describes the message skillenv.skills.v1.SkillFile.
  * Use `create(SkillFileSchema)` to create a new message.
  */
 export const SkillFileSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 5);
+  messageDesc(file_skillenv_skills_v1_skills, 6);
 
 /**
  * Describes the message skillenv.skills.v1.ListSkillsRequest.
  * Use `create(ListSkillsRequestSchema)` to create a new message.
  */
 export const ListSkillsRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 6);
+  messageDesc(file_skillenv_skills_v1_skills, 7);
 
 /**
  * Describes the message skillenv.skills.v1.ListSkillsResponse.
  * Use `create(ListSkillsResponseSchema)` to create a new message.
  */
 export const ListSkillsResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 7);
+  messageDesc(file_skillenv_skills_v1_skills, 8);
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillRequest.
  * Use `create(DeleteSkillRequestSchema)` to create a new message.
  */
 export const DeleteSkillRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 8);
+  messageDesc(file_skillenv_skills_v1_skills, 9);
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillResponse.
  * Use `create(DeleteSkillResponseSchema)` to create a new message.
  */
 export const DeleteSkillResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 9);
+  messageDesc(file_skillenv_skills_v1_skills, 10);
+
+/**
+ * Describes the message skillenv.skills.v1.ListSkillVersionsRequest.
+ * Use `create(ListSkillVersionsRequestSchema)` to create a new message.
+ */
+export const ListSkillVersionsRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 11);
+
+/**
+ * Describes the message skillenv.skills.v1.ListSkillVersionsResponse.
+ * Use `create(ListSkillVersionsResponseSchema)` to create a new message.
+ */
+export const ListSkillVersionsResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 12);
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillVersionRequest.
+ * Use `create(GetSkillVersionRequestSchema)` to create a new message.
+ */
+export const GetSkillVersionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 13);
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillVersionResponse.
+ * Use `create(GetSkillVersionResponseSchema)` to create a new message.
+ */
+export const GetSkillVersionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 14);
+
+/**
+ * Describes the message skillenv.skills.v1.DeleteSkillVersionRequest.
+ * Use `create(DeleteSkillVersionRequestSchema)` to create a new message.
+ */
+export const DeleteSkillVersionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 15);
+
+/**
+ * Describes the message skillenv.skills.v1.DeleteSkillVersionResponse.
+ * Use `create(DeleteSkillVersionResponseSchema)` to create a new message.
+ */
+export const DeleteSkillVersionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 16);
+
+/**
+ * Describes the message skillenv.skills.v1.RollbackSkillRequest.
+ * Use `create(RollbackSkillRequestSchema)` to create a new message.
+ */
+export const RollbackSkillRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 17);
+
+/**
+ * Describes the message skillenv.skills.v1.RollbackSkillResponse.
+ * Use `create(RollbackSkillResponseSchema)` to create a new message.
+ */
+export const RollbackSkillResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 18);
 
 /**
  * SkillService is the workspace's registry of named skills.
@@ -89,7 +152,10 @@ export const DeleteSkillResponseSchema = /*@__PURE__*/
  * SKILL.md at its root, see docs/bundle-format.md) that the workspace has
  * uploaded and finalized through the AssetService. Skills are mutable by
  * name: binding another hash changes what every later run referencing the
- * name sees. Every method returns metadata only, never bundle bytes.
+ * name sees. Every binding of another hash is kept as an immutable, numbered
+ * version (docs/skills.md "Versions"), which runs may pin and to which the
+ * name can be rolled back. Every method returns metadata only, never bundle
+ * bytes.
  *
  * @generated from service skillenv.skills.v1.SkillService
  */
