@@ -55,6 +55,7 @@ describe("client.skills versions", () => {
     const one = await client.skills.get(name, { version: 1 });
     expect(one).toMatchObject({ version: 1, contentHash: first.contentHash, description: "First.", current: false });
     expect(one.files.map((file) => file.path)).toEqual(["SKILL.md", "a.txt"]);
+    expect(await client.skills.instructions(name, 2)).toBe(skillMd({ description: "Second." }));
 
     const rolled = await client.skills.rollback(name, 1);
     expect(rolled).toMatchObject({ changed: true, skill: { version: 4, contentHash: first.contentHash }, version: { version: 4, restoredFrom: 1 } });

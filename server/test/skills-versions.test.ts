@@ -8,6 +8,7 @@
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
+import { crc32 } from "node:zlib";
 import type { Client } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunInput, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
@@ -130,7 +131,18 @@ describe("versions of a skill", () => {
     expect(got.status).toBe(200);
     expect(got.body.version).toMatchObject({ name: "notes", version: 1, contentHash: one.hash });
     expect(got.body.version.current ?? false).toBe(false);
-    expect(got.body.files.map((file: any) => file.path)).toEqual(["SKILL.md", "one.txt"]);
+    expect(got.body.files.map((file: any) => [file.path, file.crc32])).toEqual([
+      ["SKILL.md", crc32(skillMd({ description: "Content one.", body: "Body one.\n" }))],
+      ["one.txt", crc32("one")],
+    ]);
+  });
+
+  it("reads one version's SKILL.md through GetSkillInstructions only, in its own workspace", async () => {
+    const instructions = await rest(service, "GET", "/skills/notes/versions/1/instructions");
+    expect(instructions).toMatchObject({ status: 200, body: { skillMd: skillMd({ description: "Content one.", body: "Body one.\n" }) } });
+    expect((await rest(service, "GET", "/skills/notes/versions/3/instructions")).body.skillMd).toContain("Body three.");
+    expect(await rest(service, "GET", "/skills/notes/versions/99/instructions")).toMatchObject(refusal(404, "skill_version_not_found"));
+    expect(await rest(service, "GET", "/skills/notes/versions/1/instructions", undefined, KEY_B)).toMatchObject(refusal(404, "skill_version_not_found"));
   });
 
   it("refuses unknown versions, unknown skills and bad numbers with stable codes", async () => {

@@ -1,3 +1,4 @@
+import { crc32 } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   allSkillNames,
@@ -227,9 +228,10 @@ describe("get, list and delete", () => {
     }
     expect(Object.keys(got.body).sort()).toEqual(["files", "skill"]);
     const skillMdBytes = new TextEncoder().encode(skillMd({ description: "Metadata only.", body: `${marker}\n` })).byteLength;
+    const skillMdText = skillMd({ description: "Metadata only.", body: `${marker}\n` });
     expect(got.body.files).toEqual([
-      { path: "SKILL.md", sizeBytes: String(skillMdBytes) },
-      { path: "data/notes.txt", sizeBytes: String(fileMarker.length) },
+      { path: "SKILL.md", sizeBytes: String(skillMdBytes), crc32: crc32(skillMdText) },
+      { path: "data/notes.txt", sizeBytes: String(fileMarker.length), crc32: crc32(fileMarker) },
     ]);
     const base64 = (text: string) => Buffer.from(text).toString("base64");
     for (const text of [got.text, listed.text]) {

@@ -96,6 +96,8 @@ def test_versions_get_one_rollback_and_delete_one(client: Client) -> None:
     assert (one.version, one.content_hash, one.description) == (1, first.content_hash, "First.")
     assert [file.path for file in one.files] == ["SKILL.md", "a.txt"]
 
+    assert client.skills.instructions("py-versioned", 1) == skill_md("py-versioned", "First.")
+
     rolled = client.skills.rollback("py-versioned", 1)
     assert rolled.changed and (rolled.skill.version, rolled.version.restored_from, rolled.skill.content_hash) == (3, 1, first.content_hash)
     assert not client.skills.rollback("py-versioned", 1).changed

@@ -20,6 +20,7 @@ export {
   type RollbackResult,
   type SkillBundle,
   type SkillDetails,
+  type SkillFileInfo,
   type SkillsClient,
   type SkillVersionDetails,
   type UploadedSkill,

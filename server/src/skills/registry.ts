@@ -163,6 +163,13 @@ export class SkillRegistry {
     return { version: record, files, current: (await this.#records.get(workspace, name))?.version === version };
   }
 
+  /** A version's SKILL.md text (the one read of a file's content the API offers: docs/api.md). */
+  async instructions(workspace: string, name: string, version: number): Promise<string> {
+    const record = await this.version(workspace, name, version);
+    const bundle = await this.#bundles.files(await this.#bundleOf(workspace, name, record.contentHash));
+    return new TextDecoder().decode(bundle.files.get("SKILL.md"));
+  }
+
   /** Removes a version that is not the current one. */
   async deleteVersion(workspace: string, name: string, version: number): Promise<void> {
     await this.version(workspace, name, version);

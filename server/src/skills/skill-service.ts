@@ -39,6 +39,9 @@ export function createSkillService(registry: SkillRegistry): ServiceImpl<typeof 
       await registry.deleteVersion(requireWorkspace(context), request.name, request.version);
       return {};
     },
+    async getSkillInstructions(request, context: HandlerContext) {
+      return { skillMd: await registry.instructions(requireWorkspace(context), request.name, request.version) };
+    },
     async rollbackSkill(request, context: HandlerContext) {
       const { record, version, changed } = await registry.rollback(requireWorkspace(context), request.name, request.version);
       return { skill: skillMessage(record), version: versionMessage(version, true), changed };
@@ -76,5 +79,5 @@ function versionMessage(record: SkillVersionRecord, current: boolean): SkillVers
 }
 
 function fileMessages(files: BundleFile[]) {
-  return files.map(({ path, sizeBytes }) => ({ path, sizeBytes: BigInt(sizeBytes) }));
+  return files.map(({ path, sizeBytes, crc32 }) => ({ path, sizeBytes: BigInt(sizeBytes), crc32: crc32 ?? 0 }));
 }

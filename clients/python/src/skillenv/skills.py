@@ -183,6 +183,11 @@ class SkillsClient:
         response = self._rpc.call(self._rpc.skills.RollbackSkill, skills_pb2.RollbackSkillRequest(name=name, version=version))
         return Rollback(SkillMetadata.from_message(response.skill), SkillVersion.from_message(response.version), response.changed)
 
+    def instructions(self, name: str, version: int) -> str:
+        """The text of one version's SKILL.md (the one file content the API offers)."""
+        request = skills_pb2.GetSkillInstructionsRequest(name=name, version=version)
+        return self._rpc.call(self._rpc.skills.GetSkillInstructions, request).skill_md
+
     def delete_version(self, name: str, version: int) -> None:
         """Removes a version that is not the current one; runs that snapshotted it keep their copy."""
         self._rpc.call(self._rpc.skills.DeleteSkillVersion, skills_pb2.DeleteSkillVersionRequest(name=name, version=version))

@@ -3,6 +3,7 @@ export {
   createSkillsClient,
   type RollbackResult,
   type SkillDetails,
+  type SkillFileInfo,
   type SkillsClient,
   type SkillVersionDetails,
   type UploadedSkill,

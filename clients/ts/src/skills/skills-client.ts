@@ -7,11 +7,18 @@ import { oncePerInstance } from "../once-per-instance.ts";
 import type { Skill } from "./skill.ts";
 import { mapBounded } from "../map-bounded.ts";
 
+/** A file of a skill's bundle: its path, size and CRC-32 (0 when the server did not keep it), never its bytes. */
+export interface SkillFileInfo {
+  path: string;
+  sizeBytes: number;
+  crc32: number;
+}
+
 /** A skill's metadata with its files' paths and sizes. */
-export type SkillDetails = SkillMetadata & { files: Array<{ path: string; sizeBytes: number }> };
+export type SkillDetails = SkillMetadata & { files: SkillFileInfo[] };
 
 /** One version's metadata with its files' paths and sizes. */
-export type SkillVersionDetails = SkillVersion & { files: Array<{ path: string; sizeBytes: number }> };
+export type SkillVersionDetails = SkillVersion & { files: SkillFileInfo[] };
 
 /** What a rollback did: the skill and its new current version (or the current one, when `changed` is false). */
 export interface RollbackResult {
@@ -49,6 +56,8 @@ export interface SkillsClient {
   rollback(name: string, version: number): Promise<RollbackResult>;
   /** Removes a version that is not the current one. */
   deleteVersion(name: string, version: number): Promise<void>;
+  /** The text of one version's SKILL.md (the one file content the API offers). */
+  instructions(name: string, version: number): Promise<string>;
 }
 
 /**
@@ -110,10 +119,13 @@ export function createSkillsClient(
     async deleteVersion(name, version) {
       await skills.deleteSkillVersion({ name, version });
     },
+    async instructions(name, version) {
+      return (await skills.getSkillInstructions({ name, version })).skillMd;
+    },
   };
   return client;
 }
 
-function fileSizes(files: ReadonlyArray<{ path: string; sizeBytes: bigint }>): Array<{ path: string; sizeBytes: number }> {
-  return files.map(({ path, sizeBytes }) => ({ path, sizeBytes: Number(sizeBytes) }));
+function fileSizes(files: ReadonlyArray<{ path: string; sizeBytes: bigint; crc32: number }>): SkillFileInfo[] {
+  return files.map(({ path, sizeBytes, crc32 }) => ({ path, sizeBytes: Number(sizeBytes), crc32 }));
 }

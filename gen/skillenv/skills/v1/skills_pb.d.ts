@@ -298,6 +298,15 @@ export declare type SkillFile = Message<"skillenv.skills.v1.SkillFile"> & {
    * @generated from field: int64 size_bytes = 2;
    */
   sizeBytes: bigint;
+
+  /**
+   * CRC-32 of the file's bytes, as the canonical zip records it: equal
+   * files have equal ones, so two versions' listings tell which files
+   * changed. 0 in listings stored before it was kept.
+   *
+   * @generated from field: uint32 crc32 = 3;
+   */
+  crc32: number;
 };
 
 /**
@@ -552,6 +561,53 @@ export declare type DeleteSkillVersionResponse = Message<"skillenv.skills.v1.Del
 export declare const DeleteSkillVersionResponseSchema: GenMessage<DeleteSkillVersionResponse>;
 
 /**
+ * GetSkillInstructionsRequest names one version of a skill.
+ *
+ * @generated from message skillenv.skills.v1.GetSkillInstructionsRequest
+ */
+export declare type GetSkillInstructionsRequest = Message<"skillenv.skills.v1.GetSkillInstructionsRequest"> & {
+  /**
+   * The skill name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The version's number (1 or more).
+   *
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillInstructionsRequest.
+ * Use `create(GetSkillInstructionsRequestSchema)` to create a new message.
+ */
+export declare const GetSkillInstructionsRequestSchema: GenMessage<GetSkillInstructionsRequest>;
+
+/**
+ * GetSkillInstructionsResponse carries a version's SKILL.md.
+ *
+ * @generated from message skillenv.skills.v1.GetSkillInstructionsResponse
+ */
+export declare type GetSkillInstructionsResponse = Message<"skillenv.skills.v1.GetSkillInstructionsResponse"> & {
+  /**
+   * The SKILL.md text, frontmatter included.
+   *
+   * @generated from field: string skill_md = 1;
+   */
+  skillMd: string;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillInstructionsResponse.
+ * Use `create(GetSkillInstructionsResponseSchema)` to create a new message.
+ */
+export declare const GetSkillInstructionsResponseSchema: GenMessage<GetSkillInstructionsResponse>;
+
+/**
  * RollbackSkillRequest names the version whose content the skill returns to.
  *
  * @generated from message skillenv.skills.v1.RollbackSkillRequest
@@ -704,6 +760,19 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSkillVersionRequestSchema;
     output: typeof DeleteSkillVersionResponseSchema;
+  },
+  /**
+   * GetSkillInstructions returns the text of one version's SKILL.md: the
+   * instructions the skills tool's `load` gives a model, for people to read
+   * and compare between versions. The one method that returns a file's
+   * content; list and get stay metadata only.
+   *
+   * @generated from rpc skillenv.skills.v1.SkillService.GetSkillInstructions
+   */
+  getSkillInstructions: {
+    methodKind: "unary";
+    input: typeof GetSkillInstructionsRequestSchema;
+    output: typeof GetSkillInstructionsResponseSchema;
   },
   /**
    * RollbackSkill makes the name resolve to the content of an earlier

@@ -29,6 +29,20 @@ class DeleteSkillVersionResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class GetSkillInstructionsRequest(_message.Message):
+    __slots__ = ["name", "version"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: int
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class GetSkillInstructionsResponse(_message.Message):
+    __slots__ = ["skill_md"]
+    SKILL_MD_FIELD_NUMBER: _ClassVar[int]
+    skill_md: str
+    def __init__(self, skill_md: _Optional[str] = ...) -> None: ...
+
 class GetSkillRequest(_message.Message):
     __slots__ = ["name"]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -150,12 +164,14 @@ class Skill(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., content_hash: _Optional[str] = ..., bundle_bytes: _Optional[int] = ..., file_count: _Optional[int] = ..., total_file_bytes: _Optional[int] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class SkillFile(_message.Message):
-    __slots__ = ["path", "size_bytes"]
+    __slots__ = ["crc32", "path", "size_bytes"]
+    CRC32_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    crc32: int
     path: str
     size_bytes: int
-    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., crc32: _Optional[int] = ...) -> None: ...
 
 class SkillVersion(_message.Message):
     __slots__ = ["bundle_bytes", "content_hash", "created_at", "current", "description", "file_count", "name", "restored_from", "total_file_bytes", "version"]

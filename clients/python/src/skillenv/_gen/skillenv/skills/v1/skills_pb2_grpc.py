@@ -59,6 +59,11 @@ class SkillServiceStub(object):
                 request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionRequest.SerializeToString,
                 response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionResponse.FromString,
                 )
+        self.GetSkillInstructions = channel.unary_unary(
+                '/skillenv.skills.v1.SkillService/GetSkillInstructions',
+                request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsRequest.SerializeToString,
+                response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsResponse.FromString,
+                )
         self.RollbackSkill = channel.unary_unary(
                 '/skillenv.skills.v1.SkillService/RollbackSkill',
                 request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.RollbackSkillRequest.SerializeToString,
@@ -134,6 +139,16 @@ class SkillServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSkillInstructions(self, request, context):
+        """GetSkillInstructions returns the text of one version's SKILL.md: the
+        instructions the skills tool's `load` gives a model, for people to read
+        and compare between versions. The one method that returns a file's
+        content; list and get stay metadata only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RollbackSkill(self, request, context):
         """RollbackSkill makes the name resolve to the content of an earlier
         version again. The rollback is itself recorded: it creates a new version
@@ -181,6 +196,11 @@ def add_SkillServiceServicer_to_server(servicer, server):
                     servicer.DeleteSkillVersion,
                     request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionRequest.FromString,
                     response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionResponse.SerializeToString,
+            ),
+            'GetSkillInstructions': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSkillInstructions,
+                    request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsRequest.FromString,
+                    response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsResponse.SerializeToString,
             ),
             'RollbackSkill': grpc.unary_unary_rpc_method_handler(
                     servicer.RollbackSkill,
@@ -323,6 +343,23 @@ class SkillService(object):
         return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/DeleteSkillVersion',
             skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionRequest.SerializeToString,
             skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetSkillInstructions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/GetSkillInstructions',
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsRequest.SerializeToString,
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
