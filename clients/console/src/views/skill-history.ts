@@ -54,7 +54,13 @@ function history(context: ViewContext, name: string, versions: Version[]): HTMLE
   const compare = () => void showChanges(context, name, Number(from.value), Number(to.value), result);
   const form = h(
     "form",
-    { class: "row compare", onsubmit: (event) => (event.preventDefault(), compare()) },
+    {
+      class: "row compare",
+      onsubmit: (event) => {
+        event.preventDefault();
+        compare();
+      },
+    },
     h("span", null, "Compare"),
     from,
     h("span", null, "with"),
