@@ -43,6 +43,9 @@ export interface BundleCollectorOptions {
  *   records nothing (the caller uploads again).
  * - Releasing a workspace's asset record and its holder entry happen in one batch; the one who
  *   released the last holder collects.
+ * - Bytes something else reads by their hash without holding them (an admitted artifact) are
+ *   kept for good (`keepForGood`, before they are written), as are bytes stored before holders
+ *   were kept (found present with no holders record).
  * A collector that dies after its claim leaves the claim: after `staleCollectionMs` a writer or
  * the sweep finishes it.
  */
@@ -65,19 +68,31 @@ export class BundleCollector {
    * Before `workspace` writes the bytes `sha256`: waits out a collection of them, then holds them
    * for the workspace until it finalizes or `writeHoldMs` pass.
    */
-  async beforeWrite(workspace: string, sha256: Sha256Hex): Promise<void> {
+  beforeWrite(workspace: string, sha256: Sha256Hex): Promise<void> {
+    return this.#hold(sha256, (holders, now) => ({ ...holders, writes: { ...liveWrites(holders, now), [workspace]: now + this.#options.writeHoldMs } }));
+  }
+
+  /**
+   * Before bytes are written that something keeping no holders will read (an admitted artifact,
+   * whose id is the same SHA-256): waits out a collection of them, then keeps them for good.
+   */
+  keepForGood(sha256: Sha256Hex): Promise<void> {
+    return this.#hold(sha256, (holders) => ({ ...holders, keep: true }));
+  }
+
+  /** Waits while a collection of the bytes is under way, then writes what `change` makes of their holders. */
+  async #hold(sha256: Sha256Hex, change: (holders: BlobHolders, now: number) => BlobHolders): Promise<void> {
     for (;;) {
       const held = await readModifyWrite(this.#store, async (reads) => {
         const collection = await reads.get(this.#collections, sha256);
         if (collection && !this.#isStale(collection)) return { ops: [], result: false };
-        const now = Date.now();
-        let holders = await reads.get(this.#holders, sha256);
+        const stored = await reads.get(this.#holders, sha256);
         // No record, no claim, bytes present: stored before holders were kept.
-        if (!holders)
-          holders = { workspaces: [], writes: {}, ...(!collection && (await this.#blobs.stat(sha256)) !== undefined ? { keep: true as const } : {}) };
-        const next = { ...holders, writes: { ...liveWrites(holders, now), [workspace]: now + this.#options.writeHoldMs } };
+        const legacy = !stored && !collection && (await this.#blobs.stat(sha256)) !== undefined;
+        const holders: BlobHolders = stored ?? { workspaces: [], writes: {}, ...(legacy ? { keep: true as const } : {}) };
         // A stale claim is given up: this write stores the bytes again.
-        return { ops: [...(collection ? [this.#collections.deleteOp(sha256)] : []), this.#holders.putOp(sha256, next)], result: true };
+        const ops = [...(collection ? [this.#collections.deleteOp(sha256)] : []), this.#holders.putOp(sha256, change(holders, Date.now()))];
+        return { ops, result: true };
       });
       if (held) return;
       await sleep(this.#options.pollMs);

@@ -42,6 +42,8 @@ export interface Assets {
    * goes); when `collect`, call `collect` once the batch is written.
    */
   releaseOps(reads: ConditionalReads, workspace: string, sha256: string): Promise<{ ops: WriteOp[]; collect: boolean }>;
+  /** Before bytes are written that are read by their hash without an asset record (artifacts): never collect them. */
+  keepForGood(sha256: string): Promise<void>;
   /** Deletes the bytes if nobody holds them any more (BundleCollector). */
   collect(sha256: string): Promise<boolean>;
   /** Collects what a crash left behind (BundleCollector.sweep) now and every hour. */
@@ -75,6 +77,7 @@ export async function createAssets(options: AssetsOptions): Promise<Assets> {
     finalizedIn: (reads, workspace, sha256) => records.getIn(reads, workspace, sha256),
     releaseOps: (reads, workspace, sha256) => records.releaseOps(reads, workspace, sha256),
     collect: (sha256) => collector.collect(sha256),
+    keepForGood: (sha256) => collector.keepForGood(sha256),
     startCollection() {
       const sweep = () => void collector.sweep().catch(() => undefined);
       sweep();

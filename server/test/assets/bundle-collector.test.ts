@@ -204,6 +204,18 @@ function collectorContract(open: () => Promise<Replicas>) {
     expect(await files.stat(hash)).toBe(bytes.length);
   });
 
+  it("bytes an artifact stores under the same hash are kept for good, even after every workspace released them", async () => {
+    const [store] = replicas.stores;
+    const collector = new BundleCollector(store, files, options);
+    const bytes = new TextEncoder().encode(`admitted too ${Math.random()}`);
+    const hash = sha256(bytes);
+    await upload(collector, store, "a", bytes);
+    await collector.keepForGood(hash);
+    expect(await release(collector, store, "a", hash)).toBe(false);
+    expect(await collector.collect(hash)).toBe(false);
+    expect(await files.stat(hash)).toBe(bytes.length);
+  });
+
   it("the sweep finishes a collection whose collector died, and collects a write that never finalized", async () => {
     const [store] = replicas.stores;
     const failing = new BundleCollector(
