@@ -14,7 +14,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunInput, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
-import { blobExists, KEY_A, KEY_B, postJson, startTestService, type TestService } from "./helpers/service.ts";
+import { Level } from "level";
+import { LevelStore } from "../src/storage/index.ts";
+import { blobExists, KEY_A, KEY_B, onEmbeddedStorage, postJson, startTestService, type TestService } from "./helpers/service.ts";
 import { eventsUntil, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, deleteSkill, getSkill, publish, putSkill, refusal, rest, skillMd, uploadAsset, type Bundle } from "./helpers/skills.ts";
 
@@ -366,5 +368,46 @@ describe("retention (SERVICE_SKILL_MAX_VERSIONS) and the collection of bytes", (
     const { session } = await sessionsB.createSession({});
     const ran = await runWith(session!.id, [{ name: "racer-7" }], runsB, sessionsB);
     expect(ran.run.skills[0]).toMatchObject({ name: "racer-7", version: 1 });
+  });
+});
+
+describe("skills bound before versions were kept", () => {
+  it.runIf(onEmbeddedStorage)("get version 1 (their content) when the server starts, and number on from there", async () => {
+    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-versions-migrate-"));
+    const old = content("before-versions");
+    const first = await startTestService({ SERVICE_DATA_DIR: dataDir });
+    await publish(first, "legacy", old);
+    await first.close();
+
+    // The record as a server without versions wrote it: no version, and no version records.
+    const db = new Level<string, string>(path.join(dataDir, "metadata"), { valueEncoding: "utf8" });
+    await db.open();
+    const store = new LevelStore(db);
+    const skills = store.table<Record<string, unknown>>("skills");
+    const { version: _dropped, ...unversioned } = (await skills.get("a/legacy"))!;
+    const versions = store.table("skill-versions");
+    const bindings = store.table("skill-bindings");
+    const versionKeys = (await versions.entries({})).map(([key]) => key);
+    const bindingKeys = (await bindings.entries({})).map(([key]) => key);
+    await store.write([
+      skills.putOp("a/legacy", unversioned),
+      ...versionKeys.map((key) => versions.deleteOp(key)),
+      ...bindingKeys.map((key) => bindings.deleteOp(key)),
+    ]);
+    await store.close();
+
+    const second = await startTestService({ SERVICE_DATA_DIR: dataDir });
+    try {
+      expect((await getSkill(second, "legacy")).body.skill).toMatchObject({ version: 1, contentHash: old.hash });
+      expect((await versionsOf(second, "legacy")).body.versions).toEqual([expect.objectContaining({ version: 1, contentHash: old.hash, current: true })]);
+      await publish(second, "legacy", content("after-versions"));
+      expect((await versionsOf(second, "legacy")).body.versions.map((v: any) => v.version)).toEqual([2, 1]);
+      // Version 1 binds the old bundle like any other: deleting it releases the asset and the bytes.
+      expect((await deleteVersion(second, "legacy", 1)).status).toBe(200);
+      expect(await presignSays(second, old)).toBe(false);
+    } finally {
+      await second.close();
+      await fs.rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
