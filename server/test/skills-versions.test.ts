@@ -373,6 +373,7 @@ describe("retention (SERVICE_SKILL_MAX_VERSIONS) and the collection of bytes", (
 
 describe("skills bound before versions were kept", () => {
   it.runIf(onEmbeddedStorage)("get version 1 (their content) when the server starts, and number on from there", async () => {
+    // The data directory of a server that kept no versions has neither them nor the migration's mark.
     const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-versions-migrate-"));
     const old = content("before-versions");
     const first = await startTestService({ SERVICE_DATA_DIR: dataDir });
@@ -387,12 +388,16 @@ describe("skills bound before versions were kept", () => {
     const { version: _dropped, ...unversioned } = (await skills.get("a/legacy"))!;
     const versions = store.table("skill-versions");
     const bindings = store.table("skill-bindings");
+    const migrations = store.table("skill-migrations");
+    const migrationKeys = (await migrations.entries({})).map(([key]) => key);
+    expect(migrationKeys).toEqual(["versions"]);
     const versionKeys = (await versions.entries({})).map(([key]) => key);
     const bindingKeys = (await bindings.entries({})).map(([key]) => key);
     await store.write([
       skills.putOp("a/legacy", unversioned),
       ...versionKeys.map((key) => versions.deleteOp(key)),
       ...bindingKeys.map((key) => bindings.deleteOp(key)),
+      ...migrationKeys.map((key) => migrations.deleteOp(key)),
     ]);
     await store.close();
 

@@ -223,8 +223,9 @@ export class SkillRegistry {
    * it has), so that every binding of a hash is known. Safe to run on several replicas at once.
    */
   async migrate(): Promise<number> {
+    if (await this.#records.migrated()) return 0;
     let migrated = 0;
-    for (const { workspace, record } of await this.#records.unversioned()) {
+    for await (const { workspace, record } of this.#records.unversioned()) {
       const files = record.files ?? (await this.#records.files(workspace, record.name)) ?? [];
       const changed = await this.#records.update(workspace, record.name, async (existing, reads) => {
         if (!existing || existing.version !== undefined) return { result: false };
@@ -243,6 +244,9 @@ export class SkillRegistry {
       });
       if (changed) migrated++;
     }
+    // Replicas of an older version may still write records without versions while an upgrade
+    // rolls out; resolve() serves those as version 0, and their next PutSkill numbers on from 1.
+    await this.#records.markMigrated();
     return migrated;
   }
 

@@ -38,6 +38,11 @@ export interface SkillRecord {
  */
 export type SkillUpdate<T> = { record: SkillRecord; files: BundleFile[]; ops: WriteOp[]; result: T } | { result: T };
 
+/** Records read at a time by the start-up migration. */
+const MIGRATION_PAGE = 200;
+/** The migration that gave every skill its version 1. */
+const VERSIONS_MIGRATION = "versions";
+
 /**
  * The skills table, keyed `<workspace>/<name>` so a workspace's range scan never reaches another's,
  * and beside it each skill's file listing: up to SERVICE_SKILL_MAX_ENTRIES paths of up to 64 KiB,
@@ -47,11 +52,13 @@ export class SkillRecords {
   readonly #store: Store;
   readonly #skills: Table<SkillRecord>;
   readonly #files: Table<BundleFile[]>;
+  readonly #migrations: Table<{ at: string }>;
 
   constructor(store: Store) {
     this.#store = store;
     this.#skills = store.table<SkillRecord>("skills");
     this.#files = store.table<BundleFile[]>("skill-files");
+    this.#migrations = store.table<{ at: string }>("skill-migrations");
   }
 
   get(workspace: string, name: string): Promise<SkillRecord | undefined> {
@@ -91,13 +98,28 @@ export class SkillRecords {
     });
   }
 
-  /** Every record last written before versions were kept, with its workspace (SkillRegistry.migrate). */
-  async unversioned(): Promise<Array<{ workspace: string; record: SkillRecord }>> {
-    const found = [];
-    for (const [key, record] of await this.#skills.entries({})) {
-      if (record.version === undefined) found.push({ workspace: key.slice(0, key.indexOf("/")), record });
+  /**
+   * Every record last written before versions were kept, with its workspace (SkillRegistry.migrate),
+   * read in pages of MIGRATION_PAGE so that no more than a page of records is held at once.
+   */
+  async *unversioned(): AsyncGenerator<{ workspace: string; record: SkillRecord }> {
+    for (let after: string | undefined; ; ) {
+      const entries = await this.#skills.entries({ ...(after === undefined ? {} : { gt: after }), limit: MIGRATION_PAGE });
+      for (const [key, record] of entries) {
+        if (record.version === undefined) yield { workspace: key.slice(0, key.indexOf("/")), record };
+      }
+      if (entries.length < MIGRATION_PAGE) return;
+      after = entries.at(-1)![0];
     }
-    return found;
+  }
+
+  /** Whether a start-up found every record versioned already (then later ones need not look again). */
+  async migrated(): Promise<boolean> {
+    return (await this.#migrations.get(VERSIONS_MIGRATION)) !== undefined;
+  }
+
+  markMigrated(): Promise<void> {
+    return this.#migrations.put(VERSIONS_MIGRATION, { at: new Date().toISOString() });
   }
 
   /** A page of the workspace's skills in name order; a page token carries the last name. */
