@@ -95,8 +95,10 @@ async function wire(settings: Settings, options: StartOptions, { health, listene
     const secrets = settings.databaseUrl ? storeSecrets(store) : dataDirSecrets(settings.dataDir);
     const { keys, devKeyFile } = await resolveKeys(settings, secrets);
     const assets = await createAssets({ store, blobs, staged: s3, secrets, ...settings.limits, publicUrl: settings.publicUrl });
+    assets.startCollection();
 
     const skills = createSkills(store, assets, blobs, settings.limits);
+    await skills.migrate();
 
     const { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } = settings.env;
     const artifacts = createArtifacts({ store, blobs, assets, limits: { maxComponentBytes, maxInlineComponentBytes, maxSourceBytes } });
@@ -209,6 +211,7 @@ async function wire(settings: Settings, options: StartOptions, { health, listene
         await scrapes?.close();
         await environment.close();
         await skills.close();
+        assets.stopCollection();
         await store.close();
       },
     };

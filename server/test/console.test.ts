@@ -226,6 +226,50 @@ describe("the console in Chromium", () => {
     expect(await facts.textContent()).toContain(skill.description);
   });
 
+  it("shows a skill's history and what changed between two versions: files added, removed and changed, and a diff of SKILL.md", async () => {
+    const md = (description: string, step: string) =>
+      `---\nname: history-demo\ndescription: ${description}\n---\n# Steps\n1. Read the input.\n2. ${step}\n3. Reply.\n`;
+    await client.skills.upload(
+      Skill.fromFiles({ files: { "SKILL.md": md("First cut.", "Summarise it."), "old.txt": "old", "same.txt": "same", "edit.txt": "abc" } }),
+    );
+    await client.skills.upload(
+      Skill.fromFiles({ files: { "SKILL.md": md("Second cut.", "Summarise it in French."), "new.txt": "new", "same.txt": "same", "edit.txt": "xyz" } }),
+    );
+
+    await page.getByRole("link", { name: "← All skills" }).click();
+    await page.getByRole("link", { name: "history-demo" }).click();
+    const changes = page.getByRole("region", { name: "Changes from version 1 to version 2" });
+    await changes.waitFor();
+    const history = page.locator(".panel", { has: page.getByRole("heading", { name: "History" }) });
+    expect(await history.locator("tbody tr").allTextContents()).toEqual([
+      expect.stringMatching(/^version 2 current.*Second cut\./),
+      expect.stringMatching(/^version 1 .*First cut\./),
+    ]);
+    expect(await changes.locator(".file-changes li").allTextContents()).toEqual([
+      expect.stringMatching(/^added new\.txt /),
+      expect.stringMatching(/^removed old\.txt /),
+      expect.stringMatching(/^changed SKILL\.md /),
+      expect.stringMatching(/^changed edit\.txt /),
+    ]);
+    const diff = changes.getByLabel("SKILL.md diff");
+    expect(await diff.locator(".diff-removed").allTextContents()).toEqual(["- description: First cut.\n", "- 2. Summarise it.\n"]);
+    expect(await diff.locator(".diff-added").allTextContents()).toEqual(["+ description: Second cut.\n", "+ 2. Summarise it in French.\n"]);
+    expect(await diff.locator(".diff-same").count()).toBe(6);
+    await page.screenshot({ path: path.join(screenshots, "console-skill-history.png"), fullPage: true });
+
+    // A rollback is one more version; comparing it with version 1 shows no change at all.
+    await client.skills.rollback("history-demo", 1);
+    await page.reload();
+    await page.getByRole("region", { name: "Changes from version 2 to version 3" }).waitFor();
+    await page.getByLabel("Compare from").selectOption("1");
+    await page.getByRole("button", { name: "Compare" }).click();
+    const same = page.getByRole("region", { name: "Changes from version 1 to version 3" });
+    await same.waitFor();
+    expect(await same.textContent()).toContain("No file changed.");
+    expect(await same.textContent()).toContain("SKILL.md did not change.");
+    expect(await history.locator("tbody tr").first().textContent()).toContain("restored from version 1");
+  });
+
   it("starts a session served by the tab, whose host tool the service calls: the result is the page's and is in the journal", async () => {
     await page.getByRole("link", { name: "Host" }).click();
     await page.getByRole("button", { name: "Start a session served by this tab" }).click();

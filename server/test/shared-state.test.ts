@@ -69,6 +69,22 @@ describe("two replicas on one PostgreSQL and one S3", () => {
     // Its bundle is there to read.
     const listing = await rest(b!, "GET", "/skills/contended");
     expect(listing.body.skill.fileCount).toBe(1);
+
+    // Every put was a new version, numbered without gap or repeat across both replicas; retention
+    // (SERVICE_SKILL_MAX_VERSIONS, 20) kept the newest 20, the current one the newest of them.
+    expect(fromA.body.skill.version).toBe(50);
+    const versions = (await rest(a!, "GET", "/skills/contended/versions?pageSize=100")).body.versions;
+    expect(versions.map((version: { version: number }) => version.version)).toEqual(Array.from({ length: 20 }, (_, i) => 50 - i));
+    expect(versions[0]).toMatchObject({ current: true, contentHash: fromA.body.skill.contentHash });
+    const kept = new Set(versions.map((version: { contentHash: string }) => version.contentHash));
+    expect(kept.size).toBe(20);
+    // The 30 dropped versions took their workspace's assets with them: presign asks for the bytes again.
+    const dropped = bundles.filter((bundle) => !kept.has(bundle.hash));
+    expect(dropped).toHaveLength(30);
+    for (const bundle of dropped.slice(0, 5)) {
+      const presigned = await postJson(b!.url, "/assets/presign", { sha256: bundle.hash, sizeBytes: bundle.zip.byteLength }, KEY_A);
+      expect(presigned.body.exists).toBe(false);
+    }
   });
 
   it("share the keys a data directory held: a development key made by one is accepted by the other", async () => {

@@ -37,6 +37,44 @@ function callOf(line: any): string {
   return line.protocol === "object-store" ? `object-store ${line.method}` : String(line.procedure).split("/")[1]!;
 }
 
+describe("client.skills versions", () => {
+  it("lists versions newest first, gets one with its files, rolls back and deletes one; workspace B sees none of it", async () => {
+    const client = clientFor();
+    const name = "client-versioned";
+    const first = await client.skills.upload(Skill.fromFiles({ name, files: { "SKILL.md": skillMd({ description: "First." }), "a.txt": "A" } }));
+    await client.skills.upload(Skill.fromContent(skillMd({ description: "Second." }), { name }));
+    await client.skills.upload(Skill.fromContent(skillMd({ description: "Third." }), { name }));
+
+    const page = await client.skills.versions(name, { pageSize: 2 });
+    expect(page.versions.map((v) => [v.version, v.current])).toEqual([
+      [3, true],
+      [2, false],
+    ]);
+    expect((await client.skills.versions(name, { pageToken: page.nextPageToken })).versions.map((v) => v.version)).toEqual([1]);
+
+    const one = await client.skills.get(name, { version: 1 });
+    expect(one).toMatchObject({ version: 1, contentHash: first.contentHash, description: "First.", current: false });
+    expect(one.files.map((file) => file.path)).toEqual(["SKILL.md", "a.txt"]);
+    expect(await client.skills.instructions(name, 2)).toBe(skillMd({ description: "Second." }));
+
+    const rolled = await client.skills.rollback(name, 1);
+    expect(rolled).toMatchObject({ changed: true, skill: { version: 4, contentHash: first.contentHash }, version: { version: 4, restoredFrom: 1 } });
+    expect((await client.skills.get(name)).description).toBe("First.");
+    expect((await client.skills.rollback(name, 1)).changed).toBe(false);
+
+    await client.skills.deleteVersion(name, 2);
+    expect((await client.skills.versions(name)).versions.map((v) => v.version)).toEqual([4, 3, 1]);
+    const current = await client.skills.deleteVersion(name, 4).catch((error: unknown) => error);
+    expect(ConnectError.from(current).findDetails(ErrorInfoSchema)[0]?.reason).toBe("skill_version_current");
+
+    const other = clientFor(KEY_B);
+    for (const call of [() => other.skills.versions(name), () => other.skills.get(name, { version: 1 }), () => other.skills.rollback(name, 1)]) {
+      const refusal = ConnectError.from(await call().catch((error: unknown) => error));
+      expect(["skill_not_found", "skill_version_not_found"]).toContain(refusal.findDetails(ErrorInfoSchema)[0]?.reason);
+    }
+  });
+});
+
 describe("client.skills.upload", () => {
   it.runIf(onEmbeddedStorage)("runs presign -> signed PUT -> finalize -> PutSkill and binds the skill", async () => {
     const description = "Uploaded by the client.";

@@ -1,3 +1,4 @@
+import { crc32 } from "node:zlib";
 import { fromBinary } from "@bufbuild/protobuf";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -195,7 +196,10 @@ describe.each([
     expect(created.skill!.totalFileBytes).toBe(BigInt(v1.totalFileBytes));
     expect(timestampDate(created.skill!.createdAt!).getTime()).toBeGreaterThan(Date.now() - 60_000);
 
-    expect(await client.skills.get(name)).toEqual({ ...created.skill, files: [{ path: "SKILL.md", sizeBytes: v1.totalFileBytes }] });
+    expect(await client.skills.get(name)).toEqual({
+      ...created.skill,
+      files: [{ path: "SKILL.md", sizeBytes: v1.totalFileBytes, crc32: crc32(skillMd({ description: d1 })) }],
+    });
     expect((await client.skills.list({ pageSize: 1000 })).skills.map((skill) => skill.name)).toContain(name);
 
     const replaced = await rpc.putSkill({ name, contentHash: v2.hash });

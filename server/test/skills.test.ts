@@ -1,3 +1,4 @@
+import { crc32 } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   allSkillNames,
@@ -227,9 +228,10 @@ describe("get, list and delete", () => {
     }
     expect(Object.keys(got.body).sort()).toEqual(["files", "skill"]);
     const skillMdBytes = new TextEncoder().encode(skillMd({ description: "Metadata only.", body: `${marker}\n` })).byteLength;
+    const skillMdText = skillMd({ description: "Metadata only.", body: `${marker}\n` });
     expect(got.body.files).toEqual([
-      { path: "SKILL.md", sizeBytes: String(skillMdBytes) },
-      { path: "data/notes.txt", sizeBytes: String(fileMarker.length) },
+      { path: "SKILL.md", sizeBytes: String(skillMdBytes), crc32: crc32(skillMdText) },
+      { path: "data/notes.txt", sizeBytes: String(fileMarker.length), crc32: crc32(fileMarker) },
     ]);
     const base64 = (text: string) => Buffer.from(text).toString("base64");
     for (const text of [got.text, listed.text]) {
@@ -252,13 +254,16 @@ describe("get, list and delete", () => {
     expect(await allSkillNames(service)).not.toContain("doomed");
   });
 
-  it("binding a deleted name again creates a new skill", async () => {
+  it("binding a deleted name again creates a new skill, once its bundle is uploaded again (its asset went with its last version)", async () => {
     const { bundle } = simpleBundle("reborn");
     const first = await publish(service, "reborn", bundle);
     await deleteSkill(service, "reborn");
     await sleep(10);
+    expect(await putSkill(service, "reborn", bundle.hash)).toMatchObject(refusal(404, "asset_not_found"));
+    await uploadAsset(service, bundle.zip);
     const again = await putSkill(service, "reborn", bundle.hash);
     expect(again.body.changed).toBe(true);
+    expect(again.body.skill.version).toBe(1);
     expect(Date.parse(again.body.skill.createdAt)).toBeGreaterThan(Date.parse(first.createdAt));
   });
 });

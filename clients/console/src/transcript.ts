@@ -116,7 +116,7 @@ export class Transcript {
           runId: data.runId,
           message: data.message,
           model: `${data.model.provider} ${data.model.name}`,
-          skills: names(data.skills, "name"),
+          skills: skillNames(data.skills),
           files: names(data.files, "path"),
         });
       case "assistant.delta":
@@ -258,6 +258,14 @@ function turnEnd(type: string, data: Data): Pick<EndEntry, "status" | "text"> {
 
 function modelKey(data: Data): string {
   return `${data.runId}/${data.round}`;
+}
+
+/** Each skill by name, with the version it resolved to when the service says (`release-notes v3`, `pinned` when pinned). */
+function skillNames(list: Data[] | undefined): string[] {
+  return (list ?? []).map((skill) => {
+    if (typeof skill.version !== "number" || skill.version === 0) return String(skill.name);
+    return `${skill.name} v${skill.version}${skill.pinned ? " (pinned)" : ""}`;
+  });
 }
 
 function names(list: Data[] | undefined, field: string): string[] {

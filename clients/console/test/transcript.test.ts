@@ -19,14 +19,23 @@ describe("the console's transcript", () => {
   it("grows the model's text as it streams, then takes the round's whole message", () => {
     const { transcript, touched } = fold(
       journal(
-        ["run.submitted", { runId: RUN, model: { provider: "anthropic", name: "m" }, skills: [{ name: "release-notes" }], files: [], message: "Hi" }],
+        [
+          "run.submitted",
+          {
+            runId: RUN,
+            model: { provider: "anthropic", name: "m" },
+            skills: [{ name: "release-notes" }, { name: "weekly", version: 3 }, { name: "old-notes", version: 1, pinned: true }],
+            files: [],
+            message: "Hi",
+          },
+        ],
         ["turn.started", { runId: RUN }],
         ["assistant.delta", { runId: RUN, round: 1, text: "Hel" }],
         ["assistant.delta", { runId: RUN, round: 1, text: "lo" }],
       ),
     );
     const [user, model] = transcript.entries;
-    expect(user).toMatchObject({ kind: "user", message: "Hi", model: "anthropic m", skills: ["release-notes"] });
+    expect(user).toMatchObject({ kind: "user", message: "Hi", model: "anthropic m", skills: ["release-notes", "weekly v3", "old-notes v1 (pinned)"] });
     expect(model).toMatchObject({ kind: "model", text: "Hello", streaming: true });
     expect(touched[1]).toBeUndefined();
     expect(touched[3]).toBe(model);

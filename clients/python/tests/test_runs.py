@@ -19,6 +19,7 @@ from skillenv import (
     Component,
     HostToolContext,
     Model,
+    PinnedSkill,
     PlacementError,
     PreparedArtifact,
     RunFile,
@@ -111,6 +112,26 @@ def test_skills_by_name_files_and_the_runs_of_a_session(client: Client, provider
     assert second.result().output_text == "Again."
     assert [run.id for run in session.runs.list().runs] == [second.id, first.id]
     assert session.runs.get(first.id).record.output_text == "Read."
+    session.delete()
+
+
+def test_a_run_pins_a_skill_version_and_records_the_version_it_used(client: Client, provider: ScriptedProvider) -> None:
+    name = "py-pinned"
+    client.skills.upload(Skill.from_content(f"---\nname: {name}\ndescription: One.\n---\nONE\n"))
+    second = client.skills.upload(Skill.from_content(f"---\nname: {name}\ndescription: Two.\n---\nTWO\n"))
+    load_then_answer: list[dict[str, object]] = [{"toolCalls": [{"id": "load", "name": "skills", "input": {"action": "load", "name": name}}]}, {"text": "Done."}]
+    provider.script("run-pinned", load_then_answer)
+    session = client.sessions.create(environments=[LAPTOP])
+
+    pinned = session.run(message="Load.", model=Model("anthropic", "run-pinned"), provider_keys=KEYS, skills=[PinnedSkill(name, 1)])
+    record = pinned.result()
+    assert [(skill.name, skill.version, skill.pinned) for skill in record.skills] == [(name, 1, True)]
+    loaded = next(event for event in pinned.events() if event.type == "tool.result")
+    assert "ONE" in str(loaded.data["output"])
+
+    provider.script("run-pinned", load_then_answer)
+    current = session.run(message="Load.", model=Model("anthropic", "run-pinned"), provider_keys=KEYS, skills=[name]).result()
+    assert [(skill.version, skill.pinned, skill.content_hash) for skill in current.skills] == [(2, False, second.content_hash)]
     session.delete()
 
 

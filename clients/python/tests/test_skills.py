@@ -1,4 +1,4 @@
-"""Skills against the real service: upload (presign -> PUT -> finalize -> PutSkill), dedup, list, get, delete."""
+"""Skills against the real service: upload (presign -> PUT -> finalize -> PutSkill), dedup, list, get, delete, versions."""
 
 from __future__ import annotations
 
@@ -81,4 +81,33 @@ def test_a_bad_api_key_is_unauthenticated(service: Service) -> None:
         with pytest.raises(ServiceError) as refusal:
             stranger.skills.list()
     assert refusal.value.code == "unauthenticated"
+
+
+
+def test_versions_get_one_rollback_and_delete_one(client: Client) -> None:
+    first = client.skills.upload(Skill.from_files({"SKILL.md": skill_md("py-versioned", "First."), "a.txt": "A"}))
+    client.skills.upload(Skill.from_content(skill_md("py-versioned", "Second.")))
+    assert client.skills.get("py-versioned").version == 2
+
+    page = client.skills.versions("py-versioned")
+    assert [(v.version, v.current) for v in page.versions] == [(2, True), (1, False)]
+    assert page.next_page_token == ""
+    one = client.skills.get("py-versioned", version=1)
+    assert (one.version, one.content_hash, one.description) == (1, first.content_hash, "First.")
+    assert [file.path for file in one.files] == ["SKILL.md", "a.txt"]
+
+    assert client.skills.instructions("py-versioned", 1) == skill_md("py-versioned", "First.")
+
+    rolled = client.skills.rollback("py-versioned", 1)
+    assert rolled.changed and (rolled.skill.version, rolled.version.restored_from, rolled.skill.content_hash) == (3, 1, first.content_hash)
+    assert not client.skills.rollback("py-versioned", 1).changed
+
+    client.skills.delete_version("py-versioned", 2)
+    assert [v.version for v in client.skills.versions("py-versioned").versions] == [3, 1]
+    with pytest.raises(ServiceError) as current:
+        client.skills.delete_version("py-versioned", 3)
+    assert current.value.code == "skill_version_current"
+    with pytest.raises(ServiceError) as missing:
+        client.skills.get("py-versioned", version=2)
+    assert missing.value.code == "skill_version_not_found"
 

@@ -6,15 +6,18 @@ import { BundleFormatError } from "./bundle/index.ts";
 import { UploadError } from "./assets.ts";
 import { createNodeTransport, createServiceClient, Skill, SkillSourceError, type ServiceClient } from "./node.ts";
 import { toJson } from "@bufbuild/protobuf";
-import { SkillSchema, type Skill as SkillMetadata } from "../gen/skillenv/skills/v1/skills_pb.js";
+import { SkillSchema, SkillVersionSchema, type Skill as SkillMetadata, type SkillVersion } from "../gen/skillenv/skills/v1/skills_pb.js";
 
 const USAGE = `usage: skillenv <command> [options]
 
 commands:
   upload <dir> [--name <name>]                 upload a skill directory and bind it by name
   list [--page-size <n>] [--page-token <t>]    list the workspace's skills (metadata)
-  get <name>                                   show one skill's metadata
+  get <name> [--version <n>]                   show one skill's metadata (or one version's)
   delete <name>                                delete a skill
+  versions <name> [--page-size <n>] [--page-token <t>]
+                                               list a skill's versions, newest first
+  rollback <name> <version>                    bind the name to an earlier version's content again
 
 environment:
   SERVICE_URL       base URL of the service (default http://127.0.0.1:8080)
@@ -31,8 +34,8 @@ export async function runCli(argv: string[], env: NodeJS.ProcessEnv): Promise<nu
       process.stdout.write(USAGE);
       return values.help ? 0 : 2;
     }
-    const [command, argument] = positionals;
-    const result = await runCommand(connect(env), command!, argument, values);
+    const [command, argument, ...rest] = positionals;
+    const result = await runCommand(connect(env), command!, argument, rest, values);
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return 0;
   } catch (error) {
@@ -47,7 +50,13 @@ function parseOptions(argv: string[]) {
     return parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { name: { type: "string" }, "page-size": { type: "string" }, "page-token": { type: "string" }, help: { type: "boolean", short: "h" } },
+      options: {
+        name: { type: "string" },
+        "page-size": { type: "string" },
+        "page-token": { type: "string" },
+        version: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
     });
   } catch (error) {
     const code = (error as { code?: unknown }).code;
@@ -62,22 +71,32 @@ function connect(env: NodeJS.ProcessEnv): ServiceClient {
   return createServiceClient(createNodeTransport({ baseUrl: env.SERVICE_URL ?? "http://127.0.0.1:8080", apiKey }));
 }
 
-type Options = { name?: string; "page-size"?: string; "page-token"?: string };
+type Options = { name?: string; "page-size"?: string; "page-token"?: string; version?: string };
 
-async function runCommand(client: ServiceClient, command: string, argument: string | undefined, options: Options): Promise<unknown> {
+async function runCommand(client: ServiceClient, command: string, argument: string | undefined, rest: string[], options: Options): Promise<unknown> {
   switch (command) {
     case "upload": {
       const uploaded = await client.skills.upload(Skill.fromDir(required(argument, "a skill directory"), { name: options.name }));
       return { ...metadataJson(uploaded.metadata), changed: uploaded.changed, bytesSent: uploaded.bytesSent };
     }
     case "list": {
-      const pageSize = options["page-size"] === undefined ? undefined : Number(options["page-size"]);
-      if (pageSize !== undefined && !Number.isInteger(pageSize)) throw new UsageError("--page-size must be an integer");
-      const page = await client.skills.list({ pageSize, pageToken: options["page-token"] });
+      const page = await client.skills.list({ pageSize: pageSizeOf(options), pageToken: options["page-token"] });
       return { skills: page.skills.map(metadataJson), nextPageToken: page.nextPageToken };
     }
-    case "get":
-      return metadataJson(await client.skills.get(required(argument, "a skill name")));
+    case "get": {
+      const name = required(argument, "a skill name");
+      if (options.version === undefined) return metadataJson(await client.skills.get(name));
+      return versionJson(await client.skills.get(name, { version: versionNumber(options.version, "--version") }));
+    }
+    case "versions": {
+      const page = await client.skills.versions(required(argument, "a skill name"), { pageSize: pageSizeOf(options), pageToken: options["page-token"] });
+      return { versions: page.versions.map(versionJson), nextPageToken: page.nextPageToken };
+    }
+    case "rollback": {
+      const name = required(argument, "a skill name");
+      const rolled = await client.skills.rollback(name, versionNumber(required(rest[0], "a version number"), "the version"));
+      return { skill: metadataJson(rolled.skill), version: versionJson(rolled.version), changed: rolled.changed };
+    }
     case "delete":
       await client.skills.delete(required(argument, "a skill name"));
       return { deleted: argument };
@@ -91,8 +110,23 @@ function required(value: string | undefined, what: string): string {
   return value;
 }
 
+function pageSizeOf(options: Options): number | undefined {
+  const pageSize = options["page-size"] === undefined ? undefined : Number(options["page-size"]);
+  if (pageSize !== undefined && !Number.isInteger(pageSize)) throw new UsageError("--page-size must be an integer");
+  return pageSize;
+}
+
+function versionNumber(value: string, what: string): number {
+  if (!/^[1-9][0-9]{0,9}$/.test(value)) throw new UsageError(`${what} must be a version number (1 or more), got ${JSON.stringify(value)}`);
+  return Number(value);
+}
+
 function metadataJson(skill: SkillMetadata): object {
   return toJson(SkillSchema, skill) as object;
+}
+
+function versionJson(version: SkillVersion): object {
+  return toJson(SkillVersionSchema, version) as object;
 }
 
 function describe(error: unknown): string {

@@ -13,7 +13,18 @@ export {
   type HostToolHandler,
   type ReconnectOptions,
 } from "./hosts/index.ts";
-export { Skill, type FileContents, type FromUrlOptions, type SkillBundle, type SkillDetails, type SkillsClient, type UploadedSkill } from "./skills/index.ts";
+export {
+  Skill,
+  type FileContents,
+  type FromUrlOptions,
+  type RollbackResult,
+  type SkillBundle,
+  type SkillDetails,
+  type SkillFileInfo,
+  type SkillsClient,
+  type SkillVersionDetails,
+  type UploadedSkill,
+} from "./skills/index.ts";
 export { BundleFormatError, canonicalZip, DEFAULT_BUNDLE_LIMITS, FRONTMATTER_LIMITS, validateSkillName, type BundleLimits } from "./bundle/index.ts";
 export { SkillSourceError } from "./skills/index.ts";
 export { program, Program, type ComponentBytes, type EnvClient, type ProgramOptions, type ResolvedProgram } from "./env/index.ts";
@@ -74,6 +85,7 @@ export {
   type RunOptions,
   type RunPage,
   type RunRecord,
+  type PinnedSkill,
   type RunSkill,
   type RunSkillSnapshot,
   type RunStatus,

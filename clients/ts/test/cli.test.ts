@@ -48,6 +48,34 @@ describe("skillenv CLI", () => {
     expect(missing.stderr).toMatch(/^error skill_not_found: /);
   });
 
+  it("lists versions, gets one, and rolls back; refuses a bad version number as a usage error and an unknown one by code", async () => {
+    const dir = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-cli-versions-")), "versioned");
+    await fs.mkdir(dir);
+    await fs.writeFile(path.join(dir, "SKILL.md"), "---\ndescription: First.\n---\n");
+    const first = JSON.parse((await cli(["upload", dir])).stdout);
+    await fs.writeFile(path.join(dir, "SKILL.md"), "---\ndescription: Second.\n---\n");
+    expect(JSON.parse((await cli(["upload", dir])).stdout)).toMatchObject({ version: 2, description: "Second." });
+
+    const versions = JSON.parse((await cli(["versions", "versioned"])).stdout);
+    expect(versions.versions.map((v: { version: number; current?: boolean }) => [v.version, v.current ?? false])).toEqual([
+      [2, true],
+      [1, false],
+    ]);
+    expect(JSON.parse((await cli(["get", "versioned", "--version", "1"])).stdout)).toMatchObject({ version: 1, contentHash: first.contentHash });
+
+    const rolled = await cli(["rollback", "versioned", "1"]);
+    expect(rolled.code).toBe(0);
+    expect(JSON.parse(rolled.stdout)).toMatchObject({ changed: true, skill: { version: 3, contentHash: first.contentHash }, version: { restoredFrom: 1 } });
+
+    const unknown = await cli(["rollback", "versioned", "9"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/^error skill_version_not_found: /);
+    const bad = await cli(["rollback", "versioned", "one"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("must be a version number");
+    expect((await cli(["rollback", "versioned"])).code).toBe(2);
+  });
+
   it("honours --name", async () => {
     const upload = await cli(["upload", skillDir, "--name", "weekly"]);
     expect(JSON.parse(upload.stdout).name).toBe("weekly");

@@ -96,6 +96,24 @@ async function toolOutputs(run: Run): Promise<Record<string, unknown>> {
 }
 
 describe("session.run", () => {
+  it("pins a workspace skill's version with { name, version }, and records the version a run used", async () => {
+    const name = "pinned-notes";
+    await client.skills.upload(Skill.fromContent("---\ndescription: Pinned one.\n---\nONE\n", { name }));
+    const second = await client.skills.upload(Skill.fromContent("---\ndescription: Pinned two.\n---\nTWO\n", { name }));
+    provider.script("pinned-model", [{ toolCalls: [{ id: "load", name: "skills", input: { action: "load", name } }] }, { text: "Done." }], { loop: true });
+    const session = await newSession();
+
+    const pinned = await session.run({ message: "Load it.", model: model("pinned-model"), skills: [{ name, version: 1 }], providerKeys });
+    const pinnedDone = await pinned.result();
+    expect(pinnedDone.skills).toEqual([expect.objectContaining({ name, version: 1, pinned: true })]);
+    expect((await toolOutputs(pinned)).load).toContain("ONE");
+
+    const current = await session.run({ message: "Load it.", model: model("pinned-model"), skills: [name], providerKeys });
+    const currentDone = await current.result();
+    expect(currentDone.skills).toEqual([expect.objectContaining({ name, version: 2, pinned: false, contentHash: second.contentHash })]);
+    expect((await toolOutputs(current)).load).toContain("TWO");
+  });
+
   it("upserts a draft skill before submitting, references it by name, and uploads it once per instance", async () => {
     const skill = Skill.fromFiles({
       files: {

@@ -112,6 +112,8 @@ export class Admission {
       const existing = await this.#records.get(workspace, kind, id);
       if (existing) return existing;
       const record: ArtifactRecord = { kind, id, sizeBytes: bytes.byteLength, admittedAt: new Date().toISOString(), ...check() };
+      // Artifacts read their bytes by id and hold no asset record: the collection must never take them.
+      await this.#assets.keepForGood(id);
       await this.#blobs.write({ sha256: id, sizeBytes: bytes.byteLength }, once(bytes));
       return this.#records.putIfAbsent(workspace, record);
     });

@@ -1,5 +1,6 @@
 import type { BlobStore } from "../storage/index.ts";
 import type { AssetRecord, AssetRecords } from "./asset-records.ts";
+import type { BundleCollector } from "./bundle-holders.ts";
 import { createUploadHandler } from "./upload-handler.ts";
 import { CHECKSUM_HEADER, type UploadGrant, type UploadSigner } from "./upload-signer.ts";
 import type { UploadTarget } from "./upload-target.ts";
@@ -15,7 +16,14 @@ export class EmbeddedUploadTarget implements UploadTarget {
   readonly #blobs: BlobStore;
   readonly #publicUrl: string | undefined;
 
-  constructor(options: { signer: UploadSigner; records: AssetRecords; blobs: BlobStore; maxUploadBytes: number; publicUrl: string | undefined }) {
+  constructor(options: {
+    signer: UploadSigner;
+    records: AssetRecords;
+    collector: BundleCollector;
+    blobs: BlobStore;
+    maxUploadBytes: number;
+    publicUrl: string | undefined;
+  }) {
     this.#signer = options.signer;
     this.#records = options.records;
     this.#blobs = options.blobs;

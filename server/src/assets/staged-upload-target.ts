@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { ConnectError } from "@connectrpc/connect";
 import { KeyedLock, type StagedUploads } from "../storage/index.ts";
 import type { AssetRecord, AssetRecords } from "./asset-records.ts";
+import type { BundleCollector } from "./bundle-holders.ts";
 import type { UploadGrant } from "./upload-signer.ts";
 import type { UploadTarget } from "./upload-target.ts";
 
@@ -18,12 +19,14 @@ export class StagedUploadTarget implements UploadTarget {
   readonly endpoint = undefined;
   readonly #staged: StagedUploads;
   readonly #records: AssetRecords;
+  readonly #collector: BundleCollector;
   readonly #maxUploadBytes: number;
   readonly #lock = new KeyedLock();
 
-  constructor(options: { staged: StagedUploads; records: AssetRecords; maxUploadBytes: number }) {
+  constructor(options: { staged: StagedUploads; records: AssetRecords; collector: BundleCollector; maxUploadBytes: number }) {
     this.#staged = options.staged;
     this.#records = options.records;
+    this.#collector = options.collector;
     this.#maxUploadBytes = options.maxUploadBytes;
   }
 
@@ -47,7 +50,10 @@ export class StagedUploadTarget implements UploadTarget {
     const existing = await this.#records.get(workspace, sha256);
     if (existing) return existing;
     let refusal: unknown;
-    for (const name of await this.#staged.listUploads(stagingPrefix(workspace, sha256))) {
+    const uploads = await this.#staged.listUploads(stagingPrefix(workspace, sha256));
+    // Held before a promotion writes the content, so a collection of the same bytes cannot delete it meanwhile.
+    if (uploads.length > 0) await this.#collector.beforeWrite(workspace, sha256);
+    for (const name of uploads) {
       let sizeBytes: number | undefined;
       try {
         sizeBytes = await this.#staged.promoteUpload(name, sha256, this.#maxUploadBytes);

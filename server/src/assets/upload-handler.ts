@@ -2,12 +2,14 @@ import { serviceError } from "../errors/index.ts";
 import type { NodeRequest, RawEndpoint, RawEndpointResult } from "../http/index.ts";
 import type { BlobStore } from "../storage/index.ts";
 import type { AssetRecords } from "./asset-records.ts";
+import type { BundleCollector } from "./bundle-holders.ts";
 import { CHECKSUM_HEADER, UPLOAD_PATH_PREFIX, type UploadGrant, type UploadSigner } from "./upload-signer.ts";
 
 export interface UploadHandlerOptions {
   signer: UploadSigner;
   blobs: BlobStore;
   records: AssetRecords;
+  collector: BundleCollector;
   maxUploadBytes: number;
 }
 
@@ -28,6 +30,8 @@ export function createUploadHandler(options: UploadHandlerOptions): RawEndpoint 
       if (req.method !== "PUT") throw serviceError("route_not_found", "the object store accepts PUT only");
       const grant = options.signer.verify(url, Date.now() / 1000);
       checkHeaders(req, grant, options.maxUploadBytes);
+      // Held before written, so a collection of the same bytes cannot delete them under this upload.
+      await options.collector.beforeWrite(grant.workspace, grant.sha256);
       await options.blobs.write(grant, body);
       await options.records.recordUpload(grant.workspace, grant.sha256, grant.sizeBytes);
       return { workspace: grant.workspace, body: { sha256: grant.sha256, sizeBytes: String(grant.sizeBytes) } };

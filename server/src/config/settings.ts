@@ -115,6 +115,8 @@ export interface Limits {
   skillMaxCompressionRatio: number;
   /** Bundle validations (PutSkill, reading a skill's files) running at once; more wait their turn. */
   skillMaxConcurrentValidations: number;
+  /** Versions kept per skill besides those a retained run used (the newest this many, the current one among them). */
+  skillMaxVersions: number;
 }
 
 /** What connections and request bodies may hold of the server, so a slow or hostile caller cannot hold it all. */
@@ -237,6 +239,7 @@ export function loadSettings(env: Env = process.env): Settings {
       skillMaxTotalBytes: read("SERVICE_SKILL_MAX_TOTAL_BYTES", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxTotalBytes),
       skillMaxCompressionRatio: read("SERVICE_SKILL_MAX_COMPRESSION_RATIO", parsePositiveInt, DEFAULT_BUNDLE_LIMITS.maxCompressionRatio),
       skillMaxConcurrentValidations: read("SERVICE_SKILL_MAX_CONCURRENT_VALIDATIONS", parsePositiveInt, 2),
+      skillMaxVersions: read("SERVICE_SKILL_MAX_VERSIONS", parsePositiveInt, 20),
     },
     http: {
       maxConnections: read("SERVICE_MAX_CONNECTIONS", parsePositiveInt, 4096),

@@ -88,6 +88,16 @@ export const errorCatalogue = {
     summary: 'A skill name breaks ^[a-z0-9][a-z0-9_-]{0,127}$, contains "__", or is reserved (skills, skill).',
   },
   skill_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has no skill of that name." },
+  skill_version_not_found: {
+    code: Code.NotFound,
+    httpStatus: 404,
+    summary: "The skill has no version of that number: never created, deleted, or dropped by retention (SERVICE_SKILL_MAX_VERSIONS).",
+  },
+  skill_version_current: {
+    code: Code.FailedPrecondition,
+    httpStatus: 409,
+    summary: "The version to delete is the skill's current one; bind or roll back to another first, or delete the skill.",
+  },
   bundle_not_zip: { code: Code.InvalidArgument, httpStatus: 400, summary: "The bundle is not a readable zip archive." },
   bundle_not_canonical: {
     code: Code.InvalidArgument,

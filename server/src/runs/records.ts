@@ -14,7 +14,8 @@ export interface RunRecord {
   workspace: string;
   status: RunStatus;
   model: RunModel;
-  skills: Array<{ name: string; contentHash: string; description: string }>;
+  /** `version`: the version used (0 or absent: before versions were kept); `pinned`: only when the submission pinned it. */
+  skills: Array<{ name: string; contentHash: string; description: string; version?: number; pinned?: true }>;
   createdAt: string;
   finishedAt?: string;
   usage: Usage;

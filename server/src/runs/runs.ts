@@ -186,6 +186,7 @@ export class Runs {
       model: record.model,
       agentloop: undefined,
       skills: record.skills.map((skill) => skill.name),
+      pins: Object.fromEntries(record.skills.flatMap(({ name, version, pinned }) => (pinned && version ? [[name, version]] : []))),
       message: saved.message,
       agentsMd: saved.agentsMd,
       files: saved.files,
@@ -242,17 +243,29 @@ export class Runs {
     const agentLoop = loop
       ? await this.#options.sessions.checkAgentLoop(workspace, session.id, loop.environment, loop.implementation, loop.configuration)
       : undefined;
-    const skills = await this.#resolveSkills(workspace, submission.skills);
-    const files = await this.#resolveFiles(workspace, submission.files);
     const id = newId("run");
-    await this.#snapshot(id, skills);
+    const skills = await this.#resolveSkills(workspace, submission, id);
+    const files = await this.#resolveFiles(workspace, submission.files).catch(async (error: unknown) => {
+      await this.#forgetSkills(workspace, id, skills);
+      throw error;
+    });
+    await this.#snapshot(id, skills).catch(async (error: unknown) => {
+      await this.#forgetSkills(workspace, id, skills);
+      throw error;
+    });
     const record: RunRecord = {
       id,
       sessionId: session.id,
       workspace,
       status: "running",
       model: submission.model,
-      skills: skills.map(({ name, contentHash, description }) => ({ name, contentHash, description })),
+      skills: skills.map(({ name, contentHash, description, version }) => ({
+        name,
+        contentHash,
+        description,
+        version,
+        ...(submission.pins[name] !== undefined ? { pinned: true as const } : {}),
+      })),
       createdAt: new Date().toISOString(),
       usage: { inputTokens: 0, outputTokens: 0 },
       rounds: 0,
@@ -271,7 +284,7 @@ export class Runs {
       "run.submitted",
       {
         model: { provider: submission.model.provider, name: submission.model.name },
-        skills: record.skills.map(({ name, contentHash }) => ({ name, contentHash })),
+        skills: record.skills.map(({ name, contentHash, version, pinned }) => ({ name, contentHash, version, ...(pinned ? { pinned } : {}) })),
         files: submission.files,
         message: submission.message,
         idempotencyHash: submission.idempotencyHash,
@@ -315,6 +328,7 @@ export class Runs {
         ))
       ) {
         await this.#options.runAssets.remove(record.id);
+        await this.#forgetSkills(record.workspace, record.id, record.skills);
         return;
       }
       if (controller.signal.aborted) await this.#options.sessions.cancelRunOperations(record.workspace, record.sessionId, record.id).catch(() => undefined);
@@ -355,16 +369,36 @@ export class Runs {
     this.#options.onRunEnded?.(finished);
   }
 
-  async #resolveSkills(workspace: string, names: readonly string[]): Promise<Array<RunSkill & { bytes: Uint8Array }>> {
-    const resolved = [];
-    for (const name of names) {
-      const { record, files } = await this.#options.skills.files(workspace, name);
-      const bytes = await this.#options.assets.read(workspace, record.contentHash);
-      if (!bytes) throw serviceError("skill_not_found", `the bundle of skill ${name} is no longer available`);
-      const skillMd = new TextDecoder().decode(files.get("SKILL.md"));
-      resolved.push({ name, description: record.description, contentHash: record.contentHash, skillMd, files, bytes });
+  /**
+   * Each reference's pinned version, else the current one (SPEC 3.8), recorded as used by the run
+   * (so retention keeps it while the run is retained); on a failure, the uses recorded are forgotten.
+   */
+  async #resolveSkills(workspace: string, submission: Submission, runId: string): Promise<Array<RunSkill & { version: number; bytes: Uint8Array }>> {
+    const resolved: Array<RunSkill & { version: number; bytes: Uint8Array }> = [];
+    const used: Array<{ name: string; version: number }> = [];
+    try {
+      for (const name of submission.skills) {
+        const { version, files } = await this.#options.skills.resolve(workspace, name, submission.pins[name], runId);
+        used.push({ name, version: version.version });
+        const bytes = await this.#options.assets.read(workspace, version.contentHash);
+        if (!bytes) throw serviceError("skill_not_found", `the bundle of skill ${name} is no longer available`);
+        const skillMd = new TextDecoder().decode(files.get("SKILL.md"));
+        resolved.push({ name, description: version.description, contentHash: version.contentHash, version: version.version, skillMd, files, bytes });
+      }
+    } catch (error) {
+      await this.#forgetSkills(workspace, runId, used);
+      throw error;
     }
     return resolved;
+  }
+
+  /** Forgets the run's uses of skill versions (a submission that failed, a run removed). */
+  async #forgetSkills(workspace: string, runId: string, skills: ReadonlyArray<{ name: string; version?: number | undefined }>): Promise<void> {
+    await this.#options.skills.forgetRun(
+      workspace,
+      runId,
+      skills.map(({ name, version }) => ({ name, version: version ?? 0 })),
+    );
   }
 
   async #resolveFiles(workspace: string, files: Submission["files"]): Promise<StagedFile[]> {
@@ -398,6 +432,7 @@ export class Runs {
   async #remove(record: RunRecord): Promise<void> {
     await this.#options.records.delete(record);
     await this.#options.runAssets.remove(record.id);
+    await this.#forgetSkills(record.workspace, record.id, record.skills);
   }
 
   /** A session that ends stops its run; one that is deleted also loses its runs. */

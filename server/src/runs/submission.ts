@@ -67,6 +67,8 @@ export interface Submission {
   model: RunModel;
   agentloop: { environment: string; implementation: JsonValue; configuration: string } | undefined;
   skills: string[];
+  /** Versions the submission pins, by skill name (beyond SPEC 2.2); empty when none is pinned. */
+  pins: Record<string, number>;
   message: string;
   agentsMd: string;
   files: Array<{ path: string; assetSha256: string }>;
@@ -92,7 +94,7 @@ export function checkSubmission(input: RunInput | undefined, rules: SubmissionRu
   const submission = {
     model,
     agentloop: checkAgentLoop(input, rules),
-    skills: checkSkills(input),
+    ...checkSkills(input),
     message: input.message,
     agentsMd: input.agentsMd,
     files: checkFiles(input),
@@ -104,12 +106,15 @@ export function checkSubmission(input: RunInput | undefined, rules: SubmissionRu
 
 /**
  * The idempotency hash: SHA-256 of the canonical JSON (keys sorted at every level, no
- * whitespace) of `{v: 1, model, agentloop, skills, message, agentsMd, files, maxRounds}`, skills
- * by name. Provider keys and the idempotency key are not part of it (docs/runs.md).
+ * whitespace) of `{v: 1, model, agentloop, skills, pins, message, agentsMd, files, maxRounds}`,
+ * skills by name (SPEC 4.1.5), and `pins` (name to pinned version) only when a version is
+ * pinned, so that unpinned submissions hash as they always did. Provider keys and the
+ * idempotency key are not part of it (docs/runs.md).
  */
 export function idempotencyHash(submission: Omit<Submission, "idempotencyHash" | "apiKey" | "idempotencyKey">): string {
   const { model, agentloop, skills, message, agentsMd, files, maxRounds } = submission;
-  const canonical = canonicalJson({ v: 1, model, agentloop: agentloop ?? null, skills, message, agentsMd, files, maxRounds } as unknown as JsonValue);
+  const pins = Object.keys(submission.pins).length > 0 ? submission.pins : undefined;
+  const canonical = canonicalJson({ v: 1, model, agentloop: agentloop ?? null, skills, pins, message, agentsMd, files, maxRounds } as unknown as JsonValue);
   return createHash("sha256").update(canonical).digest("hex");
 }
 
@@ -154,17 +159,20 @@ function checkAgentLoop(input: RunInput, rules: SubmissionRules): Submission["ag
   return { environment: loop.environment, implementation, configuration };
 }
 
-function checkSkills(input: RunInput): string[] {
+function checkSkills(input: RunInput): Pick<Submission, "skills" | "pins"> {
   if (input.skills.length > MAX_RUN_SKILLS) invalid(`a run references at most ${MAX_RUN_SKILLS} skills`);
   const names: string[] = [];
+  const pins: Record<string, number> = {};
   for (const reference of input.skills) {
     if (reference.kind !== "skill") invalid(`skills[].kind must be "skill", got ${JSON.stringify(reference.kind)}`);
     const problem = validateSkillName(reference.name);
     if (problem) throw serviceError("invalid_skill_name", problem);
     if (names.includes(reference.name)) invalid(`skill ${reference.name} is referenced twice`);
+    if (reference.version < 0) invalid(`skills[].version of ${reference.name} must be a version number (1 or more), or unset for the current one`);
     names.push(reference.name);
+    if (reference.version > 0) pins[reference.name] = reference.version;
   }
-  return names;
+  return { skills: names, pins };
 }
 
 function checkFiles(input: RunInput): Submission["files"] {

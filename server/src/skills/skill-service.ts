@@ -1,10 +1,12 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { SkillSchema, type Skill, type SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
+import { SkillSchema, SkillVersionSchema, type Skill, type SkillService, type SkillVersion } from "../../../gen/skillenv/skills/v1/skills_pb.js";
 import { requireWorkspace } from "../auth/index.ts";
+import type { BundleFile } from "./bundle/index.ts";
 import type { SkillRegistry } from "./registry.ts";
 import type { SkillRecord } from "./skill-records.ts";
+import type { SkillVersionRecord } from "./skill-versions.ts";
 
 /** The SkillService RPCs: thin adapters from messages to the registry. */
 export function createSkillService(registry: SkillRegistry): ServiceImpl<typeof SkillService> {
@@ -15,7 +17,7 @@ export function createSkillService(registry: SkillRegistry): ServiceImpl<typeof 
     },
     async getSkill(request, context: HandlerContext) {
       const record = await registry.listing(requireWorkspace(context), request.name);
-      return { skill: skillMessage(record), files: record.files.map(({ path, sizeBytes }) => ({ path, sizeBytes: BigInt(sizeBytes) })) };
+      return { skill: skillMessage(record), files: fileMessages(record.files) };
     },
     async listSkills(request, context: HandlerContext) {
       const page = await registry.list(requireWorkspace(context), request);
@@ -24,6 +26,25 @@ export function createSkillService(registry: SkillRegistry): ServiceImpl<typeof 
     async deleteSkill(request, context: HandlerContext) {
       await registry.delete(requireWorkspace(context), request.name);
       return {};
+    },
+    async listSkillVersions(request, context: HandlerContext) {
+      const { skill, page } = await registry.versions(requireWorkspace(context), request.name, request);
+      return { versions: page.items.map((version) => versionMessage(version, version.version === skill.version)), nextPageToken: page.nextPageToken };
+    },
+    async getSkillVersion(request, context: HandlerContext) {
+      const { version, files, current } = await registry.versionListing(requireWorkspace(context), request.name, request.version);
+      return { version: versionMessage(version, current), files: fileMessages(files) };
+    },
+    async deleteSkillVersion(request, context: HandlerContext) {
+      await registry.deleteVersion(requireWorkspace(context), request.name, request.version);
+      return {};
+    },
+    async getSkillInstructions(request, context: HandlerContext) {
+      return { skillMd: await registry.instructions(requireWorkspace(context), request.name, request.version) };
+    },
+    async rollbackSkill(request, context: HandlerContext) {
+      const { record, version, changed } = await registry.rollback(requireWorkspace(context), request.name, request.version);
+      return { skill: skillMessage(record), version: versionMessage(version, true), changed };
     },
   };
 }
@@ -38,5 +59,25 @@ function skillMessage(record: SkillRecord): Skill {
     totalFileBytes: BigInt(record.totalFileBytes),
     createdAt: timestampFromMs(Date.parse(record.createdAt)),
     updatedAt: timestampFromMs(Date.parse(record.updatedAt)),
+    version: record.version ?? 0,
   });
+}
+
+function versionMessage(record: SkillVersionRecord, current: boolean): SkillVersion {
+  return create(SkillVersionSchema, {
+    name: record.name,
+    version: record.version,
+    contentHash: record.contentHash,
+    description: record.description,
+    bundleBytes: BigInt(record.bundleBytes),
+    fileCount: record.fileCount,
+    totalFileBytes: BigInt(record.totalFileBytes),
+    createdAt: timestampFromMs(Date.parse(record.createdAt)),
+    restoredFrom: record.restoredFrom ?? 0,
+    current,
+  });
+}
+
+function fileMessages(files: BundleFile[]) {
+  return files.map(({ path, sizeBytes, crc32 }) => ({ path, sizeBytes: BigInt(sizeBytes), crc32: crc32 ?? 0 }));
 }

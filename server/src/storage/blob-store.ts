@@ -32,6 +32,11 @@ export interface BlobStore {
    * read entry by entry); close it after use.
    */
   openRanges(sha256: Sha256Hex): Promise<BlobRanges>;
+  /**
+   * Removes the blob; removing an absent one is not an error. Only the bundle collection calls it
+   * (server/src/assets/bundle-holders.ts), under a claim that every writer of the same bytes waits for.
+   */
+  delete(sha256: Sha256Hex): Promise<void>;
 }
 
 /** A blob opened for ranged reads. */

@@ -84,6 +84,14 @@ export class FileBlobStore implements BlobStore {
     }
   }
 
+  async delete(sha256: Sha256Hex): Promise<void> {
+    const file = this.#pathOf(sha256);
+    await fs.rm(file, { force: true });
+    await syncDirectory(path.dirname(file)).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== "ENOENT") throw error;
+    });
+  }
+
   #pathOf(sha256: Sha256Hex): string {
     return path.join(this.#root, sha256.slice(0, 2), sha256);
   }

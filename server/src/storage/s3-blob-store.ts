@@ -206,6 +206,10 @@ export class S3BlobStore implements BlobStore, StagedUploads {
     return names;
   }
 
+  async delete(sha256: Sha256Hex): Promise<void> {
+    await this.#delete(this.#contentKey(sha256));
+  }
+
   async discardUpload(name: string): Promise<void> {
     await this.#delete(this.#uploadKey(name));
   }

@@ -6,6 +6,7 @@ import pg from "pg";
 import { inject } from "vitest";
 import { startService, type RunningService } from "../../src/app.ts";
 import { loadSettings } from "../../src/config/index.ts";
+import { parseS3Url, S3BlobStore } from "../../src/storage/index.ts";
 
 export const KEY_A = "key-for-workspace-a-0001";
 export const KEY_B = "key-for-workspace-b-0002";
@@ -98,6 +99,19 @@ function withKeyPrefix(blobUrl: string, prefix: string): string {
   const url = new URL(blobUrl);
   url.pathname = `${url.pathname.replace(/\/$/, "")}/${prefix}`;
   return url.toString();
+}
+
+/**
+ * Whether the service's blob store holds the bytes `sha256`: a file of its data directory
+ * (blobs/sha256/<2>/<hash>), or an object under its S3 prefix in the postgres-s3 project.
+ */
+export async function blobExists(service: TestService, sha256: string): Promise<boolean> {
+  const blobUrl = backendsOfDataDir.get(service.dataDir)?.SERVICE_BLOB_URL;
+  if (blobUrl !== undefined) return (await (await S3BlobStore.open(parseS3Url(blobUrl))).stat(sha256)) !== undefined;
+  return fs.stat(path.join(service.dataDir, "blobs", "sha256", sha256.slice(0, 2), sha256)).then(
+    () => true,
+    () => false,
+  );
 }
 
 const SENTINEL_PATH = "/test-log-sentinel/";

@@ -12,10 +12,11 @@ export interface SkillJson {
   totalFileBytes: string;
   createdAt: string;
   updatedAt: string;
+  version: number;
 }
 
 /** Exactly the fields a skill's metadata may have: no field may carry bundle bytes. */
-export const METADATA_FIELDS = ["bundleBytes", "contentHash", "createdAt", "description", "fileCount", "name", "totalFileBytes", "updatedAt"];
+export const METADATA_FIELDS = ["bundleBytes", "contentHash", "createdAt", "description", "fileCount", "name", "totalFileBytes", "updatedAt", "version"];
 
 export interface Reply {
   status: number;

@@ -57,6 +57,18 @@ describe.each(adapters)("the BlobStore contract: %s", (_name, open) => {
     expect(Buffer.from(await blobs.read(hash)).equals(bytes)).toBe(true);
   });
 
+  it("deletes content, and deleting absent content is no error; the bytes can be written again", async () => {
+    const doomed = new TextEncoder().encode(`deleted content ${randomUUID()}`);
+    await blobs.write({ sha256: sha256(doomed), sizeBytes: doomed.length }, chunksOf(doomed, 8));
+    await blobs.delete(sha256(doomed));
+    expect(await blobs.stat(sha256(doomed))).toBeUndefined();
+    await blobs.delete(sha256(doomed));
+    await blobs.write({ sha256: sha256(doomed), sizeBytes: doomed.length }, chunksOf(doomed, 8));
+    expect(Buffer.from(await blobs.read(sha256(doomed))).equals(doomed)).toBe(true);
+    // Other content is untouched.
+    expect(await blobs.stat(hash)).toBe(bytes.length);
+  });
+
   it("writes empty content", async () => {
     const empty = new Uint8Array(0);
     await blobs.write({ sha256: sha256(empty), sizeBytes: 0 }, chunksOf(empty, 1));

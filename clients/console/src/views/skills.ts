@@ -3,6 +3,7 @@ import type { SkillDetails } from "@skillenv/client/web";
 import { code, formatBytes, formatTime, h, plural } from "../dom.ts";
 import { href } from "../router.ts";
 import { fill, pageHeader, pagedTable, panel, type ViewContext } from "./common.ts";
+import { historyPanel } from "./skill-history.ts";
 
 type SkillMetadata = Omit<SkillDetails, "files">;
 
@@ -41,7 +42,7 @@ export function skillView(context: ViewContext, name: string): HTMLElement {
   context.setTitle(`Skill ${name}`);
   const details = h("div");
   void fill(context, details, () => context.client.skills.get(name), skillDetails);
-  return h("div", null, pageHeader(name, h("a", { href: href({ page: "skills" }) }, "← All skills")), details);
+  return h("div", null, pageHeader(name, h("a", { href: href({ page: "skills" }) }, "← All skills")), details, historyPanel(context, name));
 }
 
 function skillDetails(skill: SkillDetails): HTMLElement[] {
@@ -53,6 +54,7 @@ function skillDetails(skill: SkillDetails): HTMLElement[] {
         "dl",
         { class: "facts" },
         row("Description", skill.description),
+        row("Version", `${skill.version} (current)`),
         row("Content hash", code(skill.contentHash)),
         row("Files", `${plural(skill.fileCount, "file")}, ${formatBytes(skill.totalFileBytes)} in all (SKILL.md included)`),
         row("Bundle", `${formatBytes(skill.bundleBytes)} as a canonical zip`),

@@ -14,10 +14,10 @@ from skillenv.extension import Credential, ExtensionDefinitionError, ExtensionEn
 from skillenv.mcp import McpDefinitionError, McpEnvironment, mcp_env
 from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, HostState, HostToolContext, Reconnect, ToolFailure, host_env
 from skillenv.programs import Component, Program, ProgramError, ResolvedProgram, program
-from skillenv.runs import AgentLoop, Model, Run, RunFile, RunOptions, RunRecord
+from skillenv.runs import AgentLoop, Model, PinnedSkill, Run, RunFile, RunOptions, RunRecord
 from skillenv.sessions import Failure, Receipt, Returned, Session, SessionRecord, SessionWithRun, Unknown
 from skillenv.skill import Skill, SkillBundle, SkillSourceError
-from skillenv.skills import SkillFile, SkillMetadata, UploadedSkill
+from skillenv.skills import Rollback, SkillFile, SkillMetadata, SkillVersion, SkillVersionPage, UploadedSkill
 from skillenv.tools import Opaque, PlacementError, ToolPlacement, tool
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "McpEnvironment",
     "Model",
     "Opaque",
+    "PinnedSkill",
     "PlacementError",
     "PreparedArtifact",
     "Program",
@@ -51,6 +52,7 @@ __all__ = [
     "Reconnect",
     "ResolvedProgram",
     "Returned",
+    "Rollback",
     "Run",
     "RunFile",
     "RunOptions",
@@ -66,6 +68,8 @@ __all__ = [
     "SkillFile",
     "SkillMetadata",
     "SkillSourceError",
+    "SkillVersion",
+    "SkillVersionPage",
     "ToolFailure",
     "ToolPlacement",
     "Unknown",

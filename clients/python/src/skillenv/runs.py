@@ -35,9 +35,18 @@ _RUN_END_TYPES = frozenset({"turn.completed", "turn.failed", "run.cancelled"})
 
 RunStatus = Literal["running", "completed", "failed", "cancelled"]
 
-RunSkill = Union[Skill, str, UploadedSkill]
+@dataclass(frozen=True)
+class PinnedSkill:
+    """A workspace skill at one of its versions (beyond the spec, whose reference has no version:
+    the server's docs/runs.md)."""
+
+    name: str
+    version: int
+
+
+RunSkill = Union[Skill, str, UploadedSkill, PinnedSkill]
 """A draft (uploaded before the run is submitted, once per object and client), the name of a
-workspace skill, or what `client.skills.upload` answered."""
+workspace skill, what `client.skills.upload` answered, or a workspace skill pinned to a version."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +221,10 @@ class SkillSnapshot:
     name: str
     content_hash: str
     description: str
+    version: int = 0
+    """The skill version the run used (0 for a skill bound before the server kept versions)."""
+    pinned: bool = False
+    """Whether the submission pinned that version."""
 
 
 @dataclass(frozen=True)
@@ -258,7 +271,7 @@ class RunRecord:
             session_id=message.session_id,
             status=cast(RunStatus, message.status),
             model=Model(model.provider, model.name, model.max_tokens, from_struct(model.parameters)),
-            skills=[SkillSnapshot(skill.name, skill.content_hash, skill.description) for skill in message.skills],
+            skills=[SkillSnapshot(skill.name, skill.content_hash, skill.description, skill.version, skill.pinned) for skill in message.skills],
             created_at=datetime_of(message.created_at),
             finished_at=optional_datetime_of(message, "finished_at"),
             usage=Usage(message.usage.input_tokens, message.usage.output_tokens),
@@ -387,11 +400,11 @@ def prepare_run_input(uploads: RunUploads, options: RunOptions) -> runs_pb2.RunI
         ThreadPoolExecutor(max_workers=_UPLOAD_CONCURRENCY) as files_pass,
     ):
         loop = None if agent_loop is None else loop_pass.submit(uploads.admit_agent_loop, agent_loop.implementation)
-        skill_names = [skills_pass.submit(_skill_name, skill, uploads) for skill in options.skills]
+        references = [skills_pass.submit(_skill_reference, skill, uploads) for skill in options.skills]
         staged = [files_pass.submit(_staged_file, file, uploads) for file in options.files]
         run_input = runs_pb2.RunInput(
             model=runs_pb2.Model(provider=model.provider, name=model.name, max_tokens=model.max_tokens),
-            skills=[runs_pb2.SkillReference(kind="skill", name=name.result()) for name in skill_names],
+            skills=[reference.result() for reference in references],
             message=options.message,
             agents_md=options.agents_md,
             files=[file.result() for file in staged],
@@ -406,12 +419,14 @@ def prepare_run_input(uploads: RunUploads, options: RunOptions) -> runs_pb2.RunI
     return run_input
 
 
-def _skill_name(skill: RunSkill, uploads: RunUploads) -> str:
+def _skill_reference(skill: RunSkill, uploads: RunUploads) -> runs_pb2.SkillReference:
     if isinstance(skill, str):
-        return skill
+        return runs_pb2.SkillReference(kind="skill", name=skill)
     if isinstance(skill, Skill):
-        return uploads.upload_skill(skill).name
-    return skill.name
+        return runs_pb2.SkillReference(kind="skill", name=uploads.upload_skill(skill).name)
+    if isinstance(skill, PinnedSkill):
+        return runs_pb2.SkillReference(kind="skill", name=skill.name, version=skill.version)
+    return runs_pb2.SkillReference(kind="skill", name=skill.name)
 
 
 def _staged_file(file: RunFile, uploads: RunUploads) -> runs_pb2.RunFile:

@@ -1,4 +1,5 @@
-"""The workspace's skill registry: upload (presign -> PUT -> finalize -> PutSkill), list, get, delete."""
+"""The workspace's skill registry: upload (presign -> PUT -> finalize -> PutSkill), list, get, delete,
+and each skill's versions: list them, get one, roll back to one, delete one."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from typing import overload
 
 from skillenv._gen.skillenv.skills.v1 import skills_pb2
 from skillenv._once import OncePerInstance
@@ -40,6 +42,8 @@ class SkillMetadata:
     """When the name was last bound to different bytes."""
     files: tuple[SkillFile, ...] = ()
     """Every file's path and size, from `get` (a listing leaves it empty)."""
+    version: int = 0
+    """The current version: the newest, which a reference without a version resolves to."""
 
     @classmethod
     def from_message(cls, message: skills_pb2.Skill, files: Sequence[skills_pb2.SkillFile] = ()) -> SkillMetadata:
@@ -53,7 +57,60 @@ class SkillMetadata:
             created_at=datetime_of(message.created_at),
             updated_at=datetime_of(message.updated_at),
             files=tuple(SkillFile(path=file.path, size_bytes=file.size_bytes) for file in files),
+            version=message.version,
         )
+
+
+@dataclass(frozen=True)
+class SkillVersion:
+    """One immutable version of a skill: metadata only, never its bytes."""
+
+    name: str
+    version: int
+    content_hash: str
+    description: str
+    bundle_bytes: int
+    file_count: int
+    total_file_bytes: int
+    created_at: datetime
+    restored_from: int
+    """The version a rollback copied this one from; 0 when PutSkill bound it."""
+    current: bool
+    """Whether a reference without a version resolves to it."""
+    files: tuple[SkillFile, ...] = ()
+    """Every file's path and size, from `get(name, version=...)` (a listing leaves it empty)."""
+
+    @classmethod
+    def from_message(cls, message: skills_pb2.SkillVersion, files: Sequence[skills_pb2.SkillFile] = ()) -> SkillVersion:
+        return cls(
+            name=message.name,
+            version=message.version,
+            content_hash=message.content_hash,
+            description=message.description,
+            bundle_bytes=message.bundle_bytes,
+            file_count=message.file_count,
+            total_file_bytes=message.total_file_bytes,
+            created_at=datetime_of(message.created_at),
+            restored_from=message.restored_from,
+            current=message.current,
+            files=tuple(SkillFile(path=file.path, size_bytes=file.size_bytes) for file in files),
+        )
+
+
+@dataclass(frozen=True)
+class SkillVersionPage:
+    versions: list[SkillVersion]
+    """Newest first."""
+    next_page_token: str
+    """Empty on the last page."""
+
+
+@dataclass(frozen=True)
+class Rollback:
+    skill: SkillMetadata
+    version: SkillVersion
+    """The new current version (its `restored_from` set), or the current one when nothing changed."""
+    changed: bool
 
 
 @dataclass(frozen=True)
@@ -103,9 +160,37 @@ class SkillsClient:
         page = self._rpc.call(self._rpc.skills.ListSkills, skills_pb2.ListSkillsRequest(page_size=page_size, page_token=page_token))
         return SkillPage([SkillMetadata.from_message(skill) for skill in page.skills], page.next_page_token)
 
-    def get(self, name: str) -> SkillMetadata:
+    @overload
+    def get(self, name: str) -> SkillMetadata: ...
+    @overload
+    def get(self, name: str, *, version: int) -> SkillVersion: ...
+    def get(self, name: str, *, version: int | None = None) -> SkillMetadata | SkillVersion:
+        """The skill's metadata and its files' paths and sizes; with `version`, that version's."""
+        if version is not None:
+            found = self._rpc.call(self._rpc.skills.GetSkillVersion, skills_pb2.GetSkillVersionRequest(name=name, version=version))
+            return SkillVersion.from_message(found.version, found.files)
         response = self._rpc.call(self._rpc.skills.GetSkill, skills_pb2.GetSkillRequest(name=name))
         return SkillMetadata.from_message(response.skill, response.files)
+
+    def versions(self, name: str, page_size: int = 0, page_token: str = "") -> SkillVersionPage:
+        """A page of the skill's versions, newest first: 50 by default, at most 1000."""
+        request = skills_pb2.ListSkillVersionsRequest(name=name, page_size=page_size, page_token=page_token)
+        page = self._rpc.call(self._rpc.skills.ListSkillVersions, request)
+        return SkillVersionPage([SkillVersion.from_message(version) for version in page.versions], page.next_page_token)
+
+    def rollback(self, name: str, version: int) -> Rollback:
+        """Makes the name resolve to an earlier version's content again, recorded as a new version."""
+        response = self._rpc.call(self._rpc.skills.RollbackSkill, skills_pb2.RollbackSkillRequest(name=name, version=version))
+        return Rollback(SkillMetadata.from_message(response.skill), SkillVersion.from_message(response.version), response.changed)
+
+    def instructions(self, name: str, version: int) -> str:
+        """The text of one version's SKILL.md (the one file content the API offers)."""
+        request = skills_pb2.GetSkillInstructionsRequest(name=name, version=version)
+        return self._rpc.call(self._rpc.skills.GetSkillInstructions, request).skill_md
+
+    def delete_version(self, name: str, version: int) -> None:
+        """Removes a version that is not the current one; runs that snapshotted it keep their copy."""
+        self._rpc.call(self._rpc.skills.DeleteSkillVersion, skills_pb2.DeleteSkillVersionRequest(name=name, version=version))
 
     def delete(self, name: str) -> None:
         """Removes the skill; runs that snapshotted it keep their copy."""

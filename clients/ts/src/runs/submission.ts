@@ -21,9 +21,17 @@ export interface RunModel {
 
 /**
  * A skill for a run: a draft (upserted before the run is submitted, once per instance and
- * client), the name of a workspace skill, or the result of an explicit `client.skills.upload`.
+ * client), the name of a workspace skill, the result of an explicit `client.skills.upload`, or a
+ * workspace skill pinned to one of its versions (`{ name, version }`; beyond the spec, whose
+ * reference has no version: the server's docs/runs.md).
  */
-export type RunSkill = Skill | string | UploadedSkill;
+export type RunSkill = Skill | string | UploadedSkill | PinnedSkill;
+
+/** A workspace skill at one of its versions. */
+export interface PinnedSkill {
+  name: string;
+  version: number;
+}
 
 /** A file staged under /workspace of the session's environments before the first turn. */
 export type RunFile =
@@ -77,8 +85,8 @@ export interface RunUploads {
  */
 export async function prepareRunInput(options: RunOptions, uploads: RunUploads): Promise<RunSubmission> {
   const loop = options.agentLoop;
-  const [skillNames, files, agentloop] = await Promise.all([
-    mapBounded(options.skills ?? [], UPLOAD_CONCURRENCY, (skill) => skillName(skill, uploads)),
+  const [skillReferences, files, agentloop] = await Promise.all([
+    mapBounded(options.skills ?? [], UPLOAD_CONCURRENCY, (skill) => skillReference(skill, uploads)),
     mapBounded(options.files ?? [], UPLOAD_CONCURRENCY, (file) => stagedFile(file, uploads)),
     loop && uploads.admitAgentLoop(loop.implementation).then((implementation) => agentLoopMessage(loop, implementation)),
   ]);
@@ -86,7 +94,7 @@ export async function prepareRunInput(options: RunOptions, uploads: RunUploads):
   // Zero and empty fields take the server's defaults (4096 tokens, SERVICE_RUN_MAX_ROUNDS, no instructions).
   return {
     model: { provider, name, maxTokens: maxTokens ?? 0, parameters: parameters as JsonObject | undefined },
-    skills: skillNames.map((skill) => ({ kind: "skill", name: skill })),
+    skills: skillReferences.map((reference) => ({ kind: "skill", ...reference })),
     message: options.message,
     agentsMd: options.agentsMd ?? "",
     files,
@@ -97,10 +105,11 @@ export async function prepareRunInput(options: RunOptions, uploads: RunUploads):
   };
 }
 
-async function skillName(skill: RunSkill, uploads: RunUploads): Promise<string> {
-  if (typeof skill === "string") return skill;
-  if (skill instanceof Skill) return (await uploads.uploadSkill(skill)).name;
-  return skill.name;
+async function skillReference(skill: RunSkill, uploads: RunUploads): Promise<{ name: string; version?: number }> {
+  if (typeof skill === "string") return { name: skill };
+  if (skill instanceof Skill) return { name: (await uploads.uploadSkill(skill)).name };
+  if ("version" in skill && typeof skill.version === "number") return { name: skill.name, version: skill.version };
+  return { name: skill.name };
 }
 
 async function stagedFile(file: RunFile, uploads: RunUploads): Promise<{ path: string; assetSha256: string }> {

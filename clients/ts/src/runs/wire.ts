@@ -13,6 +13,10 @@ export interface RunSkillSnapshot {
   /** The bundle's SHA-256 at submit. */
   contentHash: string;
   description: string;
+  /** The skill version the run used (0 for a skill bound before the server kept versions). */
+  version: number;
+  /** Whether the submission pinned that version. */
+  pinned: boolean;
 }
 
 export interface RunUsage {
@@ -44,7 +48,7 @@ export interface RunRecord {
   error: { code: string; message: string } | undefined;
   /** The key the run was submitted with; the client generates one when none is given. */
   idempotencyKey: string;
-  /** Equal for equal submissions, skills counted by name. */
+  /** Equal for equal submissions, skills counted by name (and pinned version). */
   idempotencyHash: string;
 }
 
@@ -62,7 +66,7 @@ export function runRecordFrom(message: RunMessage): RunRecord {
     sessionId: message.sessionId,
     status: message.status as RunStatus,
     model: { provider: model.provider, name: model.name, maxTokens: model.maxTokens, parameters: model.parameters ?? {} },
-    skills: message.skills.map(({ name, contentHash, description }) => ({ name, contentHash, description })),
+    skills: message.skills.map(({ name, contentHash, description, version, pinned }) => ({ name, contentHash, description, version, pinned })),
     createdAt: timestampDate(required(message.createdAt, "the run's creation time")),
     finishedAt: message.finishedAt && timestampDate(message.finishedAt),
     // Token counts are 64-bit on the wire; a run's fit a JavaScript number exactly.

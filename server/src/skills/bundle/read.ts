@@ -47,6 +47,8 @@ export interface BundleSummary {
 export interface BundleFile {
   path: string;
   sizeBytes: number;
+  /** CRC-32 of the bytes (the zip's own); absent in listings stored before it was kept. */
+  crc32?: number;
 }
 
 /** A bundle that passed every check, with its files in canonical (UTF-8 path) order. */
@@ -127,7 +129,7 @@ async function readChecked(
     let totalBytes = 0;
     for (const { size } of entries) totalBytes += size;
     const ordered = layout.localHeaders.map(({ entry }) => entry);
-    const listing = ordered.map(({ path, size }) => ({ path, sizeBytes: size }));
+    const listing = ordered.map(({ path, size, crc }) => ({ path, sizeBytes: size, crc32: crc }));
     const summary = { ...(name === undefined ? {} : { frontmatterName: name }), description, fileCount: entries.length, totalBytes, listing };
     return { summary, entries: ordered };
   } catch (error) {

@@ -206,6 +206,14 @@ export declare type SkillReference = Message<"skillenv.sessions.v1.SkillReferenc
    * @generated from field: string name = 2;
    */
   name: string;
+
+  /**
+   * Pins a version of the skill (beyond SPEC 2.2, docs/runs.md): the run
+   * gets that version's content. 0 (unset): the current version at submit.
+   *
+   * @generated from field: int32 version = 3;
+   */
+  version: number;
 };
 
 /**
@@ -341,7 +349,7 @@ export declare type Run = Message<"skillenv.sessions.v1.Run"> & {
 
   /**
    * SHA-256 of the run's canonical submission (docs/runs.md): equal for
-   * equal submissions, skills counted by name.
+   * equal submissions, skills counted by name (and pinned version).
    *
    * @generated from field: string idempotency_hash = 14;
    */
@@ -387,6 +395,21 @@ export declare type SkillSnapshot = Message<"skillenv.sessions.v1.SkillSnapshot"
    * @generated from field: string description = 3;
    */
   description: string;
+
+  /**
+   * The version the run used; 0 for a skill bound before versions were
+   * kept.
+   *
+   * @generated from field: int32 version = 4;
+   */
+  version: number;
+
+  /**
+   * Whether the submission pinned that version.
+   *
+   * @generated from field: bool pinned = 5;
+   */
+  pinned: boolean;
 };
 
 /**

@@ -72,6 +72,15 @@ export declare type Skill = Message<"skillenv.skills.v1.Skill"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 8;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * The current version's number: the newest version, which a reference
+   * without a version resolves to. 0 only for a skill last bound before
+   * versions were kept.
+   *
+   * @generated from field: int32 version = 9;
+   */
+  version: number;
 };
 
 /**
@@ -79,6 +88,93 @@ export declare type Skill = Message<"skillenv.skills.v1.Skill"> & {
  * Use `create(SkillSchema)` to create a new message.
  */
 export declare const SkillSchema: GenMessage<Skill>;
+
+/**
+ * SkillVersion is the metadata of one immutable version of a skill.
+ *
+ * @generated from message skillenv.skills.v1.SkillVersion
+ */
+export declare type SkillVersion = Message<"skillenv.skills.v1.SkillVersion"> & {
+  /**
+   * The skill's name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The version's number: 1 for the first binding of the name, one more for
+   * each later binding of another hash (and each rollback). Numbers of
+   * removed versions are not reused.
+   *
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+
+  /**
+   * SHA-256 of the version's canonical bundle.
+   *
+   * @generated from field: string content_hash = 3;
+   */
+  contentHash: string;
+
+  /**
+   * Description from the version's SKILL.md frontmatter.
+   *
+   * @generated from field: string description = 4;
+   */
+  description: string;
+
+  /**
+   * Size of the canonical bundle (the zip) in bytes.
+   *
+   * @generated from field: int64 bundle_bytes = 5;
+   */
+  bundleBytes: bigint;
+
+  /**
+   * Number of files in the bundle, SKILL.md included.
+   *
+   * @generated from field: int32 file_count = 6;
+   */
+  fileCount: number;
+
+  /**
+   * Sum of the files' sizes in bytes.
+   *
+   * @generated from field: int64 total_file_bytes = 7;
+   */
+  totalFileBytes: bigint;
+
+  /**
+   * When the version was created.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * The version a rollback copied this one from; 0 when it was bound by
+   * PutSkill.
+   *
+   * @generated from field: int32 restored_from = 9;
+   */
+  restoredFrom: number;
+
+  /**
+   * Whether this is the current version (the one an unpinned reference
+   * resolves to).
+   *
+   * @generated from field: bool current = 10;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.SkillVersion.
+ * Use `create(SkillVersionSchema)` to create a new message.
+ */
+export declare const SkillVersionSchema: GenMessage<SkillVersion>;
 
 /**
  * PutSkillRequest binds a name to a bundle.
@@ -202,6 +298,15 @@ export declare type SkillFile = Message<"skillenv.skills.v1.SkillFile"> & {
    * @generated from field: int64 size_bytes = 2;
    */
   sizeBytes: bigint;
+
+  /**
+   * CRC-32 of the file's bytes, as the canonical zip records it: equal
+   * files have equal ones, so two versions' listings tell which files
+   * changed. 0 in listings stored before it was kept.
+   *
+   * @generated from field: uint32 crc32 = 3;
+   */
+  crc32: number;
 };
 
 /**
@@ -299,13 +404,283 @@ export declare type DeleteSkillResponse = Message<"skillenv.skills.v1.DeleteSkil
 export declare const DeleteSkillResponseSchema: GenMessage<DeleteSkillResponse>;
 
 /**
+ * ListSkillVersionsRequest asks for a page of one skill's versions.
+ *
+ * @generated from message skillenv.skills.v1.ListSkillVersionsRequest
+ */
+export declare type ListSkillVersionsRequest = Message<"skillenv.skills.v1.ListSkillVersionsRequest"> & {
+  /**
+   * The skill name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Most versions to return; 0 means 50; at most 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * next_page_token of the previous page; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.ListSkillVersionsRequest.
+ * Use `create(ListSkillVersionsRequestSchema)` to create a new message.
+ */
+export declare const ListSkillVersionsRequestSchema: GenMessage<ListSkillVersionsRequest>;
+
+/**
+ * ListSkillVersionsResponse is one page of versions, newest first.
+ *
+ * @generated from message skillenv.skills.v1.ListSkillVersionsResponse
+ */
+export declare type ListSkillVersionsResponse = Message<"skillenv.skills.v1.ListSkillVersionsResponse"> & {
+  /**
+   * The versions of this page.
+   *
+   * @generated from field: repeated skillenv.skills.v1.SkillVersion versions = 1;
+   */
+  versions: SkillVersion[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.ListSkillVersionsResponse.
+ * Use `create(ListSkillVersionsResponseSchema)` to create a new message.
+ */
+export declare const ListSkillVersionsResponseSchema: GenMessage<ListSkillVersionsResponse>;
+
+/**
+ * GetSkillVersionRequest names one version of a skill.
+ *
+ * @generated from message skillenv.skills.v1.GetSkillVersionRequest
+ */
+export declare type GetSkillVersionRequest = Message<"skillenv.skills.v1.GetSkillVersionRequest"> & {
+  /**
+   * The skill name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The version's number (1 or more).
+   *
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillVersionRequest.
+ * Use `create(GetSkillVersionRequestSchema)` to create a new message.
+ */
+export declare const GetSkillVersionRequestSchema: GenMessage<GetSkillVersionRequest>;
+
+/**
+ * GetSkillVersionResponse carries one version.
+ *
+ * @generated from message skillenv.skills.v1.GetSkillVersionResponse
+ */
+export declare type GetSkillVersionResponse = Message<"skillenv.skills.v1.GetSkillVersionResponse"> & {
+  /**
+   * The version's metadata.
+   *
+   * @generated from field: skillenv.skills.v1.SkillVersion version = 1;
+   */
+  version?: SkillVersion | undefined;
+
+  /**
+   * Every file of the version's bundle, SKILL.md included, in canonical
+   * order: paths and sizes, never the bytes.
+   *
+   * @generated from field: repeated skillenv.skills.v1.SkillFile files = 2;
+   */
+  files: SkillFile[];
+};
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillVersionResponse.
+ * Use `create(GetSkillVersionResponseSchema)` to create a new message.
+ */
+export declare const GetSkillVersionResponseSchema: GenMessage<GetSkillVersionResponse>;
+
+/**
+ * DeleteSkillVersionRequest names the version to delete.
+ *
+ * @generated from message skillenv.skills.v1.DeleteSkillVersionRequest
+ */
+export declare type DeleteSkillVersionRequest = Message<"skillenv.skills.v1.DeleteSkillVersionRequest"> & {
+  /**
+   * The skill name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The version's number; not the current one.
+   *
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.DeleteSkillVersionRequest.
+ * Use `create(DeleteSkillVersionRequestSchema)` to create a new message.
+ */
+export declare const DeleteSkillVersionRequestSchema: GenMessage<DeleteSkillVersionRequest>;
+
+/**
+ * DeleteSkillVersionResponse is empty: the version no longer exists.
+ *
+ * @generated from message skillenv.skills.v1.DeleteSkillVersionResponse
+ */
+export declare type DeleteSkillVersionResponse = Message<"skillenv.skills.v1.DeleteSkillVersionResponse"> & {
+};
+
+/**
+ * Describes the message skillenv.skills.v1.DeleteSkillVersionResponse.
+ * Use `create(DeleteSkillVersionResponseSchema)` to create a new message.
+ */
+export declare const DeleteSkillVersionResponseSchema: GenMessage<DeleteSkillVersionResponse>;
+
+/**
+ * GetSkillInstructionsRequest names one version of a skill.
+ *
+ * @generated from message skillenv.skills.v1.GetSkillInstructionsRequest
+ */
+export declare type GetSkillInstructionsRequest = Message<"skillenv.skills.v1.GetSkillInstructionsRequest"> & {
+  /**
+   * The skill name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The version's number (1 or more).
+   *
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillInstructionsRequest.
+ * Use `create(GetSkillInstructionsRequestSchema)` to create a new message.
+ */
+export declare const GetSkillInstructionsRequestSchema: GenMessage<GetSkillInstructionsRequest>;
+
+/**
+ * GetSkillInstructionsResponse carries a version's SKILL.md.
+ *
+ * @generated from message skillenv.skills.v1.GetSkillInstructionsResponse
+ */
+export declare type GetSkillInstructionsResponse = Message<"skillenv.skills.v1.GetSkillInstructionsResponse"> & {
+  /**
+   * The SKILL.md text, frontmatter included.
+   *
+   * @generated from field: string skill_md = 1;
+   */
+  skillMd: string;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillInstructionsResponse.
+ * Use `create(GetSkillInstructionsResponseSchema)` to create a new message.
+ */
+export declare const GetSkillInstructionsResponseSchema: GenMessage<GetSkillInstructionsResponse>;
+
+/**
+ * RollbackSkillRequest names the version whose content the skill returns to.
+ *
+ * @generated from message skillenv.skills.v1.RollbackSkillRequest
+ */
+export declare type RollbackSkillRequest = Message<"skillenv.skills.v1.RollbackSkillRequest"> & {
+  /**
+   * The skill name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The version to restore (1 or more).
+   *
+   * @generated from field: int32 version = 2;
+   */
+  version: number;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.RollbackSkillRequest.
+ * Use `create(RollbackSkillRequestSchema)` to create a new message.
+ */
+export declare const RollbackSkillRequestSchema: GenMessage<RollbackSkillRequest>;
+
+/**
+ * RollbackSkillResponse returns the skill after the rollback.
+ *
+ * @generated from message skillenv.skills.v1.RollbackSkillResponse
+ */
+export declare type RollbackSkillResponse = Message<"skillenv.skills.v1.RollbackSkillResponse"> & {
+  /**
+   * The skill after the call; its version is the new current version.
+   *
+   * @generated from field: skillenv.skills.v1.Skill skill = 1;
+   */
+  skill?: Skill | undefined;
+
+  /**
+   * The new current version (restored_from set), or the current one when it
+   * already had that content.
+   *
+   * @generated from field: skillenv.skills.v1.SkillVersion version = 2;
+   */
+  version?: SkillVersion | undefined;
+
+  /**
+   * False when the skill already had that content and nothing was written.
+   * Always present.
+   *
+   * @generated from field: optional bool changed = 3;
+   */
+  changed?: boolean | undefined;
+};
+
+/**
+ * Describes the message skillenv.skills.v1.RollbackSkillResponse.
+ * Use `create(RollbackSkillResponseSchema)` to create a new message.
+ */
+export declare const RollbackSkillResponseSchema: GenMessage<RollbackSkillResponse>;
+
+/**
  * SkillService is the workspace's registry of named skills.
  *
  * A skill binds a name to the content hash of a canonical bundle (a zip with
  * SKILL.md at its root, see docs/bundle-format.md) that the workspace has
  * uploaded and finalized through the AssetService. Skills are mutable by
  * name: binding another hash changes what every later run referencing the
- * name sees. Every method returns metadata only, never bundle bytes.
+ * name sees. Every binding of another hash is kept as an immutable, numbered
+ * version (docs/skills.md "Versions"), which runs may pin and to which the
+ * name can be rolled back. Every method returns metadata only, never bundle
+ * bytes.
  *
  * @generated from service skillenv.skills.v1.SkillService
  */
@@ -352,6 +727,65 @@ export declare const SkillService: GenService<{
     methodKind: "unary";
     input: typeof DeleteSkillRequestSchema;
     output: typeof DeleteSkillResponseSchema;
+  },
+  /**
+   * ListSkillVersions returns the versions of the skill `name` the service
+   * keeps, newest first, a page at a time.
+   *
+   * @generated from rpc skillenv.skills.v1.SkillService.ListSkillVersions
+   */
+  listSkillVersions: {
+    methodKind: "unary";
+    input: typeof ListSkillVersionsRequestSchema;
+    output: typeof ListSkillVersionsResponseSchema;
+  },
+  /**
+   * GetSkillVersion returns the metadata of one version and the paths and
+   * sizes of its files.
+   *
+   * @generated from rpc skillenv.skills.v1.SkillService.GetSkillVersion
+   */
+  getSkillVersion: {
+    methodKind: "unary";
+    input: typeof GetSkillVersionRequestSchema;
+    output: typeof GetSkillVersionResponseSchema;
+  },
+  /**
+   * DeleteSkillVersion removes one version that is not the current one.
+   * Runs that already snapshotted it keep their copy.
+   *
+   * @generated from rpc skillenv.skills.v1.SkillService.DeleteSkillVersion
+   */
+  deleteSkillVersion: {
+    methodKind: "unary";
+    input: typeof DeleteSkillVersionRequestSchema;
+    output: typeof DeleteSkillVersionResponseSchema;
+  },
+  /**
+   * GetSkillInstructions returns the text of one version's SKILL.md: the
+   * instructions the skills tool's `load` gives a model, for people to read
+   * and compare between versions. The one method that returns a file's
+   * content; list and get stay metadata only.
+   *
+   * @generated from rpc skillenv.skills.v1.SkillService.GetSkillInstructions
+   */
+  getSkillInstructions: {
+    methodKind: "unary";
+    input: typeof GetSkillInstructionsRequestSchema;
+    output: typeof GetSkillInstructionsResponseSchema;
+  },
+  /**
+   * RollbackSkill makes the name resolve to the content of an earlier
+   * version again. The rollback is itself recorded: it creates a new version
+   * with that content, whose restored_from names the version it came from.
+   * Rolling back to the content the skill already has is a no-op.
+   *
+   * @generated from rpc skillenv.skills.v1.SkillService.RollbackSkill
+   */
+  rollbackSkill: {
+    methodKind: "unary";
+    input: typeof RollbackSkillRequestSchema;
+    output: typeof RollbackSkillResponseSchema;
   },
 }>;
 

@@ -10,7 +10,7 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file skillenv/skills/v1/skills.proto.
  */
 export const file_skillenv_skills_v1_skills = /*@__PURE__*/
-  fileDesc("Ch9za2lsbGVudi9za2lsbHMvdjEvc2tpbGxzLnByb3RvEhJza2lsbGVudi5za2lsbHMudjEi5AEKBVNraWxsEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMY29udGVudF9oYXNoGAMgASgJEhQKDGJ1bmRsZV9ieXRlcxgEIAEoAxISCgpmaWxlX2NvdW50GAUgASgFEhgKEHRvdGFsX2ZpbGVfYnl0ZXMYBiABKAMSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiNQoPUHV0U2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMY29udGVudF9oYXNoGAIgASgJIl4KEFB1dFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSFAoHY2hhbmdlZBgCIAEoCEgAiAEBQgoKCF9jaGFuZ2VkIh8KD0dldFNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJImoKEEdldFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIi0KCVNraWxsRmlsZRIMCgRwYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMiOgoRTGlzdFNraWxsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWAoSTGlzdFNraWxsc1Jlc3BvbnNlEikKBnNraWxscxgBIAMoCzIZLnNraWxsZW52LnNraWxscy52MS5Ta2lsbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZTLVAwoMU2tpbGxTZXJ2aWNlEnAKCFB1dFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLlB1dFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5QdXRTa2lsbFJlc3BvbnNlIhmC0+STAhM6ASoaDi9za2lsbHMve25hbWV9Em0KCEdldFNraWxsEiMuc2tpbGxlbnYuc2tpbGxzLnYxLkdldFNraWxsUmVxdWVzdBokLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbFJlc3BvbnNlIhaC0+STAhASDi9za2lsbHMve25hbWV9EmwKCkxpc3RTa2lsbHMSJS5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1JlcXVlc3QaJi5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsc1Jlc3BvbnNlIg+C0+STAgkSBy9za2lsbHMSdgoLRGVsZXRlU2tpbGwSJi5za2lsbGVudi5za2lsbHMudjEuRGVsZXRlU2tpbGxSZXF1ZXN0Gicuc2tpbGxlbnYuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVzcG9uc2UiFoLT5JMCECoOL3NraWxscy97bmFtZX1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("Ch9za2lsbGVudi9za2lsbHMvdjEvc2tpbGxzLnByb3RvEhJza2lsbGVudi5za2lsbHMudjEi9QEKBVNraWxsEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMY29udGVudF9oYXNoGAMgASgJEhQKDGJ1bmRsZV9ieXRlcxgEIAEoAxISCgpmaWxlX2NvdW50GAUgASgFEhgKEHRvdGFsX2ZpbGVfYnl0ZXMYBiABKAMSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHdmVyc2lvbhgJIAEoBSL0AQoMU2tpbGxWZXJzaW9uEgwKBG5hbWUYASABKAkSDwoHdmVyc2lvbhgCIAEoBRIUCgxjb250ZW50X2hhc2gYAyABKAkSEwoLZGVzY3JpcHRpb24YBCABKAkSFAoMYnVuZGxlX2J5dGVzGAUgASgDEhIKCmZpbGVfY291bnQYBiABKAUSGAoQdG90YWxfZmlsZV9ieXRlcxgHIAEoAxIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1yZXN0b3JlZF9mcm9tGAkgASgFEg8KB2N1cnJlbnQYCiABKAgiNQoPUHV0U2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkSFAoMY29udGVudF9oYXNoGAIgASgJIl4KEFB1dFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSFAoHY2hhbmdlZBgCIAEoCEgAiAEBQgoKCF9jaGFuZ2VkIh8KD0dldFNraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJImoKEEdldFNraWxsUmVzcG9uc2USKAoFc2tpbGwYASABKAsyGS5za2lsbGVudi5za2lsbHMudjEuU2tpbGwSLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIjwKCVNraWxsRmlsZRIMCgRwYXRoGAEgASgJEhIKCnNpemVfYnl0ZXMYAiABKAMSDQoFY3JjMzIYAyABKA0iOgoRTGlzdFNraWxsc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiWAoSTGlzdFNraWxsc1Jlc3BvbnNlEikKBnNraWxscxgBIAMoCzIZLnNraWxsZW52LnNraWxscy52MS5Ta2lsbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIgoSRGVsZXRlU2tpbGxSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTRGVsZXRlU2tpbGxSZXNwb25zZSJPChhMaXN0U2tpbGxWZXJzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJoChlMaXN0U2tpbGxWZXJzaW9uc1Jlc3BvbnNlEjIKCHZlcnNpb25zGAEgAygLMiAuc2tpbGxlbnYuc2tpbGxzLnYxLlNraWxsVmVyc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiNwoWR2V0U2tpbGxWZXJzaW9uUmVxdWVzdBIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAUiegoXR2V0U2tpbGxWZXJzaW9uUmVzcG9uc2USMQoHdmVyc2lvbhgBIAEoCzIgLnNraWxsZW52LnNraWxscy52MS5Ta2lsbFZlcnNpb24SLAoFZmlsZXMYAiADKAsyHS5za2lsbGVudi5za2lsbHMudjEuU2tpbGxGaWxlIjoKGURlbGV0ZVNraWxsVmVyc2lvblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgFIhwKGkRlbGV0ZVNraWxsVmVyc2lvblJlc3BvbnNlIjwKG0dldFNraWxsSW5zdHJ1Y3Rpb25zUmVxdWVzdBIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAUiMAocR2V0U2tpbGxJbnN0cnVjdGlvbnNSZXNwb25zZRIQCghza2lsbF9tZBgBIAEoCSI1ChRSb2xsYmFja1NraWxsUmVxdWVzdBIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAUilgEKFVJvbGxiYWNrU2tpbGxSZXNwb25zZRIoCgVza2lsbBgBIAEoCzIZLnNraWxsZW52LnNraWxscy52MS5Ta2lsbBIxCgd2ZXJzaW9uGAIgASgLMiAuc2tpbGxlbnYuc2tpbGxzLnYxLlNraWxsVmVyc2lvbhIUCgdjaGFuZ2VkGAMgASgISACIAQFCCgoIX2NoYW5nZWQy4QkKDFNraWxsU2VydmljZRJwCghQdXRTa2lsbBIjLnNraWxsZW52LnNraWxscy52MS5QdXRTa2lsbFJlcXVlc3QaJC5za2lsbGVudi5za2lsbHMudjEuUHV0U2tpbGxSZXNwb25zZSIZgtPkkwITOgEqGg4vc2tpbGxzL3tuYW1lfRJtCghHZXRTa2lsbBIjLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbFJlcXVlc3QaJC5za2lsbGVudi5za2lsbHMudjEuR2V0U2tpbGxSZXNwb25zZSIWgtPkkwIQEg4vc2tpbGxzL3tuYW1lfRJsCgpMaXN0U2tpbGxzEiUuc2tpbGxlbnYuc2tpbGxzLnYxLkxpc3RTa2lsbHNSZXF1ZXN0GiYuc2tpbGxlbnYuc2tpbGxzLnYxLkxpc3RTa2lsbHNSZXNwb25zZSIPgtPkkwIJEgcvc2tpbGxzEnYKC0RlbGV0ZVNraWxsEiYuc2tpbGxlbnYuc2tpbGxzLnYxLkRlbGV0ZVNraWxsUmVxdWVzdBonLnNraWxsZW52LnNraWxscy52MS5EZWxldGVTa2lsbFJlc3BvbnNlIhaC0+STAhAqDi9za2lsbHMve25hbWV9EpEBChFMaXN0U2tpbGxWZXJzaW9ucxIsLnNraWxsZW52LnNraWxscy52MS5MaXN0U2tpbGxWZXJzaW9uc1JlcXVlc3QaLS5za2lsbGVudi5za2lsbHMudjEuTGlzdFNraWxsVmVyc2lvbnNSZXNwb25zZSIfgtPkkwIZEhcvc2tpbGxzL3tuYW1lfS92ZXJzaW9ucxKVAQoPR2V0U2tpbGxWZXJzaW9uEiouc2tpbGxlbnYuc2tpbGxzLnYxLkdldFNraWxsVmVyc2lvblJlcXVlc3QaKy5za2lsbGVudi5za2lsbHMudjEuR2V0U2tpbGxWZXJzaW9uUmVzcG9uc2UiKYLT5JMCIxIhL3NraWxscy97bmFtZX0vdmVyc2lvbnMve3ZlcnNpb259Ep4BChJEZWxldGVTa2lsbFZlcnNpb24SLS5za2lsbGVudi5za2lsbHMudjEuRGVsZXRlU2tpbGxWZXJzaW9uUmVxdWVzdBouLnNraWxsZW52LnNraWxscy52MS5EZWxldGVTa2lsbFZlcnNpb25SZXNwb25zZSIpgtPkkwIjKiEvc2tpbGxzL3tuYW1lfS92ZXJzaW9ucy97dmVyc2lvbn0SsQEKFEdldFNraWxsSW5zdHJ1Y3Rpb25zEi8uc2tpbGxlbnYuc2tpbGxzLnYxLkdldFNraWxsSW5zdHJ1Y3Rpb25zUmVxdWVzdBowLnNraWxsZW52LnNraWxscy52MS5HZXRTa2lsbEluc3RydWN0aW9uc1Jlc3BvbnNlIjaC0+STAjASLi9za2lsbHMve25hbWV9L3ZlcnNpb25zL3t2ZXJzaW9ufS9pbnN0cnVjdGlvbnMSiAEKDVJvbGxiYWNrU2tpbGwSKC5za2lsbGVudi5za2lsbHMudjEuUm9sbGJhY2tTa2lsbFJlcXVlc3QaKS5za2lsbGVudi5za2lsbHMudjEuUm9sbGJhY2tTa2lsbFJlc3BvbnNlIiKC0+STAhw6ASoiFy9za2lsbHMve25hbWV9L3JvbGxiYWNrYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * Describes the message skillenv.skills.v1.Skill.
@@ -20,67 +20,144 @@ export const SkillSchema = /*@__PURE__*/
   messageDesc(file_skillenv_skills_v1_skills, 0);
 
 /**
+ * Describes the message skillenv.skills.v1.SkillVersion.
+ * Use `create(SkillVersionSchema)` to create a new message.
+ */
+export const SkillVersionSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 1);
+
+/**
  * Describes the message skillenv.skills.v1.PutSkillRequest.
  * Use `create(PutSkillRequestSchema)` to create a new message.
  */
 export const PutSkillRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 1);
+  messageDesc(file_skillenv_skills_v1_skills, 2);
 
 /**
  * Describes the message skillenv.skills.v1.PutSkillResponse.
  * Use `create(PutSkillResponseSchema)` to create a new message.
  */
 export const PutSkillResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 2);
+  messageDesc(file_skillenv_skills_v1_skills, 3);
 
 /**
  * Describes the message skillenv.skills.v1.GetSkillRequest.
  * Use `create(GetSkillRequestSchema)` to create a new message.
  */
 export const GetSkillRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 3);
+  messageDesc(file_skillenv_skills_v1_skills, 4);
 
 /**
  * Describes the message skillenv.skills.v1.GetSkillResponse.
  * Use `create(GetSkillResponseSchema)` to create a new message.
  */
 export const GetSkillResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 4);
+  messageDesc(file_skillenv_skills_v1_skills, 5);
 
 /**
  * Describes the message skillenv.skills.v1.SkillFile.
  * Use `create(SkillFileSchema)` to create a new message.
  */
 export const SkillFileSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 5);
+  messageDesc(file_skillenv_skills_v1_skills, 6);
 
 /**
  * Describes the message skillenv.skills.v1.ListSkillsRequest.
  * Use `create(ListSkillsRequestSchema)` to create a new message.
  */
 export const ListSkillsRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 6);
+  messageDesc(file_skillenv_skills_v1_skills, 7);
 
 /**
  * Describes the message skillenv.skills.v1.ListSkillsResponse.
  * Use `create(ListSkillsResponseSchema)` to create a new message.
  */
 export const ListSkillsResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 7);
+  messageDesc(file_skillenv_skills_v1_skills, 8);
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillRequest.
  * Use `create(DeleteSkillRequestSchema)` to create a new message.
  */
 export const DeleteSkillRequestSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 8);
+  messageDesc(file_skillenv_skills_v1_skills, 9);
 
 /**
  * Describes the message skillenv.skills.v1.DeleteSkillResponse.
  * Use `create(DeleteSkillResponseSchema)` to create a new message.
  */
 export const DeleteSkillResponseSchema = /*@__PURE__*/
-  messageDesc(file_skillenv_skills_v1_skills, 9);
+  messageDesc(file_skillenv_skills_v1_skills, 10);
+
+/**
+ * Describes the message skillenv.skills.v1.ListSkillVersionsRequest.
+ * Use `create(ListSkillVersionsRequestSchema)` to create a new message.
+ */
+export const ListSkillVersionsRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 11);
+
+/**
+ * Describes the message skillenv.skills.v1.ListSkillVersionsResponse.
+ * Use `create(ListSkillVersionsResponseSchema)` to create a new message.
+ */
+export const ListSkillVersionsResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 12);
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillVersionRequest.
+ * Use `create(GetSkillVersionRequestSchema)` to create a new message.
+ */
+export const GetSkillVersionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 13);
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillVersionResponse.
+ * Use `create(GetSkillVersionResponseSchema)` to create a new message.
+ */
+export const GetSkillVersionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 14);
+
+/**
+ * Describes the message skillenv.skills.v1.DeleteSkillVersionRequest.
+ * Use `create(DeleteSkillVersionRequestSchema)` to create a new message.
+ */
+export const DeleteSkillVersionRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 15);
+
+/**
+ * Describes the message skillenv.skills.v1.DeleteSkillVersionResponse.
+ * Use `create(DeleteSkillVersionResponseSchema)` to create a new message.
+ */
+export const DeleteSkillVersionResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 16);
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillInstructionsRequest.
+ * Use `create(GetSkillInstructionsRequestSchema)` to create a new message.
+ */
+export const GetSkillInstructionsRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 17);
+
+/**
+ * Describes the message skillenv.skills.v1.GetSkillInstructionsResponse.
+ * Use `create(GetSkillInstructionsResponseSchema)` to create a new message.
+ */
+export const GetSkillInstructionsResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 18);
+
+/**
+ * Describes the message skillenv.skills.v1.RollbackSkillRequest.
+ * Use `create(RollbackSkillRequestSchema)` to create a new message.
+ */
+export const RollbackSkillRequestSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 19);
+
+/**
+ * Describes the message skillenv.skills.v1.RollbackSkillResponse.
+ * Use `create(RollbackSkillResponseSchema)` to create a new message.
+ */
+export const RollbackSkillResponseSchema = /*@__PURE__*/
+  messageDesc(file_skillenv_skills_v1_skills, 20);
 
 /**
  * SkillService is the workspace's registry of named skills.
@@ -89,7 +166,10 @@ export const DeleteSkillResponseSchema = /*@__PURE__*/
  * SKILL.md at its root, see docs/bundle-format.md) that the workspace has
  * uploaded and finalized through the AssetService. Skills are mutable by
  * name: binding another hash changes what every later run referencing the
- * name sees. Every method returns metadata only, never bundle bytes.
+ * name sees. Every binding of another hash is kept as an immutable, numbered
+ * version (docs/skills.md "Versions"), which runs may pin and to which the
+ * name can be rolled back. Every method returns metadata only, never bundle
+ * bytes.
  *
  * @generated from service skillenv.skills.v1.SkillService
  */

@@ -17,7 +17,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from skillenv._gen.skillenv.sessions.v1 import common_pb2 as skillenv_dot_sessions_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fskillenv/sessions/v1/runs.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!skillenv/sessions/v1/common.proto\"\x86\x04\n\x08RunInput\x12\x31\n\x05model\x18\x01 \x01(\x0b\x32\x1b.skillenv.sessions.v1.ModelR\x05model\x12=\n\tagentloop\x18\x02 \x01(\x0b\x32\x1f.skillenv.sessions.v1.AgentLoopR\tagentloop\x12<\n\x06skills\x18\x03 \x03(\x0b\x32$.skillenv.sessions.v1.SkillReferenceR\x06skills\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\x12\x1b\n\tagents_md\x18\x05 \x01(\tR\x08\x61gentsMd\x12\x33\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x1d.skillenv.sessions.v1.RunFileR\x05\x66iles\x12U\n\rprovider_keys\x18\x07 \x03(\x0b\x32\x30.skillenv.sessions.v1.RunInput.ProviderKeysEntryR\x0cproviderKeys\x12\'\n\x0fidempotency_key\x18\x08 \x01(\tR\x0eidempotencyKey\x12\x1d\n\nmax_rounds\x18\t \x01(\x05R\tmaxRounds\x1a?\n\x11ProviderKeysEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xc1\x01\n\x05Model\x12\x1a\n\x08provider\x18\x01 \x01(\tR\x08provider\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n\nmax_tokens\x18\x03 \x01(\x05R\tmaxTokens\x12\x37\n\nparameters\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\x30\n\x14\x64isable_prompt_cache\x18\x05 \x01(\x08R\x12\x64isablePromptCache\"\xb9\x01\n\tAgentLoop\x12 \n\x0b\x65nvironment\x18\x01 \x01(\tR\x0b\x65nvironment\x12L\n\x0eimplementation\x18\x02 \x01(\x0b\x32$.skillenv.sessions.v1.ImplementationR\x0eimplementation\x12<\n\rconfiguration\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"8\n\x0eSkillReference\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\"@\n\x07RunFile\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12!\n\x0c\x61sset_sha256\x18\x02 \x01(\tR\x0b\x61ssetSha256\"\xe9\x04\n\x03Run\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n\x06status\x18\x03 \x01(\tR\x06status\x12\x31\n\x05model\x18\x04 \x01(\x0b\x32\x1b.skillenv.sessions.v1.ModelR\x05model\x12;\n\x06skills\x18\x05 \x03(\x0b\x32#.skillenv.sessions.v1.SkillSnapshotR\x06skills\x12\x39\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n\x0b\x66inished_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nfinishedAt\x12\x31\n\x05usage\x18\x08 \x01(\x0b\x32\x1b.skillenv.sessions.v1.UsageR\x05usage\x12\x1f\n\x0bstop_reason\x18\t \x01(\tR\nstopReason\x12\x16\n\x06rounds\x18\n \x01(\x05R\x06rounds\x12\x1d\n\ntool_calls\x18\x0b \x01(\x05R\ttoolCalls\x12\x1f\n\x0boutput_text\x18\x0c \x01(\tR\noutputText\x12\x33\n\x05\x65rror\x18\r \x01(\x0b\x32\x1d.skillenv.sessions.v1.FailureR\x05\x65rror\x12)\n\x10idempotency_hash\x18\x0e \x01(\tR\x0fidempotencyHash\x12\'\n\x0fidempotency_key\x18\x0f \x01(\tR\x0eidempotencyKey\"h\n\rSkillSnapshot\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x63ontent_hash\x18\x02 \x01(\tR\x0b\x63ontentHash\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\"\xf0\x01\n\x05Usage\x12!\n\x0cinput_tokens\x18\x01 \x01(\x03R\x0binputTokens\x12#\n\routput_tokens\x18\x02 \x01(\x03R\x0coutputTokens\x12=\n\x1b\x63\x61\x63he_creation_input_tokens\x18\x03 \x01(\x03R\x18\x63\x61\x63heCreationInputTokens\x12\x35\n\x17\x63\x61\x63he_read_input_tokens\x18\x04 \x01(\x03R\x14\x63\x61\x63heReadInputTokens\x12)\n\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"c\n\x10\x43reateRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x30\n\x03run\x18\x02 \x01(\x0b\x32\x1e.skillenv.sessions.v1.RunInputR\x03run\"k\n\x11\x43reateRunResponse\x12+\n\x03run\x18\x01 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\x12\x1d\n\x07\x63reated\x18\x02 \x01(\x08H\x00R\x07\x63reated\x88\x01\x01\x42\n\n\x08_created\"E\n\rGetRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"=\n\x0eGetRunResponse\x12+\n\x03run\x18\x01 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"l\n\x0fListRunsRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"i\n\x10ListRunsResponse\x12-\n\x04runs\x18\x01 \x03(\x0b\x32\x19.skillenv.sessions.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"H\n\x10\x43\x61ncelRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"@\n\x11\x43\x61ncelRunResponse\x12+\n\x03run\x18\x01 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"H\n\x10\x44\x65leteRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"\x13\n\x11\x44\x65leteRunResponse2\xca\x05\n\nRunService\x12\x89\x01\n\tCreateRun\x12&.skillenv.sessions.v1.CreateRunRequest\x1a\'.skillenv.sessions.v1.CreateRunResponse\"+\x82\xd3\xe4\x93\x02%:\x03run\"\x1e/v1/sessions/{session_id}/runs\x12\x84\x01\n\x06GetRun\x12#.skillenv.sessions.v1.GetRunRequest\x1a$.skillenv.sessions.v1.GetRunResponse\"/\x82\xd3\xe4\x93\x02)\x12\'/v1/sessions/{session_id}/runs/{run_id}\x12\x81\x01\n\x08ListRuns\x12%.skillenv.sessions.v1.ListRunsRequest\x1a&.skillenv.sessions.v1.ListRunsResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/sessions/{session_id}/runs\x12\x94\x01\n\tCancelRun\x12&.skillenv.sessions.v1.CancelRunRequest\x1a\'.skillenv.sessions.v1.CancelRunResponse\"6\x82\xd3\xe4\x93\x02\x30\"./v1/sessions/{session_id}/runs/{run_id}:cancel\x12\x8d\x01\n\tDeleteRun\x12&.skillenv.sessions.v1.DeleteRunRequest\x1a\'.skillenv.sessions.v1.DeleteRunResponse\"/\x82\xd3\xe4\x93\x02)*\'/v1/sessions/{session_id}/runs/{run_id}b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fskillenv/sessions/v1/runs.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!skillenv/sessions/v1/common.proto\"\x86\x04\n\x08RunInput\x12\x31\n\x05model\x18\x01 \x01(\x0b\x32\x1b.skillenv.sessions.v1.ModelR\x05model\x12=\n\tagentloop\x18\x02 \x01(\x0b\x32\x1f.skillenv.sessions.v1.AgentLoopR\tagentloop\x12<\n\x06skills\x18\x03 \x03(\x0b\x32$.skillenv.sessions.v1.SkillReferenceR\x06skills\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\x12\x1b\n\tagents_md\x18\x05 \x01(\tR\x08\x61gentsMd\x12\x33\n\x05\x66iles\x18\x06 \x03(\x0b\x32\x1d.skillenv.sessions.v1.RunFileR\x05\x66iles\x12U\n\rprovider_keys\x18\x07 \x03(\x0b\x32\x30.skillenv.sessions.v1.RunInput.ProviderKeysEntryR\x0cproviderKeys\x12\'\n\x0fidempotency_key\x18\x08 \x01(\tR\x0eidempotencyKey\x12\x1d\n\nmax_rounds\x18\t \x01(\x05R\tmaxRounds\x1a?\n\x11ProviderKeysEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xc1\x01\n\x05Model\x12\x1a\n\x08provider\x18\x01 \x01(\tR\x08provider\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n\nmax_tokens\x18\x03 \x01(\x05R\tmaxTokens\x12\x37\n\nparameters\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\x30\n\x14\x64isable_prompt_cache\x18\x05 \x01(\x08R\x12\x64isablePromptCache\"\xb9\x01\n\tAgentLoop\x12 \n\x0b\x65nvironment\x18\x01 \x01(\tR\x0b\x65nvironment\x12L\n\x0eimplementation\x18\x02 \x01(\x0b\x32$.skillenv.sessions.v1.ImplementationR\x0eimplementation\x12<\n\rconfiguration\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"R\n\x0eSkillReference\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n\x07version\x18\x03 \x01(\x05R\x07version\"@\n\x07RunFile\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12!\n\x0c\x61sset_sha256\x18\x02 \x01(\tR\x0b\x61ssetSha256\"\xe9\x04\n\x03Run\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n\x06status\x18\x03 \x01(\tR\x06status\x12\x31\n\x05model\x18\x04 \x01(\x0b\x32\x1b.skillenv.sessions.v1.ModelR\x05model\x12;\n\x06skills\x18\x05 \x03(\x0b\x32#.skillenv.sessions.v1.SkillSnapshotR\x06skills\x12\x39\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n\x0b\x66inished_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nfinishedAt\x12\x31\n\x05usage\x18\x08 \x01(\x0b\x32\x1b.skillenv.sessions.v1.UsageR\x05usage\x12\x1f\n\x0bstop_reason\x18\t \x01(\tR\nstopReason\x12\x16\n\x06rounds\x18\n \x01(\x05R\x06rounds\x12\x1d\n\ntool_calls\x18\x0b \x01(\x05R\ttoolCalls\x12\x1f\n\x0boutput_text\x18\x0c \x01(\tR\noutputText\x12\x33\n\x05\x65rror\x18\r \x01(\x0b\x32\x1d.skillenv.sessions.v1.FailureR\x05\x65rror\x12)\n\x10idempotency_hash\x18\x0e \x01(\tR\x0fidempotencyHash\x12\'\n\x0fidempotency_key\x18\x0f \x01(\tR\x0eidempotencyKey\"\x9a\x01\n\rSkillSnapshot\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x63ontent_hash\x18\x02 \x01(\tR\x0b\x63ontentHash\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12\x18\n\x07version\x18\x04 \x01(\x05R\x07version\x12\x16\n\x06pinned\x18\x05 \x01(\x08R\x06pinned\"\xf0\x01\n\x05Usage\x12!\n\x0cinput_tokens\x18\x01 \x01(\x03R\x0binputTokens\x12#\n\routput_tokens\x18\x02 \x01(\x03R\x0coutputTokens\x12=\n\x1b\x63\x61\x63he_creation_input_tokens\x18\x03 \x01(\x03R\x18\x63\x61\x63heCreationInputTokens\x12\x35\n\x17\x63\x61\x63he_read_input_tokens\x18\x04 \x01(\x03R\x14\x63\x61\x63heReadInputTokens\x12)\n\x10reasoning_tokens\x18\x05 \x01(\x03R\x0freasoningTokens\"c\n\x10\x43reateRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x30\n\x03run\x18\x02 \x01(\x0b\x32\x1e.skillenv.sessions.v1.RunInputR\x03run\"k\n\x11\x43reateRunResponse\x12+\n\x03run\x18\x01 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\x12\x1d\n\x07\x63reated\x18\x02 \x01(\x08H\x00R\x07\x63reated\x88\x01\x01\x42\n\n\x08_created\"E\n\rGetRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"=\n\x0eGetRunResponse\x12+\n\x03run\x18\x01 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"l\n\x0fListRunsRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"i\n\x10ListRunsResponse\x12-\n\x04runs\x18\x01 \x03(\x0b\x32\x19.skillenv.sessions.v1.RunR\x04runs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"H\n\x10\x43\x61ncelRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"@\n\x11\x43\x61ncelRunResponse\x12+\n\x03run\x18\x01 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"H\n\x10\x44\x65leteRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\"\x13\n\x11\x44\x65leteRunResponse2\xca\x05\n\nRunService\x12\x89\x01\n\tCreateRun\x12&.skillenv.sessions.v1.CreateRunRequest\x1a\'.skillenv.sessions.v1.CreateRunResponse\"+\x82\xd3\xe4\x93\x02%:\x03run\"\x1e/v1/sessions/{session_id}/runs\x12\x84\x01\n\x06GetRun\x12#.skillenv.sessions.v1.GetRunRequest\x1a$.skillenv.sessions.v1.GetRunResponse\"/\x82\xd3\xe4\x93\x02)\x12\'/v1/sessions/{session_id}/runs/{run_id}\x12\x81\x01\n\x08ListRuns\x12%.skillenv.sessions.v1.ListRunsRequest\x1a&.skillenv.sessions.v1.ListRunsResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/sessions/{session_id}/runs\x12\x94\x01\n\tCancelRun\x12&.skillenv.sessions.v1.CancelRunRequest\x1a\'.skillenv.sessions.v1.CancelRunResponse\"6\x82\xd3\xe4\x93\x02\x30\"./v1/sessions/{session_id}/runs/{run_id}:cancel\x12\x8d\x01\n\tDeleteRun\x12&.skillenv.sessions.v1.DeleteRunRequest\x1a\'.skillenv.sessions.v1.DeleteRunResponse\"/\x82\xd3\xe4\x93\x02)*\'/v1/sessions/{session_id}/runs/{run_id}b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'skillenv._gen.skillenv.sessions.v1.runs_pb2', globals())
@@ -45,35 +45,35 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _AGENTLOOP._serialized_start=903
   _AGENTLOOP._serialized_end=1088
   _SKILLREFERENCE._serialized_start=1090
-  _SKILLREFERENCE._serialized_end=1146
-  _RUNFILE._serialized_start=1148
-  _RUNFILE._serialized_end=1212
-  _RUN._serialized_start=1215
-  _RUN._serialized_end=1832
-  _SKILLSNAPSHOT._serialized_start=1834
-  _SKILLSNAPSHOT._serialized_end=1938
-  _USAGE._serialized_start=1941
-  _USAGE._serialized_end=2181
-  _CREATERUNREQUEST._serialized_start=2183
-  _CREATERUNREQUEST._serialized_end=2282
-  _CREATERUNRESPONSE._serialized_start=2284
-  _CREATERUNRESPONSE._serialized_end=2391
-  _GETRUNREQUEST._serialized_start=2393
-  _GETRUNREQUEST._serialized_end=2462
-  _GETRUNRESPONSE._serialized_start=2464
-  _GETRUNRESPONSE._serialized_end=2525
-  _LISTRUNSREQUEST._serialized_start=2527
-  _LISTRUNSREQUEST._serialized_end=2635
-  _LISTRUNSRESPONSE._serialized_start=2637
-  _LISTRUNSRESPONSE._serialized_end=2742
-  _CANCELRUNREQUEST._serialized_start=2744
-  _CANCELRUNREQUEST._serialized_end=2816
-  _CANCELRUNRESPONSE._serialized_start=2818
-  _CANCELRUNRESPONSE._serialized_end=2882
-  _DELETERUNREQUEST._serialized_start=2884
-  _DELETERUNREQUEST._serialized_end=2956
-  _DELETERUNRESPONSE._serialized_start=2958
-  _DELETERUNRESPONSE._serialized_end=2977
-  _RUNSERVICE._serialized_start=2980
-  _RUNSERVICE._serialized_end=3694
+  _SKILLREFERENCE._serialized_end=1172
+  _RUNFILE._serialized_start=1174
+  _RUNFILE._serialized_end=1238
+  _RUN._serialized_start=1241
+  _RUN._serialized_end=1858
+  _SKILLSNAPSHOT._serialized_start=1861
+  _SKILLSNAPSHOT._serialized_end=2015
+  _USAGE._serialized_start=2018
+  _USAGE._serialized_end=2258
+  _CREATERUNREQUEST._serialized_start=2260
+  _CREATERUNREQUEST._serialized_end=2359
+  _CREATERUNRESPONSE._serialized_start=2361
+  _CREATERUNRESPONSE._serialized_end=2468
+  _GETRUNREQUEST._serialized_start=2470
+  _GETRUNREQUEST._serialized_end=2539
+  _GETRUNRESPONSE._serialized_start=2541
+  _GETRUNRESPONSE._serialized_end=2602
+  _LISTRUNSREQUEST._serialized_start=2604
+  _LISTRUNSREQUEST._serialized_end=2712
+  _LISTRUNSRESPONSE._serialized_start=2714
+  _LISTRUNSRESPONSE._serialized_end=2819
+  _CANCELRUNREQUEST._serialized_start=2821
+  _CANCELRUNREQUEST._serialized_end=2893
+  _CANCELRUNRESPONSE._serialized_start=2895
+  _CANCELRUNRESPONSE._serialized_end=2959
+  _DELETERUNREQUEST._serialized_start=2961
+  _DELETERUNREQUEST._serialized_end=3033
+  _DELETERUNRESPONSE._serialized_start=3035
+  _DELETERUNRESPONSE._serialized_end=3054
+  _RUNSERVICE._serialized_start=3057
+  _RUNSERVICE._serialized_end=3771
 # @@protoc_insertion_point(module_scope)

@@ -179,22 +179,28 @@ class RunInput(_message.Message):
     def __init__(self, model: _Optional[_Union[Model, _Mapping]] = ..., agentloop: _Optional[_Union[AgentLoop, _Mapping]] = ..., skills: _Optional[_Iterable[_Union[SkillReference, _Mapping]]] = ..., message: _Optional[str] = ..., agents_md: _Optional[str] = ..., files: _Optional[_Iterable[_Union[RunFile, _Mapping]]] = ..., provider_keys: _Optional[_Mapping[str, str]] = ..., idempotency_key: _Optional[str] = ..., max_rounds: _Optional[int] = ...) -> None: ...
 
 class SkillReference(_message.Message):
-    __slots__ = ["kind", "name"]
+    __slots__ = ["kind", "name", "version"]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     kind: str
     name: str
-    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+    version: int
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
 class SkillSnapshot(_message.Message):
-    __slots__ = ["content_hash", "description", "name"]
+    __slots__ = ["content_hash", "description", "name", "pinned", "version"]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     content_hash: str
     description: str
     name: str
-    def __init__(self, name: _Optional[str] = ..., content_hash: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+    pinned: bool
+    version: int
+    def __init__(self, name: _Optional[str] = ..., content_hash: _Optional[str] = ..., description: _Optional[str] = ..., version: _Optional[int] = ..., pinned: bool = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ["cache_creation_input_tokens", "cache_read_input_tokens", "input_tokens", "output_tokens", "reasoning_tokens"]

@@ -15,7 +15,7 @@ from skillenv._gen.google.api import annotations_pb2 as google_dot_api_dot_annot
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fskillenv/skills/v1/skills.proto\x12\x12skillenv.skills.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x02\n\x05Skill\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12!\n\x0c\x63ontent_hash\x18\x03 \x01(\tR\x0b\x63ontentHash\x12!\n\x0c\x62undle_bytes\x18\x04 \x01(\x03R\x0b\x62undleBytes\x12\x1d\n\nfile_count\x18\x05 \x01(\x05R\tfileCount\x12(\n\x10total_file_bytes\x18\x06 \x01(\x03R\x0etotalFileBytes\x12\x39\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\"H\n\x0fPutSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x63ontent_hash\x18\x02 \x01(\tR\x0b\x63ontentHash\"n\n\x10PutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12\x1d\n\x07\x63hanged\x18\x02 \x01(\x08H\x00R\x07\x63hanged\x88\x01\x01\x42\n\n\x08_changed\"%\n\x0fGetSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"x\n\x10GetSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12\x33\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x1d.skillenv.skills.v1.SkillFileR\x05\x66iles\">\n\tSkillFile\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n\nsize_bytes\x18\x02 \x01(\x03R\tsizeBytes\"O\n\x11ListSkillsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"o\n\x12ListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.skillenv.skills.v1.SkillR\x06skills\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n\x12\x44\x65leteSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x15\n\x13\x44\x65leteSkillResponse2\xd5\x03\n\x0cSkillService\x12p\n\x08PutSkill\x12#.skillenv.skills.v1.PutSkillRequest\x1a$.skillenv.skills.v1.PutSkillResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\x1a\x0e/skills/{name}\x12m\n\x08GetSkill\x12#.skillenv.skills.v1.GetSkillRequest\x1a$.skillenv.skills.v1.GetSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/skills/{name}\x12l\n\nListSkills\x12%.skillenv.skills.v1.ListSkillsRequest\x1a&.skillenv.skills.v1.ListSkillsResponse\"\x0f\x82\xd3\xe4\x93\x02\t\x12\x07/skills\x12v\n\x0b\x44\x65leteSkill\x12&.skillenv.skills.v1.DeleteSkillRequest\x1a\'.skillenv.skills.v1.DeleteSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10*\x0e/skills/{name}b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fskillenv/skills/v1/skills.proto\x12\x12skillenv.skills.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x02\n\x05Skill\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12!\n\x0c\x63ontent_hash\x18\x03 \x01(\tR\x0b\x63ontentHash\x12!\n\x0c\x62undle_bytes\x18\x04 \x01(\x03R\x0b\x62undleBytes\x12\x1d\n\nfile_count\x18\x05 \x01(\x05R\tfileCount\x12(\n\x10total_file_bytes\x18\x06 \x01(\x03R\x0etotalFileBytes\x12\x39\n\ncreated_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x39\n\nupdated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x18\n\x07version\x18\t \x01(\x05R\x07version\"\xe7\x02\n\x0cSkillVersion\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n\x07version\x18\x02 \x01(\x05R\x07version\x12!\n\x0c\x63ontent_hash\x18\x03 \x01(\tR\x0b\x63ontentHash\x12 \n\x0b\x64\x65scription\x18\x04 \x01(\tR\x0b\x64\x65scription\x12!\n\x0c\x62undle_bytes\x18\x05 \x01(\x03R\x0b\x62undleBytes\x12\x1d\n\nfile_count\x18\x06 \x01(\x05R\tfileCount\x12(\n\x10total_file_bytes\x18\x07 \x01(\x03R\x0etotalFileBytes\x12\x39\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12#\n\rrestored_from\x18\t \x01(\x05R\x0crestoredFrom\x12\x18\n\x07\x63urrent\x18\n \x01(\x08R\x07\x63urrent\"H\n\x0fPutSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0c\x63ontent_hash\x18\x02 \x01(\tR\x0b\x63ontentHash\"n\n\x10PutSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12\x1d\n\x07\x63hanged\x18\x02 \x01(\x08H\x00R\x07\x63hanged\x88\x01\x01\x42\n\n\x08_changed\"%\n\x0fGetSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"x\n\x10GetSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12\x33\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x1d.skillenv.skills.v1.SkillFileR\x05\x66iles\"T\n\tSkillFile\x12\x12\n\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n\nsize_bytes\x18\x02 \x01(\x03R\tsizeBytes\x12\x14\n\x05\x63rc32\x18\x03 \x01(\rR\x05\x63rc32\"O\n\x11ListSkillsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"o\n\x12ListSkillsResponse\x12\x31\n\x06skills\x18\x01 \x03(\x0b\x32\x19.skillenv.skills.v1.SkillR\x06skills\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n\x12\x44\x65leteSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x15\n\x13\x44\x65leteSkillResponse\"j\n\x18ListSkillVersionsRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\"\x81\x01\n\x19ListSkillVersionsResponse\x12<\n\x08versions\x18\x01 \x03(\x0b\x32 .skillenv.skills.v1.SkillVersionR\x08versions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"F\n\x16GetSkillVersionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n\x07version\x18\x02 \x01(\x05R\x07version\"\x8a\x01\n\x17GetSkillVersionResponse\x12:\n\x07version\x18\x01 \x01(\x0b\x32 .skillenv.skills.v1.SkillVersionR\x07version\x12\x33\n\x05\x66iles\x18\x02 \x03(\x0b\x32\x1d.skillenv.skills.v1.SkillFileR\x05\x66iles\"I\n\x19\x44\x65leteSkillVersionRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n\x07version\x18\x02 \x01(\x05R\x07version\"\x1c\n\x1a\x44\x65leteSkillVersionResponse\"K\n\x1bGetSkillInstructionsRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n\x07version\x18\x02 \x01(\x05R\x07version\"9\n\x1cGetSkillInstructionsResponse\x12\x19\n\x08skill_md\x18\x01 \x01(\tR\x07skillMd\"D\n\x14RollbackSkillRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n\x07version\x18\x02 \x01(\x05R\x07version\"\xaf\x01\n\x15RollbackSkillResponse\x12/\n\x05skill\x18\x01 \x01(\x0b\x32\x19.skillenv.skills.v1.SkillR\x05skill\x12:\n\x07version\x18\x02 \x01(\x0b\x32 .skillenv.skills.v1.SkillVersionR\x07version\x12\x1d\n\x07\x63hanged\x18\x03 \x01(\x08H\x00R\x07\x63hanged\x88\x01\x01\x42\n\n\x08_changed2\xe1\t\n\x0cSkillService\x12p\n\x08PutSkill\x12#.skillenv.skills.v1.PutSkillRequest\x1a$.skillenv.skills.v1.PutSkillResponse\"\x19\x82\xd3\xe4\x93\x02\x13:\x01*\x1a\x0e/skills/{name}\x12m\n\x08GetSkill\x12#.skillenv.skills.v1.GetSkillRequest\x1a$.skillenv.skills.v1.GetSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/skills/{name}\x12l\n\nListSkills\x12%.skillenv.skills.v1.ListSkillsRequest\x1a&.skillenv.skills.v1.ListSkillsResponse\"\x0f\x82\xd3\xe4\x93\x02\t\x12\x07/skills\x12v\n\x0b\x44\x65leteSkill\x12&.skillenv.skills.v1.DeleteSkillRequest\x1a\'.skillenv.skills.v1.DeleteSkillResponse\"\x16\x82\xd3\xe4\x93\x02\x10*\x0e/skills/{name}\x12\x91\x01\n\x11ListSkillVersions\x12,.skillenv.skills.v1.ListSkillVersionsRequest\x1a-.skillenv.skills.v1.ListSkillVersionsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/skills/{name}/versions\x12\x95\x01\n\x0fGetSkillVersion\x12*.skillenv.skills.v1.GetSkillVersionRequest\x1a+.skillenv.skills.v1.GetSkillVersionResponse\")\x82\xd3\xe4\x93\x02#\x12!/skills/{name}/versions/{version}\x12\x9e\x01\n\x12\x44\x65leteSkillVersion\x12-.skillenv.skills.v1.DeleteSkillVersionRequest\x1a..skillenv.skills.v1.DeleteSkillVersionResponse\")\x82\xd3\xe4\x93\x02#*!/skills/{name}/versions/{version}\x12\xb1\x01\n\x14GetSkillInstructions\x12/.skillenv.skills.v1.GetSkillInstructionsRequest\x1a\x30.skillenv.skills.v1.GetSkillInstructionsResponse\"6\x82\xd3\xe4\x93\x02\x30\x12./skills/{name}/versions/{version}/instructions\x12\x88\x01\n\rRollbackSkill\x12(.skillenv.skills.v1.RollbackSkillRequest\x1a).skillenv.skills.v1.RollbackSkillResponse\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/skills/{name}/rollbackb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'skillenv._gen.skillenv.skills.v1.skills_pb2', globals())
@@ -30,26 +30,58 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _SKILLSERVICE.methods_by_name['ListSkills']._serialized_options = b'\202\323\344\223\002\t\022\007/skills'
   _SKILLSERVICE.methods_by_name['DeleteSkill']._options = None
   _SKILLSERVICE.methods_by_name['DeleteSkill']._serialized_options = b'\202\323\344\223\002\020*\016/skills/{name}'
+  _SKILLSERVICE.methods_by_name['ListSkillVersions']._options = None
+  _SKILLSERVICE.methods_by_name['ListSkillVersions']._serialized_options = b'\202\323\344\223\002\031\022\027/skills/{name}/versions'
+  _SKILLSERVICE.methods_by_name['GetSkillVersion']._options = None
+  _SKILLSERVICE.methods_by_name['GetSkillVersion']._serialized_options = b'\202\323\344\223\002#\022!/skills/{name}/versions/{version}'
+  _SKILLSERVICE.methods_by_name['DeleteSkillVersion']._options = None
+  _SKILLSERVICE.methods_by_name['DeleteSkillVersion']._serialized_options = b'\202\323\344\223\002#*!/skills/{name}/versions/{version}'
+  _SKILLSERVICE.methods_by_name['GetSkillInstructions']._options = None
+  _SKILLSERVICE.methods_by_name['GetSkillInstructions']._serialized_options = b'\202\323\344\223\0020\022./skills/{name}/versions/{version}/instructions'
+  _SKILLSERVICE.methods_by_name['RollbackSkill']._options = None
+  _SKILLSERVICE.methods_by_name['RollbackSkill']._serialized_options = b'\202\323\344\223\002\034:\001*\"\027/skills/{name}/rollback'
   _SKILL._serialized_start=119
-  _SKILL._serialized_end=441
-  _PUTSKILLREQUEST._serialized_start=443
-  _PUTSKILLREQUEST._serialized_end=515
-  _PUTSKILLRESPONSE._serialized_start=517
-  _PUTSKILLRESPONSE._serialized_end=627
-  _GETSKILLREQUEST._serialized_start=629
-  _GETSKILLREQUEST._serialized_end=666
-  _GETSKILLRESPONSE._serialized_start=668
-  _GETSKILLRESPONSE._serialized_end=788
-  _SKILLFILE._serialized_start=790
-  _SKILLFILE._serialized_end=852
-  _LISTSKILLSREQUEST._serialized_start=854
-  _LISTSKILLSREQUEST._serialized_end=933
-  _LISTSKILLSRESPONSE._serialized_start=935
-  _LISTSKILLSRESPONSE._serialized_end=1046
-  _DELETESKILLREQUEST._serialized_start=1048
-  _DELETESKILLREQUEST._serialized_end=1088
-  _DELETESKILLRESPONSE._serialized_start=1090
-  _DELETESKILLRESPONSE._serialized_end=1111
-  _SKILLSERVICE._serialized_start=1114
-  _SKILLSERVICE._serialized_end=1583
+  _SKILL._serialized_end=467
+  _SKILLVERSION._serialized_start=470
+  _SKILLVERSION._serialized_end=829
+  _PUTSKILLREQUEST._serialized_start=831
+  _PUTSKILLREQUEST._serialized_end=903
+  _PUTSKILLRESPONSE._serialized_start=905
+  _PUTSKILLRESPONSE._serialized_end=1015
+  _GETSKILLREQUEST._serialized_start=1017
+  _GETSKILLREQUEST._serialized_end=1054
+  _GETSKILLRESPONSE._serialized_start=1056
+  _GETSKILLRESPONSE._serialized_end=1176
+  _SKILLFILE._serialized_start=1178
+  _SKILLFILE._serialized_end=1262
+  _LISTSKILLSREQUEST._serialized_start=1264
+  _LISTSKILLSREQUEST._serialized_end=1343
+  _LISTSKILLSRESPONSE._serialized_start=1345
+  _LISTSKILLSRESPONSE._serialized_end=1456
+  _DELETESKILLREQUEST._serialized_start=1458
+  _DELETESKILLREQUEST._serialized_end=1498
+  _DELETESKILLRESPONSE._serialized_start=1500
+  _DELETESKILLRESPONSE._serialized_end=1521
+  _LISTSKILLVERSIONSREQUEST._serialized_start=1523
+  _LISTSKILLVERSIONSREQUEST._serialized_end=1629
+  _LISTSKILLVERSIONSRESPONSE._serialized_start=1632
+  _LISTSKILLVERSIONSRESPONSE._serialized_end=1761
+  _GETSKILLVERSIONREQUEST._serialized_start=1763
+  _GETSKILLVERSIONREQUEST._serialized_end=1833
+  _GETSKILLVERSIONRESPONSE._serialized_start=1836
+  _GETSKILLVERSIONRESPONSE._serialized_end=1974
+  _DELETESKILLVERSIONREQUEST._serialized_start=1976
+  _DELETESKILLVERSIONREQUEST._serialized_end=2049
+  _DELETESKILLVERSIONRESPONSE._serialized_start=2051
+  _DELETESKILLVERSIONRESPONSE._serialized_end=2079
+  _GETSKILLINSTRUCTIONSREQUEST._serialized_start=2081
+  _GETSKILLINSTRUCTIONSREQUEST._serialized_end=2156
+  _GETSKILLINSTRUCTIONSRESPONSE._serialized_start=2158
+  _GETSKILLINSTRUCTIONSRESPONSE._serialized_end=2215
+  _ROLLBACKSKILLREQUEST._serialized_start=2217
+  _ROLLBACKSKILLREQUEST._serialized_end=2285
+  _ROLLBACKSKILLRESPONSE._serialized_start=2288
+  _ROLLBACKSKILLRESPONSE._serialized_end=2463
+  _SKILLSERVICE._serialized_start=2466
+  _SKILLSERVICE._serialized_end=3715
 # @@protoc_insertion_point(module_scope)

@@ -12,7 +12,10 @@ class SkillServiceStub(object):
     SKILL.md at its root, see docs/bundle-format.md) that the workspace has
     uploaded and finalized through the AssetService. Skills are mutable by
     name: binding another hash changes what every later run referencing the
-    name sees. Every method returns metadata only, never bundle bytes.
+    name sees. Every binding of another hash is kept as an immutable, numbered
+    version (docs/skills.md "Versions"), which runs may pin and to which the
+    name can be rolled back. Every method returns metadata only, never bundle
+    bytes.
     """
 
     def __init__(self, channel):
@@ -41,6 +44,31 @@ class SkillServiceStub(object):
                 request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillRequest.SerializeToString,
                 response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillResponse.FromString,
                 )
+        self.ListSkillVersions = channel.unary_unary(
+                '/skillenv.skills.v1.SkillService/ListSkillVersions',
+                request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.ListSkillVersionsRequest.SerializeToString,
+                response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.ListSkillVersionsResponse.FromString,
+                )
+        self.GetSkillVersion = channel.unary_unary(
+                '/skillenv.skills.v1.SkillService/GetSkillVersion',
+                request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillVersionRequest.SerializeToString,
+                response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillVersionResponse.FromString,
+                )
+        self.DeleteSkillVersion = channel.unary_unary(
+                '/skillenv.skills.v1.SkillService/DeleteSkillVersion',
+                request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionRequest.SerializeToString,
+                response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionResponse.FromString,
+                )
+        self.GetSkillInstructions = channel.unary_unary(
+                '/skillenv.skills.v1.SkillService/GetSkillInstructions',
+                request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsRequest.SerializeToString,
+                response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsResponse.FromString,
+                )
+        self.RollbackSkill = channel.unary_unary(
+                '/skillenv.skills.v1.SkillService/RollbackSkill',
+                request_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.RollbackSkillRequest.SerializeToString,
+                response_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.RollbackSkillResponse.FromString,
+                )
 
 
 class SkillServiceServicer(object):
@@ -50,7 +78,10 @@ class SkillServiceServicer(object):
     SKILL.md at its root, see docs/bundle-format.md) that the workspace has
     uploaded and finalized through the AssetService. Skills are mutable by
     name: binding another hash changes what every later run referencing the
-    name sees. Every method returns metadata only, never bundle bytes.
+    name sees. Every binding of another hash is kept as an immutable, numbered
+    version (docs/skills.md "Versions"), which runs may pin and to which the
+    name can be rolled back. Every method returns metadata only, never bundle
+    bytes.
     """
 
     def PutSkill(self, request, context):
@@ -84,6 +115,50 @@ class SkillServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSkillVersions(self, request, context):
+        """ListSkillVersions returns the versions of the skill `name` the service
+        keeps, newest first, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSkillVersion(self, request, context):
+        """GetSkillVersion returns the metadata of one version and the paths and
+        sizes of its files.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSkillVersion(self, request, context):
+        """DeleteSkillVersion removes one version that is not the current one.
+        Runs that already snapshotted it keep their copy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSkillInstructions(self, request, context):
+        """GetSkillInstructions returns the text of one version's SKILL.md: the
+        instructions the skills tool's `load` gives a model, for people to read
+        and compare between versions. The one method that returns a file's
+        content; list and get stay metadata only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RollbackSkill(self, request, context):
+        """RollbackSkill makes the name resolve to the content of an earlier
+        version again. The rollback is itself recorded: it creates a new version
+        with that content, whose restored_from names the version it came from.
+        Rolling back to the content the skill already has is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SkillServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +182,31 @@ def add_SkillServiceServicer_to_server(servicer, server):
                     request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillRequest.FromString,
                     response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillResponse.SerializeToString,
             ),
+            'ListSkillVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSkillVersions,
+                    request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.ListSkillVersionsRequest.FromString,
+                    response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.ListSkillVersionsResponse.SerializeToString,
+            ),
+            'GetSkillVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSkillVersion,
+                    request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillVersionRequest.FromString,
+                    response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillVersionResponse.SerializeToString,
+            ),
+            'DeleteSkillVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSkillVersion,
+                    request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionRequest.FromString,
+                    response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionResponse.SerializeToString,
+            ),
+            'GetSkillInstructions': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSkillInstructions,
+                    request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsRequest.FromString,
+                    response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsResponse.SerializeToString,
+            ),
+            'RollbackSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.RollbackSkill,
+                    request_deserializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.RollbackSkillRequest.FromString,
+                    response_serializer=skillenv_dot_skills_dot_v1_dot_skills__pb2.RollbackSkillResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'skillenv.skills.v1.SkillService', rpc_method_handlers)
@@ -121,7 +221,10 @@ class SkillService(object):
     SKILL.md at its root, see docs/bundle-format.md) that the workspace has
     uploaded and finalized through the AssetService. Skills are mutable by
     name: binding another hash changes what every later run referencing the
-    name sees. Every method returns metadata only, never bundle bytes.
+    name sees. Every binding of another hash is kept as an immutable, numbered
+    version (docs/skills.md "Versions"), which runs may pin and to which the
+    name can be rolled back. Every method returns metadata only, never bundle
+    bytes.
     """
 
     @staticmethod
@@ -189,5 +292,90 @@ class SkillService(object):
         return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/DeleteSkill',
             skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillRequest.SerializeToString,
             skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListSkillVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/ListSkillVersions',
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.ListSkillVersionsRequest.SerializeToString,
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.ListSkillVersionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetSkillVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/GetSkillVersion',
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillVersionRequest.SerializeToString,
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillVersionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteSkillVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/DeleteSkillVersion',
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionRequest.SerializeToString,
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.DeleteSkillVersionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetSkillInstructions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/GetSkillInstructions',
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsRequest.SerializeToString,
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.GetSkillInstructionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RollbackSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.skills.v1.SkillService/RollbackSkill',
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.RollbackSkillRequest.SerializeToString,
+            skillenv_dot_skills_dot_v1_dot_skills__pb2.RollbackSkillResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
