@@ -240,6 +240,24 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     }
   });
 
+  it("fails an environment whose tools would pass the session's limits, and places none of them", async () => {
+    const small = await startTestService({ SERVICE_MCP_ALLOW: proxy.origin, SERVICE_SESSION_MAX_BYTES: "4000" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      const create = (tools: string[]) => client.createSession({ environments: [{ name: "ev", kind: { case: "mcp", value: { url: proxy.url, tools } } }] });
+      const { session } = await create([]);
+      expect(session?.state).toBe("failed");
+      expect(session?.tools).toEqual([]);
+      const failed = (await eventsUntil(client, session!.id, (event) => event.type === "environment.failed")).at(-1);
+      expect(failed?.data?.error).toMatchObject({ code: "field_too_large", message: expect.stringContaining("SERVICE_SESSION_MAX_BYTES") });
+      const { session: narrowed } = await create(["echo"]);
+      expect(narrowed?.state).toBe("ready");
+      expect(narrowed?.tools.map((tool) => tool.name)).toEqual(["ev__echo"]);
+    } finally {
+      await small.close();
+    }
+  });
+
   it("refuses a URL outside SERVICE_MCP_ALLOW with its code and creates nothing", async () => {
     const before = (await sessions.listSessions({})).sessions.length;
     const outside = { environments: [{ name: "x", kind: { case: "mcp" as const, value: { url: "http://127.0.0.1:9/mcp" } } }] };
