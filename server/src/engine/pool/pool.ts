@@ -128,10 +128,8 @@ interface Flight {
   /** Bytes of workspace quota leased to it, in all. */
   leased: number;
   timer: NodeJS.Timeout | undefined;
-  /** The invoke message went to the worker. */
+  /** The invoke message went to the worker. (Whether its guest started, its worker's start register says.) */
   posted: boolean;
-  /** The worker said its guest is about to run: from here on a lost worker means `unknown`. */
-  running: boolean;
   /** The worker's watchdog named it: its guest computed past the deadline. */
   overran: boolean;
   /** Progress events passed on to its host, and dropped past the limits (here, or in its worker). */
@@ -315,7 +313,7 @@ export class Pool {
       busy: handle.busy,
       tools: handle.tools,
       agentLoops: handle.loops,
-      running: [...handle.flights].filter((flight) => flight.running).length,
+      running: runningOn(handle),
       loaded: handle.loaded.size,
     }));
     const live = this.#workers.filter((handle) => handle.state !== "dead").length;
@@ -574,7 +572,6 @@ export class Pool {
       leased: 0,
       timer: undefined,
       posted: false,
-      running: false,
       overran: false,
       emits: 0,
       emitsDropped: 0,
@@ -793,8 +790,8 @@ export class Pool {
     const heirs: ReadonlySet<string> = new Set(handle.tenants.keys());
     handle.state = "dead";
     handle.lostReason = reason;
-    // Its invocations are settled once the process is gone (#exited): only then has every start
-    // note it wrote been read.
+    // Its invocations are settled once the process is gone (#exited): only then does its start
+    // register hold every start it will ever record.
     if (handle.gone) this.#settleLost(handle);
     for (const load of handle.loads.values()) load.reject(new WorkerGone());
     for (const query of handle.reports.splice(0)) query.reject(new WorkerGone(reason));
@@ -851,10 +848,6 @@ export class Pool {
               const flight = this.#flights.get(n);
               if (flight && flight.handle === self) flight.overran = true;
             },
-            started: (n) => {
-              const flight = this.#flights.get(n);
-              if (flight && flight.handle === self) flight.running = true;
-            },
             busy: (busy) => {
               self.busy = busy;
             },
@@ -886,13 +879,14 @@ export class Pool {
   }
 
   /**
-   * Settles what was in flight on a worker that is gone. An invocation whose start note never
-   * came did not run (the note is written, synchronously, before the guest runs, and every note
-   * is read before the process's end is): a definite outcome.
+   * Settles what was in flight on a worker that is gone. An invocation whose number is not in its
+   * start register did not run (the worker writes it there, synchronously, before the guest runs):
+   * a definite outcome.
    */
   #settleLost(handle: WorkerHandle): void {
+    const started = handle.process.started();
     for (const flight of [...handle.flights]) {
-      if (!flight.running) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"), 0);
+      if (!started.has(flight.n)) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"), 0);
       else if (flight.overran) this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
       else this.#settle(flight, { outcome: "unknown", message: handle.lostReason });
     }
@@ -1060,6 +1054,15 @@ function processAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+/** Invocations in flight on the worker whose guest started. */
+function runningOn(handle: WorkerHandle): number {
+  if (handle.flights.size === 0) return 0;
+  const started = handle.process.started();
+  let running = 0;
+  for (const flight of handle.flights) if (started.has(flight.n)) running++;
+  return running;
 }
 
 function lexicallyLess(a: readonly number[], b: readonly number[]): boolean {
