@@ -678,10 +678,11 @@ export class Pool {
    * all of them; a replacement counts as the share of the workspaces its predecessor served until
    * it is ready). Preferred, in order: a worker whose thread no guest holds (a call sent to a busy
    * worker waits behind that guest's computation), a ready one, the fewest invocations of other workspaces
-   * (workspaces keep to workers of their own where they can), one that holds the component `id`
-   * (another compiles it first), the fewest of its kind, the fewest in all. Ties rotate, so
-   * consecutive calls alternate between idle workers: each then has time to instantiate its next
-   * spare while the other one serves.
+   * (workspaces keep to workers of their own where they can), the fewest of its kind, one that
+   * holds the component `id` (another compiles it first: concurrent calls still spread while a
+   * component loads on use), the fewest in all. Ties rotate, so consecutive calls alternate
+   * between idle workers: each then has time to instantiate its next spare while the other one
+   * serves.
    */
   #pick(kind: Kind, tenant: string, id?: string): WorkerHandle | undefined {
     const cap = kind === "tool" ? this.#options.toolSlotsPerWorker : this.#options.agentLoopSlotsPerWorker;
@@ -702,7 +703,7 @@ export class Pool {
       // A worker still starting serves only once it has loaded every component (about a second).
       const starting = handle.state === "starting" ? 1 : 0;
       const unloaded = id === undefined || handle.loaded.has(id) ? 0 : 1;
-      const score = [busy ? 1 : 0, starting, others, unloaded, used, handle.tools + handle.loops];
+      const score = [busy ? 1 : 0, starting, others, used, unloaded, handle.tools + handle.loops];
       if (!best || lexicallyLess(score, bestScore)) {
         best = handle;
         bestScore = score;
