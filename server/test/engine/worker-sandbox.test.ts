@@ -160,7 +160,9 @@ describe("a sandboxed worker process", () => {
     const pid = await sandboxedNode(1);
     const environment = (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0").filter(Boolean);
     expect(environment.join("\n")).not.toContain(SENTINEL[0]);
-    expect(environment.map((entry) => entry.split("=")[0]).sort()).toEqual(expect.arrayContaining(["NODE_OPTIONS", "SKILLENV_EGRESS", "SKILLENV_WORKER"]));
+    expect(environment.map((entry) => entry.split("=")[0]).sort()).toEqual(
+      expect.arrayContaining(["NODE_CHANNEL_FD", "NODE_OPTIONS", "SKILLENV_EGRESS", "SKILLENV_WORKER"]),
+    );
     expect(environment.length).toBeLessThanOrEqual(8);
     const status = await readFile(`/proc/${pid}/status`, "utf8");
     expect(status).toMatch(/^CapEff:\s+0+$/m);

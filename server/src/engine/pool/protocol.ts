@@ -1,7 +1,6 @@
-// Messages between the pool (in the server) and its worker processes, over each worker's message
-// socket as JSON frames (message-frames.ts: plain data only, no undefined in arrays, no Map).
-// Each message is named by what it asks or tells; `invocation` is the pool's number for one
-// invocation.
+// Messages between the pool (in the server) and its worker processes, over each worker's IPC
+// channel (Node's, with structured-clone serialization: no functions, no classes). Each message
+// is named by what it asks or tells; `invocation` is the pool's number for one invocation.
 import type { Entrypoint, ImportedInterface } from "../component/index.ts";
 import type { ServiceGrants } from "../grants.ts";
 

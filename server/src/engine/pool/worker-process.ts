@@ -2,12 +2,10 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { Socket } from "node:net";
 import type { Readable, Writable } from "node:stream";
 import { MALLOC_ENVIRONMENT } from "../../config/process-memory.ts";
 import { bubblewrapArguments, findBash, findBubblewrap, SANDBOX_EGRESS_SOCKET, withOwnDescriptorsOnly } from "./bubblewrap.ts";
 import { Egress } from "./egress.ts";
-import { encodeFrame, FrameReader, MAX_FRAME_BYTES } from "./message-frames.ts";
 import type { FromWorker, LeaseRequest, SyncNote, ToWorker, WorkerBoot } from "./protocol.ts";
 import { readStartRegister } from "./start-register.ts";
 
@@ -44,7 +42,7 @@ export interface WorkerProcessEvents {
 }
 
 /**
- * One OS process of the pool and its channels: its message socket (message-frames.ts), the
+ * One OS process of the pool and its channels: Node's IPC channel (structured clone), the
  * watchdog's report descriptor, the lease socket and the start register (start-register.ts), its
  * egress proxy, its scratch directory. Messages sent before the process is spawned wait, in order.
  */
@@ -52,7 +50,6 @@ export class WorkerProcess {
   readonly #options: WorkerProcessOptions;
   readonly #events: WorkerProcessEvents;
   #child: ChildProcess | undefined;
-  #messages: Socket | undefined;
   /** The start register's descriptor (the pool's end), until the process is gone. */
   #register: number | undefined;
   /** What the register held when the process was gone: nothing is written to it after. */
@@ -72,11 +69,11 @@ export class WorkerProcess {
 
   send(message: ToWorker): void {
     if (this.#gone) return;
-    if (!this.#messages) {
+    if (!this.#child) {
       this.#queue.push(message);
       return;
     }
-    this.#messages.write(encodeFrame(message));
+    this.#child.send(message);
   }
 
   /**
@@ -149,30 +146,26 @@ export class WorkerProcess {
         : node,
     );
     // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
-    // 3: messages (framed); 4: the watchdog's report; 5: the synchronous channel (lease requests);
-    // 6: the start register (a file).
+    // 3: IPC; 4: the watchdog's report; 5: the synchronous channel (lease requests); 6: the start
+    // register (a file).
     // Detached: the worker leads a process group of its own, which kill() stops as a whole (see there).
-    const child = spawn(command!, args, { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe", "pipe", this.#register], env, detached: true });
+    const child = spawn(command!, args, {
+      stdio: ["ignore", "ignore", "pipe", "ipc", "pipe", "pipe", this.#register],
+      serialization: "advanced",
+      env,
+      detached: true,
+    });
     this.#child = child;
     this.pid = child.pid;
     // A failure to spawn (no bubblewrap, say) is an error without a process; once there is one,
-    // `close` follows whatever failed.
+    // an error is the IPC channel failing as it goes, and `close` follows.
     child.on("error", (error) => {
       if (child.pid === undefined) this.#exited(`could not be started: ${error.message}`);
     });
     // `close`, not `exit`: it comes after the process's last messages and stderr were read.
     child.on("close", (code, signal) => this.#exited(signal ? `was stopped by ${signal}` : `exited with code ${code}`));
+    child.on("message", (message: FromWorker) => this.#events.message(message));
     const stdio = child.stdio as unknown as (Readable | null)[];
-    const messages = stdio[3] as Socket;
-    this.#messages = messages;
-    // A worker whose messages cannot be read is of no use, and may be compromised: stopped.
-    const frames = new FrameReader(
-      MAX_FRAME_BYTES,
-      (message) => this.#events.message(message as FromWorker),
-      () => this.kill(),
-    );
-    messages.on("data", (chunk: Buffer) => frames.push(chunk));
-    messages.on("error", () => undefined);
     stdio[2]!.on("data", (chunk: Buffer) => {
       this.#stderr = (this.#stderr + chunk.toString("utf8")).slice(-STDERR_TAIL);
     });
@@ -195,7 +188,7 @@ export class WorkerProcess {
       const valid = note?.type === "lease" && Number.isSafeInteger(note.invocation) && Number.isFinite(note.bytes) && note.bytes > 0;
       channel.write(`${JSON.stringify({ granted: valid ? this.#events.lease(note as LeaseRequest) : 0 })}\n`);
     });
-    for (const message of this.#queue.splice(0)) messages.write(encodeFrame(message));
+    for (const message of this.#queue.splice(0)) child.send(message);
   }
 
   #exited(description: string): void {

@@ -1,16 +1,14 @@
 // A worker process of the pool (docs/environments.md): started by the pool inside its sandbox,
 // it loads prepared components (glue module + core modules, read from the prepared directory and
 // compiled here), runs each invocation in a fresh instance, and relays host calls to the pool
-// over its message socket. Guests that wait on the host are suspended by JSPI and hold no thread, so
+// over its IPC channel. Guests that wait on the host are suspended by JSPI and hold no thread, so
 // one worker carries many agent loops; a guest that computes holds this process's thread until it
 // returns, traps, runs out of fuel, or the watchdog stops the process at its deadline.
 //
-// Descriptors: 3 is the message socket (pool/message-frames.ts), 4 the watchdog's report to the
-// pool, 5 the synchronous channel (sync-channel.ts: workspace quota leases), 6 the start register
+// Descriptors: 3 is the IPC channel (Node's), 4 the watchdog's report to the pool, 5 the
+// synchronous channel (sync-channel.ts: workspace quota leases), 6 the start register
 // (pool/start-register.ts).
-import { Socket } from "node:net";
 import { setPriority } from "node:os";
-import { encodeFrame, FrameReader, MAX_FRAME_BYTES } from "../pool/message-frames.ts";
 import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
 import { StartRegister } from "../pool/start-register.ts";
 import { setBlockingCaller } from "../wasi/blocking.ts";
@@ -19,23 +17,21 @@ import { Invocations } from "./invocations.ts";
 import { ThreadClaim } from "./thread-claim.ts";
 import { SyncChannel } from "./sync-channel.ts";
 
-const MESSAGES_FD = 3;
 const WATCHDOG_FD = 4;
 const SYNC_FD = 5;
 const REGISTER_FD = 6;
 
+if (!process.send) throw new Error("engine/worker/main.ts runs as a worker process of the pool, with an IPC channel");
 const boot = JSON.parse(process.env.SKILLENV_WORKER ?? "null") as WorkerBoot;
 // A stray rejection from guest glue (e.g. a dropped guest's internal promise) must not take the
 // worker, and every invocation in it, down. The worker's own promises are all handled.
 process.on("unhandledRejection", () => undefined);
-const messages = new Socket({ fd: MESSAGES_FD, readable: true, writable: true });
-// The pool is gone (or closed the socket): nothing more can be reported, so stop.
-messages.on("end", () => process.exit(0));
-messages.on("error", () => process.exit(0));
+// The pool is gone (or closed the channel): nothing more can be reported, so stop.
+process.on("disconnect", () => process.exit(0));
 
 /** Sends a message; `flushed` is called once it is in the kernel's socket buffer (the pool reads it even if this process dies). */
 function send(message: FromWorker, flushed?: () => void): void {
-  messages.write(encodeFrame(message), flushed);
+  process.send!(message, undefined, undefined, flushed ? () => flushed() : undefined);
 }
 
 const components = new Components(boot, send);
@@ -52,14 +48,7 @@ const invocations = new Invocations(
 setPriority(boot.niceness);
 setBlockingCaller(() => invocations.onThread());
 
-const frames = new FrameReader(
-  MAX_FRAME_BYTES,
-  (message) => onMessage(message as ToWorker),
-  () => process.exit(1),
-);
-messages.on("data", (chunk: Buffer) => frames.push(chunk));
-
-function onMessage(message: ToWorker): void {
+process.on("message", (message: ToWorker) => {
   switch (message.type) {
     case "load":
       components.load(message);
@@ -82,6 +71,6 @@ function onMessage(message: ToWorker): void {
       send({ type: "report", spares: components.spareStats(), loaded: components.loadedCount(), rssBytes: process.memoryUsage.rss() });
       break;
   }
-}
+});
 
 send({ type: "ready" });
