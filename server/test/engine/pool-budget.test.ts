@@ -2,7 +2,7 @@
 // unloaded past it and reloaded from their prepared files when next invoked.
 import { beforeAll, describe, expect, it } from "vitest";
 import type { HostServices, Pool, Receipt } from "../../src/engine/pool/index.ts";
-import { buildTestComponents, component, output, run, startPool } from "../helpers/pool.ts";
+import { buildTestComponents, component, killWorker, output, run, startPool, waitFor } from "../helpers/pool.ts";
 
 const MiB = 1024 * 1024;
 /** Smaller than any one component's core modules (WAT ones are 400-1200 bytes): only the newest stays. */
@@ -126,6 +126,52 @@ describe("compiled-code budget", () => {
       expect(pool.stats()).toMatchObject({ prepared: 3, unloads: 0 });
       expect(pool.stats().compiledBytes).toBeGreaterThan(0);
       expect(loadedCounts(pool)).toEqual([3, 3]);
+    });
+  }, 60_000);
+});
+
+describe("components loaded on use (loadOnUseMib)", () => {
+  it("one larger than the threshold is loaded on one worker when prepared, on every worker once invoked", async () => {
+    // 0: every component counts as larger.
+    await withPool({ loadOnUseMib: 0, workers: 2 }, async (pool) => {
+      const echo = component("echo-wat");
+      const fib = component("fib-wat");
+      await pool.prepare(echo);
+      await pool.prepare(fib);
+      // One copy each, on the worker holding less code: one on each.
+      expect(loadedCounts(pool)).toEqual([1, 1]);
+      expect((await Promise.all([pool.report(0), pool.report(1)])).map((report) => report.loaded)).toEqual([1, 1]);
+      expect(pool.isPrepared("echo-wat")).toBe(true);
+      expect(pool.isPrepared("fib-wat")).toBe(true);
+
+      expect(output(await run(pool, echo, { v: 1 }))).toEqual({ v: 1 });
+      // In use: every worker loads it; calls on either worker return meanwhile and after.
+      const receipts = await Promise.all(Array.from({ length: 8 }, (_, i) => run(pool, echo, { v: 1, i })));
+      receipts.forEach((receipt, i) => expect(output(receipt)).toEqual({ v: 1, i }));
+      await waitFor(() => loadedCounts(pool).reduce((sum, count) => sum + count, 0) === 3, 20_000, "echo-wat to load on the other worker");
+      expect(loadedCounts(pool).sort()).toEqual([1, 2]);
+      expect(pool.stats().transpiles).toBe(0);
+    });
+  }, 60_000);
+
+  it("a replacement restores what its predecessor held, and only that", async () => {
+    await withPool({ loadOnUseMib: 0, workers: 2 }, async (pool) => {
+      const echo = component("echo-wat");
+      await pool.prepare(echo);
+      const home = loadedCounts(pool).indexOf(1);
+      expect(loadedCounts(pool)[1 - home]).toBe(0);
+      killWorker(pool, home);
+      await waitFor(() => pool.stats().replacements === 1 && pool.isPrepared("echo-wat"), 20_000, "the replacement to restore echo-wat");
+      expect(loadedCounts(pool)[home]).toBe(1);
+      expect(loadedCounts(pool)[1 - home]).toBe(0);
+      expect(output(await run(pool, echo, { v: 1, again: true }))).toEqual({ v: 1, again: true });
+    });
+  }, 60_000);
+
+  it("below the threshold (the default 1 MiB), a hand-written component loads on every worker when prepared", async () => {
+    await withPool({ workers: 2 }, async (pool) => {
+      await pool.prepare(component("echo-wat"));
+      expect(loadedCounts(pool)).toEqual([1, 1]);
     });
   }, 60_000);
 });

@@ -96,11 +96,11 @@ export function findBash(path = process.env.PATH ?? ""): string | undefined {
   return findOnPath("bash", path) ?? findOnPath("bash", ["/usr/bin", "/bin"].join(delimiter));
 }
 
-/** The descriptors a worker process is started with (stdin to the sync channel: WorkerProcess). */
-export const WORKER_DESCRIPTORS = 6;
+/** The descriptors a worker process is started with (stdin to the start register: WorkerProcess). */
+export const WORKER_DESCRIPTORS = 7;
 
 /**
- * `command` started by bash with only the worker's descriptors (0-5) open: every other one the
+ * `command` started by bash with only the worker's descriptors (0-6) open: every other one the
  * server holds without close-on-exec (LevelDB opens its files so) is closed before the command
  * (bubblewrap, or the plain worker) runs, so no worker holds the server's metadata store, blobs
  * or keys open, whatever its sandbox lets it see by path.

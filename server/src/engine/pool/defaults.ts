@@ -18,6 +18,7 @@ export const POOL_DEFAULTS = {
   spareInstances: 2,
   spareMemoryMib: 256,
   compiledMemoryMib: 0,
+  loadOnUseMib: 1,
   /**
    * Guests compute at a lower CPU priority than the server: where workers and the server share
    * cores, a guest computing until its deadline takes CPU time from its own worker's others, not

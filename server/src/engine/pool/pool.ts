@@ -69,6 +69,13 @@ interface Compiled {
   bytes: number;
   /** When it was last prepared or dispatched (the pool's use clock): the budget unloads the least recent. */
   used: number;
+  /**
+   * Larger than loadOnUseMib: loaded on one worker when prepared (where it is loaded or loading,
+   * else on the worker holding the fewest bytes of code), and on every worker once `spread`.
+   */
+  loadOnUse: boolean;
+  /** Invoked at least once since it was compiled: loaded on every worker, as a smaller one. */
+  spread: boolean;
 }
 
 class WorkerHandle {
@@ -128,10 +135,8 @@ interface Flight {
   /** Bytes of workspace quota leased to it, in all. */
   leased: number;
   timer: NodeJS.Timeout | undefined;
-  /** The invoke message went to the worker. */
+  /** The invoke message went to the worker. (Whether its guest started, its worker's start register says.) */
   posted: boolean;
-  /** The worker said its guest is about to run: from here on a lost worker means `unknown`. */
-  running: boolean;
   /** The worker's watchdog named it: its guest computed past the deadline. */
   overran: boolean;
   /** Progress events passed on to its host, and dropped past the limits (here, or in its worker). */
@@ -230,10 +235,11 @@ export class Pool {
   }
 
   /**
-   * Prepares a component and loads it on every worker; resolves when all are ready. Concurrent
-   * calls for one id share the work; a prepared component stays loaded for the pool's lifetime
-   * (replacement workers load it again before taking work), unless compiledMemoryMib is set and
-   * it is unloaded to keep within it. Rejects with preparation_failed.
+   * Prepares a component and loads it on every worker (one worker, for a component larger than
+   * loadOnUseMib not yet invoked); resolves when they are ready. Concurrent calls for one id share
+   * the work; a prepared component stays loaded for the pool's lifetime (replacement workers load
+   * again what their predecessor held before taking work), unless compiledMemoryMib is set and it
+   * is unloaded to keep within it. Rejects with preparation_failed.
    */
   prepare(component: ComponentRef): Promise<void> {
     if (this.#closed) return Promise.reject(new Error("the worker pool is closed"));
@@ -241,7 +247,7 @@ export class Pool {
     const compiled = this.#components.get(component.id);
     if (compiled) {
       compiled.used = ++this.#clock;
-      return this.#loadEverywhere(component.id).catch((error: unknown) => {
+      return this.#loadWhereNeeded(component.id).catch((error: unknown) => {
         throw asPreparationFailure(component.id, new Error(`loading on the workers: ${messageOf(error)}`));
       });
     }
@@ -257,10 +263,15 @@ export class Pool {
     return promise;
   }
 
-  /** Whether the component is prepared and loaded on every current worker. */
+  /**
+   * Whether the component is prepared and loaded on every current worker (on one at least, for a
+   * component larger than loadOnUseMib: the others load it when it is invoked).
+   */
   isPrepared(id: string): boolean {
-    if (!this.#components.has(id)) return false;
-    return this.#workers.every((handle) => handle.state !== "dead" && handle.loaded.has(id));
+    const compiled = this.#components.get(id);
+    if (!compiled) return false;
+    const ready = (handle: WorkerHandle) => handle.state !== "dead" && handle.loaded.has(id);
+    return compiled.loadOnUse ? this.#workers.some(ready) : this.#workers.every(ready);
   }
 
   /**
@@ -315,7 +326,7 @@ export class Pool {
       busy: handle.busy,
       tools: handle.tools,
       agentLoops: handle.loops,
-      running: [...handle.flights].filter((flight) => flight.running).length,
+      running: runningOn(handle),
       loaded: handle.loaded.size,
     }));
     const live = this.#workers.filter((handle) => handle.state !== "dead").length;
@@ -378,20 +389,20 @@ export class Pool {
     const id = component.id;
     let prepared = await this.#preparer.prepare(component);
     if (this.#closed) throw new Error("the worker pool is closed");
-    this.#components.set(id, { prepared, bytes: await this.#sizeOf(prepared), used: ++this.#clock });
+    this.#components.set(id, await this.#compiled(prepared));
     // Room is made before the workers load it; being the most recently used, it is not unloaded itself.
     this.#fitBudget();
     try {
-      await this.#loadEverywhere(id);
+      await this.#loadWhereNeeded(id);
     } catch (error) {
       this.#components.delete(id);
       if (!prepared.fromCache) throw asPreparationFailure(id, new Error(`loading on the workers: ${messageOf(error)}`));
       // A damaged prepared directory: prepare once more from the component's bytes.
       await this.#preparer.discard(id);
       prepared = await this.#preparer.prepare(component);
-      this.#components.set(id, { prepared, bytes: await this.#sizeOf(prepared), used: ++this.#clock });
+      this.#components.set(id, await this.#compiled(prepared));
       try {
-        await this.#loadEverywhere(id);
+        await this.#loadWhereNeeded(id);
       } catch (again) {
         this.#components.delete(id);
         throw asPreparationFailure(id, new Error(`loading on the workers: ${messageOf(again)}`));
@@ -400,33 +411,49 @@ export class Pool {
     if (this.#unloaded.delete(id)) this.#reloads++;
   }
 
-  async #sizeOf(prepared: PreparedComponent): Promise<number> {
+  async #compiled(prepared: PreparedComponent): Promise<Compiled> {
     const sizes = await Promise.all(this.#preparer.coreModuleFiles(prepared).map(([, file]) => stat(file).then((stats) => stats.size)));
-    return sizes.reduce((sum, size) => sum + size, 0);
+    const bytes = sizes.reduce((sum, size) => sum + size, 0);
+    return { prepared, bytes, used: ++this.#clock, loadOnUse: bytes > this.#options.loadOnUseMib * MiB, spread: false };
   }
 
-  async #loadEverywhere(id: string): Promise<void> {
+  async #loadWhereNeeded(id: string): Promise<void> {
     this.#pin(id);
     try {
-      await this.#loadOnEveryWorker(id);
+      await this.#loadOnWorkers(id);
     } finally {
       this.#unpin(id);
     }
   }
 
-  async #loadOnEveryWorker(id: string): Promise<void> {
+  async #loadOnWorkers(id: string): Promise<void> {
     for (;;) {
       if (this.#closed) throw new Error("the worker pool is closed");
-      const handles = [...this.#workers];
+      const handles = this.#placesOf(id);
       for (const handle of handles) this.#sendLoad(handle, id);
       const results = await Promise.allSettled(handles.map((handle) => handle.loads.get(id)?.promise ?? Promise.reject(new WorkerGone())));
       const failed = results.find((result) => result.status === "rejected" && !(result.reason instanceof WorkerGone));
       if (failed) throw (failed as PromiseRejectedResult).reason;
-      const settled = handles.every((handle, index) => this.#workers[index] === handle && handle.state !== "dead" && handle.loaded.has(id));
+      const settled = handles.every((handle) => this.#workers[handle.index] === handle && handle.state !== "dead" && handle.loaded.has(id));
       if (settled) return;
       // Some worker went away meanwhile: its replacement restores every prepared component.
       await Promise.all(handles.filter((handle) => handle.state === "dead").map((handle) => handle.replaced.promise));
     }
+  }
+
+  /**
+   * The workers a component is to be loaded on now: every one; or, for one loaded on use and not
+   * yet invoked, one: a live worker that holds it or is loading it, else the live worker holding
+   * the fewest bytes of code.
+   */
+  #placesOf(id: string): WorkerHandle[] {
+    const compiled = this.#components.get(id);
+    const live = this.#workers.filter((handle) => handle.state !== "dead");
+    if (!compiled?.loadOnUse || compiled.spread || live.length === 0) return [...this.#workers];
+    const holder = live.find((handle) => handle.loaded.has(id)) ?? live.find((handle) => handle.loads.has(id));
+    if (holder) return [holder];
+    const bytes = (handle: WorkerHandle) => [...handle.loads.keys()].reduce((sum, other) => sum + (this.#components.get(other)?.bytes ?? 0), 0);
+    return [live.reduce((least, handle) => (bytes(handle) < bytes(least) ? handle : least))];
   }
 
   #sendLoad(handle: WorkerHandle, id: string): void {
@@ -449,6 +476,11 @@ export class Pool {
     compiled.used = ++this.#clock;
     const refused = refusal(invocation, compiled, this.#options.workspaceRoot);
     if (refused) return Promise.resolve(done(started, failure(refused.code, refused.message)));
+    if (!compiled.spread) {
+      // In use: every worker loads it now (meanwhile, its invocations prefer a worker that holds it).
+      compiled.spread = true;
+      for (const handle of this.#workers) this.#sendLoad(handle, compiled.prepared.id);
+    }
     const secrets = readSecrets(invocation.grants.secrets, invocation.secretSource);
     if (!(secrets instanceof Map)) return Promise.resolve(done(started, failure(secrets.code, secrets.message)));
     const now = Date.now();
@@ -457,7 +489,7 @@ export class Pool {
     const kind: Kind = invocation.entrypoint === "turn" ? "loop" : "tool";
     const tenant = invocation.tenant ?? "";
     if (this.#queues[kind].mayStart(tenant)) {
-      const handle = this.#pick(kind, tenant);
+      const handle = this.#pick(kind, tenant, compiled.prepared.id);
       if (handle) {
         let resolve!: (receipt: Receipt) => void;
         const promise = new Promise<Receipt>((res) => (resolve = res));
@@ -539,8 +571,8 @@ export class Pool {
     while (queue.waiting > 0) {
       const next = queue.next((tenant) => this.#pick(kind, tenant) !== undefined);
       if (!next) return;
-      const handle = this.#pick(kind, next.tenant)!;
       const waiting = next.item;
+      const handle = this.#pick(kind, next.tenant, waiting.compiled.prepared.id)!;
       waiting.stopWaiting();
       if (!(waiting.deadline > Date.now())) {
         waiting.resolve(
@@ -574,7 +606,6 @@ export class Pool {
       leased: 0,
       timer: undefined,
       posted: false,
-      running: false,
       overran: false,
       emits: 0,
       emitsDropped: 0,
@@ -584,6 +615,9 @@ export class Pool {
     this.#flights.set(n, flight);
     handle.flights.add(flight);
     this.#pin(flight.id);
+    // Loaded ahead of the invocation if this worker does not hold it (a replacement, say): the
+    // worker handles its messages in order and awaits a load in progress.
+    this.#sendLoad(handle, flight.id);
     invocation.signal?.addEventListener("abort", () => this.#cancel(flight), { once: true });
     if (invocation.signal?.aborted) this.#cancel(flight);
     if (workspace === undefined) {
@@ -644,11 +678,13 @@ export class Pool {
    * all of them; a replacement counts as the share of the workspaces its predecessor served until
    * it is ready). Preferred, in order: a worker whose thread no guest holds (a call sent to a busy
    * worker waits behind that guest's computation), a ready one, the fewest invocations of other workspaces
-   * (workspaces keep to workers of their own where they can), the fewest of its kind, the fewest
-   * in all. Ties rotate, so consecutive calls alternate between idle workers: each then has time
-   * to instantiate its next spare while the other one serves.
+   * (workspaces keep to workers of their own where they can), the fewest of its kind, one that
+   * holds the component `id` (another compiles it first: concurrent calls still spread while a
+   * component loads on use), the fewest in all. Ties rotate, so consecutive calls alternate
+   * between idle workers: each then has time to instantiate its next spare while the other one
+   * serves.
    */
-  #pick(kind: Kind, tenant: string): WorkerHandle | undefined {
+  #pick(kind: Kind, tenant: string, id?: string): WorkerHandle | undefined {
     const cap = kind === "tool" ? this.#options.toolSlotsPerWorker : this.#options.agentLoopSlotsPerWorker;
     const live = this.#workers.filter((handle) => handle.state !== "dead");
     const own = live.filter((handle) => handle.tenants.has(tenant) || (handle.state === "starting" && handle.inherited.has(tenant)));
@@ -666,7 +702,8 @@ export class Pool {
       const busy = handle.busy && handle.flights.size > 0;
       // A worker still starting serves only once it has loaded every component (about a second).
       const starting = handle.state === "starting" ? 1 : 0;
-      const score = [busy ? 1 : 0, starting, others, used, handle.tools + handle.loops];
+      const unloaded = id === undefined || handle.loaded.has(id) ? 0 : 1;
+      const score = [busy ? 1 : 0, starting, others, used, unloaded, handle.tools + handle.loops];
       if (!best || lexicallyLess(score, bestScore)) {
         best = handle;
         bestScore = score;
@@ -785,7 +822,7 @@ export class Pool {
    * Takes a worker out of service: in-flight invocations end `unknown` (`timeout` for the one its
    * watchdog stopped it for; `unavailable` for those whose guest had not started), pending loads fail over to the
    * replacement, and unless the pool is closing a replacement is spawned, which restores every
-   * prepared component first.
+   * prepared component it held first.
    */
   #retire(handle: WorkerHandle, reason: string, replace: boolean): void {
     if (handle.state === "dead") return;
@@ -793,8 +830,8 @@ export class Pool {
     const heirs: ReadonlySet<string> = new Set(handle.tenants.keys());
     handle.state = "dead";
     handle.lostReason = reason;
-    // Its invocations are settled once the process is gone (#exited): only then has every start
-    // note it wrote been read.
+    // Its invocations are settled once the process is gone (#exited): only then does its start
+    // register hold every start it will ever record.
     if (handle.gone) this.#settleLost(handle);
     for (const load of handle.loads.values()) load.reject(new WorkerGone());
     for (const query of handle.reports.splice(0)) query.reject(new WorkerGone(reason));
@@ -810,7 +847,7 @@ export class Pool {
         handle.replaced.resolve();
         return;
       }
-      this.#workers[handle.index] = this.#spawn(handle.index, heirs);
+      this.#workers[handle.index] = this.#spawn(handle.index, heirs, new Set(handle.loads.keys()));
       this.#replacements++;
       handle.replaced.resolve();
     };
@@ -818,7 +855,8 @@ export class Pool {
     else setTimeout(respawn, delay).unref();
   }
 
-  #spawn(index: number, inherited: ReadonlySet<string> = new Set()): WorkerHandle {
+  /** A worker in place `index`; a replacement gets `inherited` (its predecessor's workspaces) and `held` (the components it held or was loading). */
+  #spawn(index: number, inherited: ReadonlySet<string> = new Set(), held: ReadonlySet<string> = new Set()): WorkerHandle {
     const generation = ++this.#spawns;
     const handle = new WorkerHandle(
       index,
@@ -851,10 +889,6 @@ export class Pool {
               const flight = this.#flights.get(n);
               if (flight && flight.handle === self) flight.overran = true;
             },
-            started: (n) => {
-              const flight = this.#flights.get(n);
-              if (flight && flight.handle === self) flight.running = true;
-            },
             busy: (busy) => {
               self.busy = busy;
             },
@@ -864,9 +898,10 @@ export class Pool {
           },
         ),
     );
-    // Restore every prepared component before any invocation reaches this worker: messages
-    // are handled in order, and the worker awaits a component's load before using it.
-    for (const id of this.#components.keys()) this.#sendLoad(handle, id);
+    // Restore prepared components before any invocation reaches this worker: messages are handled
+    // in order, and the worker awaits a component's load before using it. Those loaded on use
+    // that no one invoked yet only where the predecessor held them.
+    for (const [id, compiled] of this.#components) if (!compiled.loadOnUse || compiled.spread || held.has(id)) this.#sendLoad(handle, id);
     return handle;
   }
 
@@ -886,13 +921,14 @@ export class Pool {
   }
 
   /**
-   * Settles what was in flight on a worker that is gone. An invocation whose start note never
-   * came did not run (the note is written, synchronously, before the guest runs, and every note
-   * is read before the process's end is): a definite outcome.
+   * Settles what was in flight on a worker that is gone. An invocation whose number is not in its
+   * start register did not run (the worker writes it there, synchronously, before the guest runs):
+   * a definite outcome.
    */
   #settleLost(handle: WorkerHandle): void {
+    const started = handle.process.started();
     for (const flight of [...handle.flights]) {
-      if (!flight.running) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"), 0);
+      if (!started.has(flight.n)) this.#settle(flight, failure("unavailable", "the worker stopped before the invocation started; it did not run"), 0);
       else if (flight.overran) this.#settle(flight, failure("timeout", "the invocation passed its deadline and its worker was stopped"));
       else this.#settle(flight, { outcome: "unknown", message: handle.lostReason });
     }
@@ -1031,6 +1067,7 @@ function normalize(options: PoolOptions): Required<PoolOptions> {
     spareInstances: Math.max(0, Math.floor(options.spareInstances ?? POOL_DEFAULTS.spareInstances)),
     spareMemoryMib: Math.max(0, options.spareMemoryMib ?? POOL_DEFAULTS.spareMemoryMib),
     compiledMemoryMib: Math.max(0, options.compiledMemoryMib ?? POOL_DEFAULTS.compiledMemoryMib),
+    loadOnUseMib: Math.max(0, options.loadOnUseMib ?? POOL_DEFAULTS.loadOnUseMib),
   };
 }
 
@@ -1060,6 +1097,15 @@ function processAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+/** Invocations in flight on the worker whose guest started. */
+function runningOn(handle: WorkerHandle): number {
+  if (handle.flights.size === 0) return 0;
+  const started = handle.process.started();
+  let running = 0;
+  for (const flight of handle.flights) if (started.has(flight.n)) running++;
+  return running;
 }
 
 function lexicallyLess(a: readonly number[], b: readonly number[]): boolean {

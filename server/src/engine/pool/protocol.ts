@@ -105,13 +105,12 @@ export type FromWorker =
   | { type: "report"; spares: SpareStats; loaded: number; rssBytes: number };
 
 /**
- * The worker's synchronous channel (its own socket pair; a line of JSON each): what the worker
- * must have told the pool before it goes on, written with a blocking write, so that it reaches the
- * pool even if the worker dies the next instant. `started`: the invocation's guest is about to
- * run (before this, a lost worker means it did not run); `lease`: more workspace quota, the worker
- * blocked reading the answer (one request at a time).
+ * The worker's synchronous channel (its own socket pair; a line of JSON each): a request for more
+ * workspace quota, written with a blocking write, the worker blocked reading the answer (one
+ * request at a time). (That an invocation's guest is about to run goes in the start register
+ * instead: start-register.ts.)
  */
-export type SyncNote = { type: "started"; invocation: number } | ({ type: "lease" } & LeaseRequest);
+export type SyncNote = { type: "lease" } & LeaseRequest;
 
 export interface LeaseRequest {
   invocation: number;

@@ -77,6 +77,14 @@ export interface PoolOptions {
    * next invoked). Default 0: unbounded, prepared code stays for the pool's lifetime.
    */
   compiledMemoryMib?: number;
+  /**
+   * Components whose core modules are larger than this, in MiB, are loaded on one worker when
+   * prepared, and on every worker once invoked: each worker holds its own copy of a component's
+   * code (V8 cannot share it between processes), so a prepared component nobody calls costs one
+   * copy, not one per worker. Smaller ones load on every worker when prepared. Default 1 (the
+   * JavaScript runtimes load on use, hand-written components everywhere); 0: every component.
+   */
+  loadOnUseMib?: number;
 }
 
 /** Host services of an agent loop, supplied by the caller (model calls, nested tool dispatch). */

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { closeSync, mkdirSync, openSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
@@ -7,6 +7,7 @@ import { MALLOC_ENVIRONMENT } from "../../config/process-memory.ts";
 import { bubblewrapArguments, findBash, findBubblewrap, SANDBOX_EGRESS_SOCKET, withOwnDescriptorsOnly } from "./bubblewrap.ts";
 import { Egress } from "./egress.ts";
 import type { FromWorker, LeaseRequest, SyncNote, ToWorker, WorkerBoot } from "./protocol.ts";
+import { readStartRegister } from "./start-register.ts";
 
 const WORKER_MAIN = new URL("../worker/main.ts", import.meta.url).pathname;
 const EGRESS_PRELOAD = new URL("../worker/egress-preload.ts", import.meta.url).pathname;
@@ -32,8 +33,6 @@ export interface WorkerProcessEvents {
   overran(invocation: number): void;
   /** A guest has held the worker's thread for a while (true), or let it go (false). */
   busy(busy: boolean): void;
-  /** The invocation's guest is about to run (before this note, it has not run). */
-  started(invocation: number): void;
   /** A lease request of an invocation: answers the bytes granted, synchronously. */
   lease(request: LeaseRequest): number;
   /** Network origins granted to the invocations in flight on this worker (its egress allows them). */
@@ -44,13 +43,17 @@ export interface WorkerProcessEvents {
 
 /**
  * One OS process of the pool and its channels: Node's IPC channel (structured clone), the
- * watchdog's report descriptor and the lease socket, its egress proxy, its scratch directory.
- * Messages sent before the process is spawned wait, in order.
+ * watchdog's report descriptor, the lease socket and the start register (start-register.ts), its
+ * egress proxy, its scratch directory. Messages sent before the process is spawned wait, in order.
  */
 export class WorkerProcess {
   readonly #options: WorkerProcessOptions;
   readonly #events: WorkerProcessEvents;
   #child: ChildProcess | undefined;
+  /** The start register's descriptor (the pool's end), until the process is gone. */
+  #register: number | undefined;
+  /** What the register held when the process was gone: nothing is written to it after. */
+  #startedAtExit: ReadonlySet<number> | undefined;
   #egress: Egress | undefined;
   readonly #queue: ToWorker[] = [];
   #stderr = "";
@@ -71,6 +74,16 @@ export class WorkerProcess {
       return;
     }
     this.#child.send(message);
+  }
+
+  /**
+   * The invocations whose guest started on this worker, as its start register says (with numbers
+   * of invocations long settled among them). Once the process is gone, complete: a number that is
+   * not there is an invocation that never ran.
+   */
+  started(): ReadonlySet<number> {
+    if (this.#startedAtExit) return this.#startedAtExit;
+    return this.#register === undefined ? new Set() : readStartRegister(this.#register);
   }
 
   /** Closes the egress tunnels that no invocation in flight grants any more. */
@@ -103,6 +116,8 @@ export class WorkerProcess {
     const { directory } = this.#options;
     const scratchRoot = join(directory, "scratch");
     mkdirSync(scratchRoot, { recursive: true, mode: 0o700 });
+    // Not below scratchRoot: the sandbox shows the worker that directory, and this file only by its descriptor.
+    this.#register = openSync(join(directory, "started"), "w+", 0o600);
     this.#egress = await Egress.listen(this.#options.egressSocket, () => this.#events.granted());
     if (this.#gone) return;
     const boot: WorkerBoot = { ...this.#options.boot, scratchRoot };
@@ -131,9 +146,15 @@ export class WorkerProcess {
         : node,
     );
     // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
-    // 3: IPC; 4: the watchdog's report; 5: the synchronous channel (start notes, lease requests).
+    // 3: IPC; 4: the watchdog's report; 5: the synchronous channel (lease requests); 6: the start
+    // register (a file).
     // Detached: the worker leads a process group of its own, which kill() stops as a whole (see there).
-    const child = spawn(command!, args, { stdio: ["ignore", "ignore", "pipe", "ipc", "pipe", "pipe"], serialization: "advanced", env, detached: true });
+    const child = spawn(command!, args, {
+      stdio: ["ignore", "ignore", "pipe", "ipc", "pipe", "pipe", this.#register],
+      serialization: "advanced",
+      env,
+      detached: true,
+    });
     this.#child = child;
     this.pid = child.pid;
     // A failure to spawn (no bubblewrap, say) is an error without a process; once there is one,
@@ -164,10 +185,6 @@ export class WorkerProcess {
       } catch {
         // a malformed note says nothing; a lease request among them is granted nothing
       }
-      if (note?.type === "started") {
-        if (Number.isSafeInteger(note.invocation)) this.#events.started(note.invocation);
-        return;
-      }
       const valid = note?.type === "lease" && Number.isSafeInteger(note.invocation) && Number.isFinite(note.bytes) && note.bytes > 0;
       channel.write(`${JSON.stringify({ granted: valid ? this.#events.lease(note as LeaseRequest) : 0 })}\n`);
     });
@@ -178,6 +195,12 @@ export class WorkerProcess {
     if (this.#gone) return;
     this.#gone = true;
     this.#queue.length = 0;
+    if (this.#register !== undefined) {
+      // Read before the directory goes, and before the pool settles what was in flight.
+      this.#startedAtExit = this.#child ? readStartRegister(this.#register) : new Set();
+      closeSync(this.#register);
+      this.#register = undefined;
+    }
     const egress = this.#egress;
     void egress?.close().catch(() => undefined);
     void rm(this.#options.directory, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }).catch(() => undefined);

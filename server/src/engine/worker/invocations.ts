@@ -6,12 +6,14 @@ import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } fro
 import type { Components } from "./components.ts";
 import { classify, instantiate, type GuestInstance, type Scope } from "./guest.ts";
 import type { ThreadClaim } from "./thread-claim.ts";
+import type { StartRegister } from "../pool/start-register.ts";
 import type { SyncChannel } from "./sync-channel.ts";
 import { WorkspaceLease } from "./workspace-lease.ts";
 
 type InvokeMessage = Extract<ToWorker, { type: "invoke" }>;
 type HostResult = Extract<ToWorker, { type: "host-result" }>;
-type Send = (message: FromWorker) => void;
+/** Sends a message; `flushed` is called once it is in the kernel's socket buffer. */
+type Send = (message: FromWorker, flushed?: () => void) => void;
 
 /** One invocation in this worker: what its guest's imports reach, and how it ends. */
 class Invocation implements Scope {
@@ -31,6 +33,8 @@ class Invocation implements Scope {
   readonly #onEnd: () => void;
   /** The instance serving this invocation, once there is one. */
   instance: GuestInstance | undefined;
+  /** Its slot in the start register, once its guest may run; freed once its receipt is sent. */
+  registered: { register: StartRegister; slot: number } | undefined;
   readonly #calls = new Map<number, { resolve: (value: string) => void; reject: (error: FailureBody | Error) => void }>();
   #nextCall = 1;
   #timer: NodeJS.Timeout | undefined;
@@ -143,7 +147,11 @@ class Invocation implements Scope {
     clearTimeout(this.#timer);
     this.#onEnd();
     this.filesystem.revoke();
-    this.#send({ type: "receipt", invocation: this.number, receipt, workspaceGrowth: this.#workspace?.growth ?? 0, emitsDropped: this.#emitsDropped });
+    const registered = this.registered;
+    this.#send(
+      { type: "receipt", invocation: this.number, receipt, workspaceGrowth: this.#workspace?.growth ?? 0, emitsDropped: this.#emitsDropped },
+      registered && (() => registered.register.free(registered.slot)),
+    );
     this.network = [];
     if (this.instance) this.instance.fuel.value = -1n;
     const pending = [...this.#calls.values()];
@@ -165,15 +173,17 @@ export class Invocations {
   readonly #components: Components;
   readonly #claim: ThreadClaim;
   readonly #channel: SyncChannel;
+  readonly #register: StartRegister;
   readonly #send: Send;
   /** When the guest of the invocation started last first lets go of the thread. */
   #lastStart: Promise<void> = Promise.resolve();
 
-  constructor(boot: WorkerBoot, components: Components, claim: ThreadClaim, channel: SyncChannel, send: Send) {
+  constructor(boot: WorkerBoot, components: Components, claim: ThreadClaim, channel: SyncChannel, register: StartRegister, send: Send) {
     this.#boot = boot;
     this.#components = components;
     this.#claim = claim;
     this.#channel = channel;
+    this.#register = register;
     this.#send = send;
   }
 
@@ -229,14 +239,14 @@ export class Invocations {
     }
     const spares = this.#components.spares;
     // One start at a time: the guest started before this one must have let go of the thread
-    // (suspended or ended) before this one's start note is written. Otherwise a guest that then
-    // computes forever would leave a note behind for one that never ran.
+    // (suspended or ended) before this one's start is recorded. Otherwise a guest that then
+    // computes forever would leave a record behind for one that never ran.
     const previous = this.#lastStart;
     this.#lastStart = invocation.yielded;
     await previous;
     if (invocation.finished) return;
     // From here on the guest may run: the pool knows before it does.
-    this.#channel.started(message.invocation);
+    invocation.registered = { register: this.#register, slot: this.#register.record(message.invocation) };
     try {
       invocation.resuming();
       const spare = spares.take(component, invocation, budget);

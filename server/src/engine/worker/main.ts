@@ -6,9 +6,11 @@
 // returns, traps, runs out of fuel, or the watchdog stops the process at its deadline.
 //
 // Descriptors: 3 is the IPC channel (Node's), 4 the watchdog's report to the pool, 5 the
-// synchronous channel (sync-channel.ts: start notes and workspace quota leases).
+// synchronous channel (sync-channel.ts: workspace quota leases), 6 the start register
+// (pool/start-register.ts).
 import { setPriority } from "node:os";
 import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
+import { StartRegister } from "../pool/start-register.ts";
 import { setBlockingCaller } from "../wasi/blocking.ts";
 import { Components } from "./components.ts";
 import { Invocations } from "./invocations.ts";
@@ -17,6 +19,7 @@ import { SyncChannel } from "./sync-channel.ts";
 
 const WATCHDOG_FD = 4;
 const SYNC_FD = 5;
+const REGISTER_FD = 6;
 
 if (!process.send) throw new Error("engine/worker/main.ts runs as a worker process of the pool, with an IPC channel");
 const boot = JSON.parse(process.env.SKILLENV_WORKER ?? "null") as WorkerBoot;
@@ -26,12 +29,20 @@ process.on("unhandledRejection", () => undefined);
 // The pool is gone (or closed the channel): nothing more can be reported, so stop.
 process.on("disconnect", () => process.exit(0));
 
-function send(message: FromWorker): void {
-  process.send!(message);
+/** Sends a message; `flushed` is called once it is in the kernel's socket buffer (the pool reads it even if this process dies). */
+function send(message: FromWorker, flushed?: () => void): void {
+  process.send!(message, undefined, undefined, flushed ? () => flushed() : undefined);
 }
 
 const components = new Components(boot, send);
-const invocations = new Invocations(boot, components, new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD), new SyncChannel(SYNC_FD), send);
+const invocations = new Invocations(
+  boot,
+  components,
+  new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD),
+  new SyncChannel(SYNC_FD),
+  new StartRegister(REGISTER_FD),
+  send,
+);
 // This thread, where guests run, yields the CPU to the server (a nice value is per thread on
 // Linux; the watchdog's, started above, keeps the server's so that it stops an overrunning guest on time).
 setPriority(boot.niceness);

@@ -2,10 +2,9 @@ import { readSync, writeSync } from "node:fs";
 import type { LeaseAnswer, LeaseRequest, SyncNote } from "../pool/protocol.ts";
 
 /**
- * The worker's end of its synchronous channel to the pool (protocol.ts `SyncNote`): every note is
- * written with a blocking write, so it is in the pool's socket before the worker goes on; a lease
- * request then blocks the thread until the pool answers. Guests run on one thread: one request at
- * a time.
+ * The worker's end of its synchronous channel to the pool (protocol.ts `SyncNote`): a lease
+ * request is written with a blocking write, then blocks the thread until the pool answers. Guests
+ * run on one thread: one request at a time.
  */
 export class SyncChannel {
   readonly #fd: number;
@@ -13,11 +12,6 @@ export class SyncChannel {
 
   constructor(fd: number) {
     this.#fd = fd;
-  }
-
-  /** The invocation's guest is about to run. */
-  started(invocation: number): void {
-    this.#write({ type: "started", invocation });
   }
 
   /** Asks for `bytes` more workspace quota; answers what the pool granted. */
