@@ -69,7 +69,7 @@ export async function startService(settings: Settings, options: StartOptions = {
   const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, (req, res) => serve(req, res));
   options.onPortOpen?.(listener.url);
   try {
-    return await wire(settings, options, { health, listener, serveWith: (ready) => (serve = ready) });
+    return await wire(settings, options, { health, readiness, listener, serveWith: (ready) => (serve = ready) });
   } catch (error) {
     await listener.close(0);
     throw error;
@@ -79,11 +79,13 @@ export async function startService(settings: Settings, options: StartOptions = {
 /** What startService opened before the rest: the health state and the listener, and how to hand it the API. */
 interface Started {
   health: HealthState;
+  /** What the probes report, from `health`. */
+  readiness: () => string;
   listener: Listener;
   serveWith(ready: RequestListener): void;
 }
 
-async function wire(settings: Settings, options: StartOptions, { health, listener, serveWith }: Started): Promise<RunningService> {
+async function wire(settings: Settings, options: StartOptions, { health, readiness, listener, serveWith }: Started): Promise<RunningService> {
   const store = await openStore(settings);
   const metrics = settings.metricsListen ? new Metrics() : undefined;
   if (metrics) store.observeCommits((group) => metrics.storeCommit(group));
@@ -123,6 +125,7 @@ async function wire(settings: Settings, options: StartOptions, { health, listene
       listMaxBytes,
       onOperation: metrics && ((operation) => metrics.operation(operation)),
     });
+    const providers = createModelProviders(settings.models, settings.sessions.maxJsonDepth);
     const runs = await createRuns({
       onRunEnded: metrics && ((run) => metrics.runEnded({ ...run, provider: run.model.provider })),
       sealer: settings.sessions.runResume ? sealer : undefined,
@@ -131,9 +134,7 @@ async function wire(settings: Settings, options: StartOptions, { health, listene
       sessions,
       skills: skills.registry,
       assets,
-      providers: metrics
-        ? observeModelCalls(createModelProviders(settings.models, settings.sessions.maxJsonDepth), (call) => metrics.modelCall(call))
-        : createModelProviders(settings.models, settings.sessions.maxJsonDepth),
+      providers: metrics ? observeModelCalls(providers, (call) => metrics.modelCall(call)) : providers,
       settings: {
         maxRounds: settings.sessions.runMaxRounds,
         maxTurnSecs: settings.env.maxTurnSecs,
@@ -190,7 +191,7 @@ async function wire(settings: Settings, options: StartOptions, { health, listene
       limits: settings.http,
       log,
       onRequestDone: metrics && ((record, seconds) => metrics.request(record, seconds)),
-      readiness: () => health.readiness(),
+      readiness,
     });
     const scrapes = metrics && settings.metricsListen ? await serveMetrics(metrics, settings.metricsListen) : undefined;
     const probe = store.table<true>("readiness-probe");

@@ -279,7 +279,7 @@ export class Runs {
     const log = this.#options.records.turnLog(record);
     const startOps = this.#options.records.startOps(record);
     // A default-loop run may resume after a restart: what it needs beyond its record is logged with it.
-    if (this.#options.sealer && !loop) startOps.push(log.submission(this.#resumable(submission, this.#options.sealer)));
+    if (this.#options.sealer && !loop) startOps.push(log.submission(resumable(submission, this.#options.sealer)));
     const recorded = events.commit(
       "run.submitted",
       {
@@ -295,11 +295,6 @@ export class Runs {
     this.#start({ record, submission, tools: toolsOf(session), skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events, recorded, log);
     await recorded;
     return record;
-  }
-
-  #resumable(submission: Submission, sealer: Sealer): ResumableSubmission {
-    const { message, agentsMd, maxRounds, files, apiKey } = submission;
-    return { sealedKey: sealer.seal(apiKey), message, agentsMd, maxRounds, files };
   }
 
   #start(setup: TurnSetup, events: RunEvents, recorded: Promise<void>, log: TurnLog): void {
@@ -454,6 +449,11 @@ export class Runs {
     const { maxRounds, maxMessageBytes, maxFieldBytes } = this.#options.settings;
     return { providers: new Set(this.#options.providers.keys()), maxRounds, maxMessageBytes, maxFieldBytes };
   }
+}
+
+/** What a run needs to resume beyond its record, its provider key sealed. */
+function resumable({ message, agentsMd, maxRounds, files, apiKey }: Submission, sealer: Sealer): ResumableSubmission {
+  return { sealedKey: sealer.seal(apiKey), message, agentsMd, maxRounds, files };
 }
 
 /** The session's tools, as the model sees them. */
