@@ -18,6 +18,7 @@ packages=(
   python3-yaml
   python3-pytest
   postgresql-15          # the PostgreSQL metadata store's tests start a private server (server/test/helpers/postgres.ts)
+  haproxy                # the load balancer in front of two replicas (server/test/load-balancer.test.ts)
   prometheus             # the metrics test scrapes the service with a real Prometheus and checks the exposition with promtool
 )
 

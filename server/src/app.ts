@@ -28,6 +28,7 @@ import { createRuns, RunService, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
 import { dataDirSecrets, FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor, storeSecrets, type SecretSource } from "./storage/index.ts";
+import { forwardingService, LeasedOwnership, replicaId, SoloOwnership } from "./replicas/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -117,7 +118,17 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       mcp: new McpEnvironmentKind({ sealer, mcpAllow }),
     };
     const { listMaxBytes } = settings.limits;
+    // One process owns every session of the embedded store; replicas on a shared database own them under leases.
+    const ownership = settings.databaseUrl
+      ? new LeasedOwnership({
+          store,
+          replica: await replicaId(settings.replicas.id, settings.dataDir),
+          address: settings.replicas.address ?? listener.url,
+          leaseSecs: settings.replicas.leaseSecs,
+        })
+      : new SoloOwnership("embedded");
     const sessions = await createSessions({
+      ownership,
       store,
       kinds,
       settings: settings.sessions,
@@ -129,6 +140,7 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
     const runs = await createRuns({
       onRunEnded: metrics && ((run) => metrics.runEnded({ ...run, provider: run.model.provider })),
       sealer: settings.sessions.runResume ? sealer : undefined,
+      shared: ownership.shared,
       store,
       dataDir: settings.dataDir,
       sessions,
@@ -145,6 +157,21 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
         listMaxBytes,
       },
     });
+
+    if (ownership instanceof LeasedOwnership) {
+      await ownership.start({
+        exists: (sessionId) => sessions.exists(sessionId),
+        async takenOver(sessionId, previous) {
+          await sessions.takeOver(sessionId, previous?.replica);
+          await runs.runs.takeOver(sessionId);
+        },
+        lost(sessionId) {
+          sessions.lose(sessionId);
+          runs.runs.lose(sessionId);
+        },
+      });
+      ownership.startSweeping(async () => new Set([...(await sessions.unfinished()), ...(await runs.runs.unfinishedSessions())]));
+    }
 
     // Without a pool (the service environment unavailable: docs/operations.md) there is nothing to observe.
     const { pool } = environment;
@@ -166,15 +193,20 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
     router.service(AssetService, assets.service);
     router.service(SkillService, skills.service);
     router.service(ArtifactService, artifacts.service(serviceEnv.preparer));
-    router.service(SessionService, createSessionService(sessions, kinds, runs.firstRun));
-    router.service(RunService, runs.service);
+    // A call for a session another replica owns is forwarded to it (server/src/replicas).
+    router.service(SessionService, forwardingService(SessionService, createSessionService(sessions, kinds, runs.firstRun), ownership));
+    router.service(RunService, forwardingService(RunService, runs.service, ownership));
     const sink = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
     const log = sink && logWriter(sink, settings.logMaxLineBytes);
     const checkHost = (key: { workspace: string; sessionId: string; environment: string }) =>
       sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
     router.service(
       HostService,
-      createHostService(hosts, checkHost, (entry) => log?.(entry), { refusalsLoggedPerMinute: settings.logHostRefusalsPerMin }),
+      forwardingService(
+        HostService,
+        createHostService(hosts, checkHost, (entry) => log?.(entry), { refusalsLoggedPerMinute: settings.logHostRefusalsPerMin }),
+        ownership,
+      ),
     );
     // Anyone may call the health and reflection services, so their requests stay tiny.
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
@@ -209,6 +241,7 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
         await runs.runs.close();
         hosts.closeAll("shutting_down");
         await listener.close(settings.shutdownGraceSecs * 1000);
+        await ownership.close();
         await scrapes?.close();
         await environment.close();
         await skills.close();

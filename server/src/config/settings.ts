@@ -45,6 +45,17 @@ export interface Settings {
   env: EnvironmentSettings;
   sessions: SessionSettings;
   models: ModelSettings;
+  replicas: ReplicaSettings;
+}
+
+/** How replicas on a shared database find each other and own sessions (docs/operations.md, "Scaling"). */
+export interface ReplicaSettings {
+  /** This replica's stable name; undefined: the one kept in the data directory. */
+  id: string | undefined;
+  /** The base URL other replicas reach this one at; undefined: the listener's own URL. */
+  address: string | undefined;
+  /** How long a replica that stopped renewing still owns its sessions. */
+  leaseSecs: number;
 }
 
 /** The model providers runs call (docs/models.md). */
@@ -305,6 +316,11 @@ export function loadSettings(env: Env = process.env): Settings {
       maxRetries: read("SERVICE_MODEL_MAX_RETRIES", parseZeroOrPositiveInt, 2),
       timeoutSecs: read("SERVICE_MODEL_TIMEOUT_SECS", parsePositiveInt, 300),
     },
+    replicas: {
+      id: read("SERVICE_REPLICA_ID", parseReplicaId, undefined),
+      address: read("SERVICE_REPLICA_ADDRESS", parseUrl, undefined),
+      leaseSecs: read("SERVICE_SESSION_LEASE_SECS", parsePositiveInt, 10),
+    },
   };
   // A workspace's share of the pool: half of it unless set, so that one workspace never holds it all.
   const pool = settings.env;
@@ -324,6 +340,12 @@ export function loadSettings(env: Env = process.env): Settings {
  * would come near the 100 nested messages that protobuf decoders read: no client could read it.
  */
 const MAX_JSON_DEPTH_SETTING = 40;
+
+/** A replica id goes into database rows and logs: a short name of letters, digits, `.`, `_` and `-`. */
+function parseReplicaId(raw: string): string {
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(raw)) throw new Error("expected 1 to 64 letters, digits, '.', '_' or '-'");
+  return raw;
+}
 
 /** A line must hold a request's fields with their strings cut (server/src/http/request-log.ts). */
 function parseLogLineBytes(raw: string): number {

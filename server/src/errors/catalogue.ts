@@ -192,6 +192,12 @@ export const errorCatalogue = {
   },
   // Sessions, environments and the journal
   session_not_found: { code: Code.NotFound, httpStatus: 404, summary: "This workspace has no session with that id." },
+  session_moved: {
+    code: Code.Unavailable,
+    httpStatus: 503,
+    summary:
+      "Another replica took the session over while this one served the call (its lease had expired); what this replica had not journaled was not done. Retry the call: it reaches the session's owner.",
+  },
   session_ended: { code: Code.FailedPrecondition, httpStatus: 409, summary: "The session has ended (or is being deleted) and takes no new work." },
   tool_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no tool placed under that name." },
   environment_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The session has no environment of that name." },

@@ -1,5 +1,6 @@
 import type { InterimReceipt, TerminalReceipt } from "../environments/port.ts";
-import { prefixEnd, type Store, type Table, type WriteOp } from "../storage/index.ts";
+import { serviceError } from "../errors/index.ts";
+import { prefixEnd, WriteConflict, type Store, type Table, type WriteOp } from "../storage/index.ts";
 import type { EventBody, JournalEvent, NoteEvent, SentOperation } from "./events.ts";
 
 /** An operation sent and not yet settled, as the journal keeps it until its receipt. */
@@ -14,7 +15,17 @@ interface SessionLog {
   readonly listeners: Set<Listener>;
 }
 
-type Listener = (event: JournalEvent | "removed") => void;
+type Listener = (event: JournalEvent | "removed" | "moved") => void;
+
+/**
+ * How the journal's writes are fenced on a shared store (server/src/replicas): the conditions
+ * every write of a session carries, and, when one failed, whether this process lost the session.
+ */
+export interface JournalFence {
+  conditions(sessionId: string): WriteOp[];
+  /** After a WriteConflict: true when the session's fence changed (another replica owns it now). */
+  lost(sessionId: string): Promise<boolean>;
+}
 
 export interface WatchOptions {
   signal?: AbortSignal;
@@ -42,9 +53,11 @@ export class Journal {
   /** Logs being loaded or loaded; `#loaded` holds the same logs once they are in memory. */
   readonly #logs = new Map<string, Promise<SessionLog>>();
   readonly #loaded = new Map<string, SessionLog>();
+  readonly #fence: JournalFence | undefined;
 
-  constructor(store: Store) {
+  constructor(store: Store, fence?: JournalFence) {
     this.#store = store;
+    this.#fence = fence;
     this.#events = store.table<JournalEvent>("journal");
     this.#open = store.table<OpenOperation>("open-operations");
   }
@@ -106,9 +119,11 @@ export class Journal {
     let backlog: JournalEvent[] = [];
     let behind = false;
     let removed = false;
+    let moved = false;
     let wake: (() => void) | undefined;
     const listener: Listener = (event) => {
       if (event === "removed") removed = true;
+      else if (event === "moved") moved = true;
       else if (backlog.length < MAX_LIVE_BACKLOG) backlog.push(event);
       else behind = true;
       wake?.();
@@ -136,6 +151,7 @@ export class Journal {
         }
         if (!caughtUp) continue;
         if (removed || options.signal?.aborted) return;
+        if (moved) throw movedError(sessionId);
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
         if (removed || options.signal?.aborted) return;
@@ -162,13 +178,31 @@ export class Journal {
     for (const listener of log?.listeners ?? []) listener("removed");
   }
 
+  /** The sessions that have operations without a terminal receipt (a replica's sweep takes them over). */
+  async sessionsWithOpenOperations(): Promise<Set<string>> {
+    const keys = await this.#open.entries({});
+    return new Set(keys.map(([key]) => key.slice(0, key.indexOf("/"))));
+  }
+
   /**
-   * After a restart: every operation that was sent and has no terminal receipt gets exactly one
+   * Forgets what this process held of the session's log (its next seq): another replica owns it
+   * now, or has owned it meanwhile. Live watchers here end with `session_moved`.
+   */
+  forget(sessionId: string): void {
+    const log = this.#loaded.get(sessionId);
+    this.#logs.delete(sessionId);
+    this.#loaded.delete(sessionId);
+    for (const listener of log?.listeners ?? []) listener("moved");
+  }
+
+  /**
+   * After a restart (or a takeover, for one session): every operation that was sent and has no terminal receipt gets exactly one
    * `unknown` receipt (it may or may not have taken effect). Returns those receipts.
    */
-  async recover(): Promise<Array<{ sessionId: string; event: JournalEvent }>> {
+  async recover(sessionId?: string): Promise<Array<{ sessionId: string; event: JournalEvent }>> {
     const written: Array<{ sessionId: string; event: JournalEvent }> = [];
-    for (const open of await this.#open.values({})) {
+    const range = sessionId === undefined ? {} : { gte: `${sessionId}/`, lt: prefixEnd(`${sessionId}/`) };
+    for (const open of await this.#open.values(range)) {
       const receipt: TerminalReceipt = {
         outcome: "unknown",
         message: "the server stopped while the operation was in flight; it may or may not have taken effect",
@@ -191,8 +225,14 @@ export class Journal {
   }
 
   async #write(sessionId: string, log: SessionLog, body: EventBody, extra: WriteOp[]): Promise<JournalEvent> {
+    const fence = this.#fence?.conditions(sessionId) ?? [];
     const event = { seq: log.nextSeq++, at: new Date().toISOString(), ...body } as JournalEvent;
-    await this.#store.write([this.#events.putOp(eventKey(sessionId, event.seq), event), ...extra]);
+    try {
+      await this.#store.write([...fence, this.#events.putOp(eventKey(sessionId, event.seq), event), ...extra]);
+    } catch (error) {
+      if (error instanceof WriteConflict && fence.length > 0 && (await this.#fence!.lost(sessionId))) throw movedError(sessionId);
+      throw error;
+    }
     for (const listener of log.listeners) listener(event);
     return event;
   }
@@ -217,6 +257,10 @@ export class Journal {
     const last = await this.last(sessionId);
     return { nextSeq: (last?.seq ?? 0) + 1, listeners: new Set() };
   }
+}
+
+function movedError(sessionId: string): Error {
+  return serviceError("session_moved", `session ${sessionId} is served by another replica now; nothing more is written here, retry the call`);
 }
 
 function eventKey(sessionId: string, seq: number): string {

@@ -35,12 +35,15 @@ export interface RunsFeatureOptions {
   onRunEnded?: ((record: RunRecord) => void) | undefined;
   /** Seals the provider keys of runs that may resume after a restart; none resume without it (SERVICE_RUN_RESUME=off). */
   sealer?: Sealer | undefined;
+  /** On a shared store a replica resumes a session's runs when it takes the session over, not at start. */
+  shared: boolean;
 }
 
 /** Opens the runs, resumes (or ends) those a previous process left running, and starts retention cleanup. */
 export async function createRuns(options: RunsFeatureOptions): Promise<RunsFeature> {
   const runs = new Runs({ ...options, records: new RunRecords(options.store), runAssets: new RunAssets(options.dataDir) });
-  await runs.recover();
+  if (options.shared) await runs.sweepSnapshots();
+  else await runs.recover();
   runs.startRetention();
   return {
     service: createRunService(runs),

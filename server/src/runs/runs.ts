@@ -133,7 +133,34 @@ export class Runs {
    * Snapshots of submissions that were never recorded are removed.
    */
   async recover(): Promise<void> {
-    for (const record of await this.#options.records.interrupted()) {
+    await this.#recoverRuns(await this.#options.records.interrupted());
+    await this.sweepSnapshots();
+  }
+
+  /** This replica took the session over: its running runs resume here, or end, as after a restart. */
+  async takeOver(sessionId: string): Promise<void> {
+    const interrupted = await this.#options.records.interrupted();
+    await this.#recoverRuns(interrupted.filter((record) => record.sessionId === sessionId && !this.#active.has(record.id)));
+  }
+
+  /** Another replica took the session over: its run stops here without writing anything more (its writes are fenced). */
+  lose(sessionId: string): void {
+    this.#runningIn(sessionId)?.controller.abort(new TurnStopped("cancelled", "another replica took the session over"));
+  }
+
+  /** Sessions with a run running, by the records: a replica's sweep takes those of dead replicas over. */
+  async unfinishedSessions(): Promise<Set<string>> {
+    return new Set((await this.#options.records.interrupted()).map((record) => record.sessionId));
+  }
+
+  /** Removes the snapshots of submissions that were never recorded; call it at start, before runs are taken. */
+  async sweepSnapshots(): Promise<void> {
+    const recorded = await this.#options.records.ids();
+    await this.#options.runAssets.sweep((runId) => recorded.has(runId));
+  }
+
+  async #recoverRuns(interrupted: RunRecord[]): Promise<void> {
+    for (const record of interrupted) {
       const { logged, clearOps } = await this.#options.records.readTurnLog(record);
       Object.assign(record, logged.counters);
       const last = logged.messages.at(-1);
@@ -156,8 +183,6 @@ export class Runs {
       const { messages } = interruptedConversation(logged);
       await this.#finish(record, { status: "failed", added: messages, outputText: "", error, progressDropped: 0 }, undefined, clearOps);
     }
-    const recorded = await this.#options.records.ids();
-    await this.#options.runAssets.sweep((runId) => recorded.has(runId));
   }
 
   /** What an interrupted run needs to resume, read back from its log and snapshot, or why it cannot. */

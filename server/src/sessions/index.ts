@@ -1,6 +1,7 @@
 import type { SessionSettings } from "../config/index.ts";
 import type { EnvironmentKinds } from "../environments/index.ts";
 import { Journal } from "../journal/index.ts";
+import type { SessionOwnership } from "../replicas/index.ts";
 import type { Store } from "../storage/index.ts";
 import { SessionRecords } from "./records.ts";
 import { Sessions, type SessionsOptions } from "./sessions.ts";
@@ -22,13 +23,21 @@ export interface SessionsFeatureOptions {
   listMaxBytes: number;
   /** Told of every operation that ended (the metrics). */
   onOperation?: SessionsOptions["onOperation"];
+  ownership: SessionOwnership;
 }
 
-/** Opens the sessions and their journal, and recovers what a previous process left in flight. */
+/**
+ * Opens the sessions and their journal, and recovers what a previous process left in flight. On
+ * a shared store every journal write is fenced by the session's owner row, and a replica recovers
+ * a session when it takes it over instead (server/src/replicas).
+ */
 export async function createSessions(options: SessionsFeatureOptions): Promise<Sessions> {
+  const { ownership } = options;
+  const fence = ownership.shared ? { conditions: (id: string) => ownership.fence(id), lost: (id: string) => ownership.lost(id) } : undefined;
   const sessions = new Sessions({
+    ownership,
     records: new SessionRecords(options.store),
-    journal: new Journal(options.store),
+    journal: new Journal(options.store, fence),
     kinds: options.kinds,
     maxTurnSecs: options.maxTurnSecs,
     maxPayloadBytes: options.settings.maxPayloadBytes,
@@ -38,6 +47,6 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     sizeLimits: { maxFieldBytes: options.settings.maxFieldBytes, sessionMaxBytes: options.settings.sessionMaxBytes },
     onOperation: options.onOperation,
   });
-  await sessions.recover();
+  if (!ownership.shared) await sessions.recover();
   return sessions;
 }

@@ -14,6 +14,7 @@ import { describeError, serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
 import { jsonTextDepth } from "../json/index.ts";
 import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal/index.ts";
+import type { SessionOwnership } from "../replicas/index.ts";
 import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
 import type { EnvironmentRecord, SessionRecord, SessionRecords, ToolRecord } from "./records.ts";
@@ -37,6 +38,8 @@ export interface SessionsOptions {
   sizeLimits: SessionSizeLimits;
   /** Told of every operation once its terminal receipt is journaled (the metrics). */
   onOperation?: ((operation: SettledOperation) => void) | undefined;
+  /** Which process serves each session: this one alone (embedded), or one replica at a time (shared store). */
+  ownership: SessionOwnership;
 }
 
 /** An operation that ended, as the metrics see it: nothing of its input, output or ids. */
@@ -125,10 +128,60 @@ export class Sessions {
     }
   }
 
+  /**
+   * This replica took the session over (its owner's lease expired, or it is an earlier start of
+   * this replica): what `recover` does after a restart, for this one session, and a
+   * `session.moved` event saying which replica serves it now and which environments' workspaces
+   * stayed behind with the previous owner (SPEC 3.6: mutable workspaces are not restored).
+   */
+  async takeOver(sessionId: string, previousReplica: string | undefined): Promise<void> {
+    const { journal, records } = this.#options;
+    this.#live.delete(sessionId);
+    journal.forget(sessionId);
+    const record = await records.byId(sessionId);
+    if (!record) return;
+    const live = this.#attach(record);
+    const settled = await journal.recover(sessionId);
+    for (const { event } of settled) if (event.type === "operation.receipt" && event.kind === "setup") await this.#setupFailed(live, event.environment);
+    if (record.lifecycle === "ending") return this.#finishEnding(live);
+    if (record.lifecycle === "deleting") return this.#finishDeletion(live);
+    if (record.lifecycle !== "active" || previousReplica === undefined) return;
+    const workspaces = this.#stagingTargets(live).map((environment) => environment.name);
+    await journal.append(sessionId, {
+      type: "session.moved",
+      data: { replica: this.#options.ownership.replica, previousReplica, operationsUnknown: settled.length, workspaces },
+    });
+    // Each retained workspace is set up again here: the same directory when SERVICE_ENV_WORKSPACE_ROOT
+    // is shared storage, an empty one when it was the previous replica's own disk.
+    for (const name of workspaces) {
+      const receipt = await this.#operate(live, name, "setup", (binding, deadlineMs) => binding.setup(deadlineMs));
+      if (receipt.outcome !== "returned") await this.#setupFailed(live, name);
+    }
+  }
+
+  /** Whether the session exists (in any workspace, in any lifecycle but deleted). */
+  async exists(sessionId: string): Promise<boolean> {
+    return (await this.#options.records.byId(sessionId)) !== undefined;
+  }
+
+  /** Another replica took the session over: forget what this process held of it. */
+  lose(sessionId: string): void {
+    this.#live.delete(sessionId);
+    this.#options.journal.forget(sessionId);
+  }
+
+  /** Sessions with work left that their owner would finish (operations without a receipt, an interrupted end or deletion). */
+  async unfinished(): Promise<Set<string>> {
+    const sessions = await this.#options.journal.sessionsWithOpenOperations();
+    for (const record of await this.#options.records.interrupted()) sessions.add(record.id);
+    return sessions;
+  }
+
   async create(workspace: string, request: CreateSessionRequest): Promise<SessionRecord> {
     const id = newId("ses");
     const spec = await checkSessionSpec(request, { workspace, sessionId: id }, this.#options.kinds, this.#options.sizeLimits);
     const record: SessionRecord = { id, workspace, createdAt: new Date().toISOString(), lifecycle: "active", ...spec };
+    await this.#options.ownership.claim(id);
     await this.#options.records.create(record);
     const environments = spec.environments.map(({ name, kind, setup, options }) => ({
       name,
@@ -435,6 +488,7 @@ export class Sessions {
     await journal.remove(live.record.id);
     await records.delete(live.record);
     this.#live.delete(live.record.id);
+    await this.#options.ownership.release(live.record.id);
   }
 
   /** Environments that already had an operation of `kind` sent: a restart never sends it again. */

@@ -1,0 +1,171 @@
+/**
+ * Two replicas behind HAProxy (round robin, HTTP/2 cleartext and HTTP/1.1 on one port, gRPC
+ * streams), as docs/operations.md configures it: clients work through it as through one server,
+ * whichever replica each call lands on. Real HAProxy, PostgreSQL and S3, started here.
+ */
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { buildTestComponents } from "./helpers/pool.ts";
+import { freePort } from "./helpers/ports.ts";
+import { startPostgres } from "./helpers/postgres.ts";
+import { startS3 } from "./helpers/s3.ts";
+import { bearer, KEY_A, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
+import { admitTool, sessionClient } from "./helpers/sessions.ts";
+
+const ROOT = path.resolve(import.meta.dirname, "../..");
+const BUF = path.join(ROOT, "node_modules/.bin/buf");
+const PYTHON_SRC = path.join(ROOT, "clients/python/src");
+
+let postgres: Awaited<ReturnType<typeof startPostgres>>;
+let s3: Awaited<ReturnType<typeof startS3>>;
+let replicas: TestService[];
+let haproxy: ChildProcess | undefined;
+let balancer: string;
+let directory: string;
+
+/** The configuration docs/operations.md gives, with the test's ports. */
+function haproxyConfig(port: number, backends: string[]): string {
+  return `global
+  maxconn 4096
+
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 1h
+  timeout server 1h
+  timeout tunnel 1h
+
+frontend skillenv
+  # HTTP/1.1, and HTTP/2 cleartext (detected by its preface) on one port.
+  bind 127.0.0.1:${port}
+  default_backend replicas
+
+backend replicas
+  balance roundrobin
+  # HTTP/2 to every replica, so that gRPC (and its streams) pass through.
+${backends.map((backend, i) => `  server replica-${i} ${new URL(backend).host} proto h2`).join("\n")}
+`;
+}
+
+beforeAll(async () => {
+  await buildTestComponents();
+  [postgres, s3] = await Promise.all([startPostgres(), startS3()]);
+  Object.assign(process.env, s3.env);
+  directory = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-haproxy-"));
+  const shared = { SERVICE_DATABASE_URL: await postgres.createDatabase(), SERVICE_BLOB_URL: s3.blobUrl("balanced") };
+  replicas = [await startTestService(shared), await startTestService(shared)];
+  const port = await freePort();
+  const config = path.join(directory, "haproxy.cfg");
+  await fs.writeFile(config, haproxyConfig(port, replicas.map((replica) => replica.url)));
+  await promisify(execFile)("haproxy", ["-c", "-q", "-f", config]);
+  haproxy = spawn("haproxy", ["-db", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
+  balancer = `http://127.0.0.1:${port}`;
+  // Ready once it answers the probe through to a replica.
+  for (;;) {
+    const ready = await fetch(`${balancer}/readyz`).then(
+      (response) => response.status === 200,
+      () => false,
+    );
+    if (ready) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}, 600_000);
+
+afterAll(async () => {
+  haproxy?.kill("SIGKILL");
+  await Promise.allSettled((replicas ?? []).map((replica) => replica.close()));
+  await Promise.allSettled([postgres?.stop(), s3?.stop()]);
+  if (directory) await fs.rm(directory, { recursive: true, force: true });
+});
+
+describe("two replicas behind HAProxy", () => {
+  it("serve a session's calls, watch stream and JSON paths through the balancer, whichever replica each lands on", async () => {
+    const marks = replicas.map((replica) => replica.logs.length);
+    const tool = await admitTool(balancer, KEY_A, "echo-wat");
+    const client = sessionClient(balancer, KEY_A);
+    const { session } = await client.createSession({
+      environments: [{ name: "box", kind: { case: "service", value: {} } }],
+      tools: [{ name: "echo", environment: "box", implementation: { kind: { case: "tool", value: tool } } }],
+    });
+    const sessionId = session!.id;
+
+    // A watch held open through the balancer while calls land on both replicas.
+    const watched: string[] = [];
+    const watching = (async () => {
+      for await (const { event } of client.watchSession({ sessionId })) {
+        if (event!.type === "operation.receipt" && event!.data?.kind === "execute") watched.push(event!.data?.operationId);
+        if (event!.type === "session.ended") return;
+      }
+    })();
+    // gRPC (grpc-js-compatible framing, HTTP/2) and Connect over HTTP/2, on new connections each, so round robin spreads them.
+    for (let i = 0; i < 6; i++) {
+      const transport = createGrpcTransport({
+        baseUrl: balancer,
+        interceptors: [(next) => (request) => (request.header.set("authorization", `Bearer ${KEY_A}`), next(request))],
+      });
+      const called = await createClient(SessionService, transport).callTool({ sessionId, tool: "echo", input: fromJson(ValueSchema, { i }) });
+      expect(called.receipt?.outcome.case).toBe("returned");
+    }
+    // JSON over HTTP/1.1.
+    const json = await fetch(`${balancer}/v1/sessions/${sessionId}/tools/echo:call`, {
+      method: "POST",
+      headers: { ...bearer(KEY_A), "content-type": "application/json" },
+      body: JSON.stringify({ input: { over: "http/1.1" } }),
+    });
+    expect(json.status).toBe(200);
+    expect((await json.json()).receipt.returned).toBeDefined();
+
+    await client.endSession({ sessionId });
+    await watching;
+    // Every call's receipt reached the watcher, once.
+    expect(new Set(watched).size).toBe(7);
+    expect(watched).toHaveLength(7);
+
+    // Both replicas took calls of the session from the balancer: one served them, the other forwarded them.
+    for (const [i, replica] of replicas.entries()) {
+      const lines = await requestLogSince(replica, marks[i]!);
+      expect(lines.some((line) => line.procedure === "skillenv.sessions.v1.SessionService/CallTool")).toBe(true);
+    }
+  });
+
+  it("serve buf curl and the Python client (grpcio) through the balancer", async () => {
+    const { session } = await sessionClient(balancer, KEY_A).createSession({ environments: [{ name: "box", kind: { case: "service", value: {} } }] });
+    const sessionId = session!.id;
+    for (let i = 0; i < 2; i++) {
+      const { stdout } = await promisify(execFile)(BUF, [
+        "curl",
+        "--protocol",
+        "grpc",
+        "--http2-prior-knowledge",
+        "--header",
+        `authorization: Bearer ${KEY_A}`,
+        "--data",
+        JSON.stringify({ sessionId }),
+        `${balancer}/skillenv.sessions.v1.SessionService/GetSession`,
+      ]);
+      expect(JSON.parse(stdout).session.id).toBe(sessionId);
+    }
+    const script = `
+import grpc, sys
+from skillenv._gen.skillenv.sessions.v1 import sessions_pb2, sessions_pb2_grpc
+for _ in range(2):
+    with grpc.insecure_channel(sys.argv[1]) as channel:
+        reply = sessions_pb2_grpc.SessionServiceStub(channel).GetSession(
+            sessions_pb2.GetSessionRequest(session_id=sys.argv[2]), metadata=[("authorization", "Bearer " + sys.argv[3])])
+        print(reply.session.id)
+`;
+    const { stdout } = await promisify(execFile)("/usr/bin/python3", ["-c", script, new URL(balancer).host, sessionId, KEY_A], {
+      env: { ...process.env, PYTHONPATH: PYTHON_SRC },
+    });
+    expect(stdout.trim().split("\n")).toEqual([sessionId, sessionId]);
+  });
+});
