@@ -19,6 +19,7 @@ import { freePort } from "./helpers/ports.ts";
 import { startPostgres } from "./helpers/postgres.ts";
 import { startS3 } from "./helpers/s3.ts";
 import { bearer, KEY_A, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
+import { hostClient, TestBrowserHost, TestHost } from "./helpers/hosts.ts";
 import { admitTool, sessionClient } from "./helpers/sessions.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
@@ -65,7 +66,13 @@ beforeAll(async () => {
   replicas = [await startTestService(shared), await startTestService(shared)];
   const port = await freePort();
   const config = path.join(directory, "haproxy.cfg");
-  await fs.writeFile(config, haproxyConfig(port, replicas.map((replica) => replica.url)));
+  await fs.writeFile(
+    config,
+    haproxyConfig(
+      port,
+      replicas.map((replica) => replica.url),
+    ),
+  );
   await promisify(execFile)("haproxy", ["-c", "-q", "-f", config]);
   haproxy = spawn("haproxy", ["-db", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
   balancer = `http://127.0.0.1:${port}`;
@@ -102,7 +109,7 @@ describe("two replicas behind HAProxy", () => {
     const watched: string[] = [];
     const watching = (async () => {
       for await (const { event } of client.watchSession({ sessionId })) {
-        if (event!.type === "operation.receipt" && event!.data?.kind === "execute") watched.push(event!.data?.operationId);
+        if (event!.type === "operation.receipt" && event!.data?.kind === "execute") watched.push(String(event!.data?.operationId));
         if (event!.type === "session.ended") return;
       }
     })();
@@ -135,6 +142,41 @@ describe("two replicas behind HAProxy", () => {
       const lines = await requestLogSince(replica, marks[i]!);
       expect(lines.some((line) => line.procedure === "skillenv.sessions.v1.SessionService/CallTool")).toBe(true);
     }
+  });
+
+  it("carry both host stream forms to the session's owner: commands out, receipts and Reports back", async () => {
+    const marks = replicas.map((replica) => replica.logs.length);
+    const client = sessionClient(balancer, KEY_A);
+    const { session } = await client.createSession({
+      environments: [
+        { name: "laptop", kind: { case: "host", value: {} } },
+        { name: "browser", kind: { case: "host", value: {} } },
+      ],
+      tools: [
+        { name: "local", environment: "laptop" },
+        { name: "page", environment: "browser" },
+      ],
+    });
+    const sessionId = session!.id;
+    const laptop = new TestHost(hostClient(balancer, KEY_A, "grpc"), sessionId, "laptop");
+    const browser = new TestBrowserHost(hostClient(balancer, KEY_A), sessionId, "browser");
+    await Promise.all([laptop.attached(), browser.attached()]);
+    for (let i = 0; i < 4; i++) {
+      const local = client.callTool({ sessionId, tool: "local", input: fromJson(ValueSchema, { i }) });
+      const page = client.callTool({ sessionId, tool: "page", input: fromJson(ValueSchema, { i }) });
+      laptop.returned((await laptop.command("local", i)).operationId, { laptop: i });
+      // Each Report is a call of its own, which the balancer sends to either replica.
+      await browser.returned((await browser.command("page", i)).operationId, { browser: i });
+      expect((await local).receipt?.outcome.case).toBe("returned");
+      expect((await page).receipt?.outcome.case).toBe("returned");
+    }
+    // Reports reached both replicas: the owner, and the other, which forwarded them.
+    for (const [i, replica] of replicas.entries()) {
+      const lines = await requestLogSince(replica, marks[i]!);
+      expect(lines.some((line) => line.procedure === "skillenv.env.v1.HostService/Report")).toBe(true);
+    }
+    await client.endSession({ sessionId });
+    laptop.close();
   });
 
   it("serve buf curl and the Python client (grpcio) through the balancer", async () => {

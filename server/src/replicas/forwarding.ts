@@ -89,12 +89,18 @@ export function forwardingService<S extends DescService>(service: S, impl: Servi
   return wrapped as ServiceImpl<S>;
 }
 
-/** The session a request names: its `sessionId`, or a host stream's attach. Ids of another shape are served here (and not found). */
+/**
+ * The session a request names: its `sessionId`, a host stream's attach, or the session a host
+ * connection serves (a Report's `connectionId`, `<session id>.<hcn_ id>`). Ids of another shape
+ * are served here (and not found).
+ */
 function sessionIdOf(message: unknown): string | undefined {
   const fields = message as
-    | { sessionId?: unknown; attach?: { sessionId?: unknown }; message?: { case?: unknown; value?: { sessionId?: unknown } } }
+    | { sessionId?: unknown; connectionId?: unknown; attach?: { sessionId?: unknown }; message?: { case?: unknown; value?: { sessionId?: unknown } } }
     | undefined;
-  const candidate = fields?.sessionId ?? fields?.attach?.sessionId ?? (fields?.message?.case === "attach" ? fields.message.value?.sessionId : undefined);
+  const connection = typeof fields?.connectionId === "string" ? fields.connectionId.split(".")[0] : undefined;
+  const candidate =
+    fields?.sessionId ?? fields?.attach?.sessionId ?? (fields?.message?.case === "attach" ? fields.message.value?.sessionId : undefined) ?? connection;
   return typeof candidate === "string" && isId("ses", candidate) ? candidate : undefined;
 }
 

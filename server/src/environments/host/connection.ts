@@ -47,7 +47,11 @@ export type ReceiptVerdict = { taken: true } | { taken: false; reason: string };
  * the host may or may not have run it.
  */
 export class HostConnection {
-  readonly id = newId("hcn");
+  /**
+   * `<session id>.<hcn_ id>`: the session it serves first, so that with several replicas a
+   * Report reaching any of them is forwarded to the session's owner, which holds the connection.
+   */
+  readonly id: string;
   readonly key: HostBindingKey;
   readonly #outgoing: { push(message: ServerMessage): boolean; close(): void };
   readonly #limits: ConnectionLimits;
@@ -56,6 +60,7 @@ export class HostConnection {
 
   constructor(key: HostBindingKey, outgoing: { push(message: ServerMessage): boolean; close(): void }, limits: ConnectionLimits) {
     this.key = key;
+    this.id = `${key.sessionId}.${newId("hcn")}`;
     this.#outgoing = outgoing;
     this.#limits = limits;
   }
