@@ -24,7 +24,7 @@ import { createModelProviders, observeModelCalls } from "./models/index.ts";
 import { Metrics, serveMetrics } from "./metrics/index.ts";
 import { OPENAPI_PATH, readOpenApiFile } from "./openapi/index.ts";
 import { reflectionServices, serveReflection } from "./reflection/index.ts";
-import { createRuns, RunService, type Runs } from "./runs/index.ts";
+import { createRuns, RunService, S3RunAssets, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
 import { dataDirSecrets, FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor, storeSecrets, type SecretSource } from "./storage/index.ts";
@@ -141,6 +141,8 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       onRunEnded: metrics && ((run) => metrics.runEnded({ ...run, provider: run.model.provider })),
       sealer: settings.sessions.runResume ? sealer : undefined,
       shared: ownership.shared,
+      // In the shared bucket, so that a replica taking a session over resumes its run from them.
+      snapshots: s3 && new S3RunAssets(s3),
       store,
       dataDir: settings.dataDir,
       sessions,

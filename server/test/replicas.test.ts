@@ -19,17 +19,21 @@ import { startPostgres } from "./helpers/postgres.ts";
 import { spawnService, type ServiceProcess } from "./helpers/process.ts";
 import { startS3 } from "./helpers/s3.ts";
 import { KEY_A, KEY_B, bearer } from "./helpers/service.ts";
-import { admitTool, eventsUntil, refusedWith, sessionClient } from "./helpers/sessions.ts";
+import { admitTool, eventsUntil, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
+import { bundleOf, publish, skillMd } from "./helpers/skills.ts";
+import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
+import type { TestService } from "./helpers/service.ts";
 
 let postgres: Awaited<ReturnType<typeof startPostgres>>;
 let s3: Awaited<ReturnType<typeof startS3>>;
 let root: string;
 let shared: Record<string, string>;
+let provider: ScriptedProvider;
 const started: ServiceProcess[] = [];
 
 beforeAll(async () => {
   await buildTestComponents();
-  [postgres, s3] = await Promise.all([startPostgres(), startS3()]);
+  [postgres, s3, provider] = await Promise.all([startPostgres(), startS3(), startScriptedProvider()]);
   root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-replicas-")));
   shared = {
     ...s3.env,
@@ -41,6 +45,7 @@ beforeAll(async () => {
     SERVICE_ENV_FILESYSTEM_ALLOW: root,
     // On storage every replica reaches, so a workspace outlives its owner (docs/operations.md).
     SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
+    SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
   };
 }, 600_000);
 
@@ -49,7 +54,7 @@ afterAll(async () => {
     service.child.kill("SIGCONT");
     service.child.kill("SIGKILL");
   }
-  await Promise.allSettled([postgres?.stop(), s3?.stop()]);
+  await Promise.allSettled([postgres?.stop(), s3?.stop(), provider?.close()]);
   if (root) await fs.rm(root, { recursive: true, force: true });
 });
 
@@ -172,17 +177,18 @@ describe("replicas on one PostgreSQL and one S3", () => {
   it("fence an owner paused past its lease: it never writes to the session's journal again", async () => {
     const owner = await replica("replica-d");
     const { sessionId, log } = await appendSession(owner.url);
-    // Made through b and forwarded; its guest returns a moment after writing, while the owner is stopped.
-    const call = sessionClient(b.url, KEY_A).callTool({ sessionId, tool: "append", input: appendInput("paused", 500) });
+    // Made to the owner itself; its guest returns a moment after writing, while the owner is stopped.
+    const refused = refusedWith(sessionClient(owner.url, KEY_A).callTool({ sessionId, tool: "append", input: appendInput("paused", 500) }));
     await whenChangedIn(path.dirname(log), async () => (await lineCount(log)) >= 1);
     owner.child.kill("SIGSTOP");
 
     // b's sweep takes the session over (it has an operation without a receipt) once the owner's lease expired.
     const moved = await whenServed(() => replay(b.url, sessionId, (event) => event.type === "session.moved"));
+    expect(moved.at(-1)?.type).toBe("session.moved");
     const sent = moved.find((event) => event.type === "operation.sent" && event.data?.kind === "execute")!;
     owner.child.kill("SIGCONT");
     // The owner wakes with the guest's answer and tries to journal it: fenced, the call fails.
-    expect(await refusedWith(call)).toBe("session_moved");
+    expect(await refused).toBe("session_moved");
 
     const viaB = sessionClient(b.url, KEY_A);
     await viaB.endSession({ sessionId });
@@ -195,5 +201,45 @@ describe("replicas on one PostgreSQL and one S3", () => {
     const throughOld = await whenServed(() => sessionClient(owner.url, KEY_A).getSession({ sessionId }));
     expect(throughOld.session?.state).toBe("ended");
     expect(throughOld.session?.endedAt).toBeDefined();
+  });
+
+  it("resume a run whose owner was killed during its second model stream on the replica that takes the session over", async () => {
+    const owner = await replica("replica-e");
+    const { sessionId, log } = await appendSession(owner.url);
+    // A skill uploaded through b, used by the run on the owner: its snapshot is in the shared bucket.
+    const skill = bundleOf({ "SKILL.md": skillMd({ description: "Uploaded through another replica.", body: "SHARED BODY" }) });
+    await publish({ url: b.url } as TestService, "shared-for-run", skill);
+    provider.script("takeover-model", [
+      { toolCalls: [{ id: "call-1", name: "append", input: { v: 1, file: "runs.log", line: "ran" } }], usage: { inputTokens: 11, outputTokens: 7 } },
+      { text: "an answer that never ends", chunkChars: 2, chunkDelayMs: 60_000 },
+      { toolCalls: [{ id: "call-2", name: "skills", input: { action: "load", name: "shared-for-run" } }] },
+      { text: "the answer", usage: { inputTokens: 17, outputTokens: 3 } },
+    ]);
+    const { run } = await runClient(b.url, KEY_A).createRun({
+      sessionId,
+      run: {
+        model: { provider: "anthropic", name: "takeover-model", maxTokens: 0 },
+        skills: [{ kind: "skill", name: "shared-for-run" }],
+        message: "go",
+        providerKeys: { anthropic: "sk-takeover" },
+      } as never,
+    });
+    await eventsUntil(sessionClient(owner.url, KEY_A), sessionId, (event) => event.type === "assistant.delta" && event.data?.round === 2);
+    owner.child.kill("SIGKILL");
+    await owner.exited;
+
+    // b's sweep takes the session over (a run is running) once the owner's lease expired, and resumes the run.
+    const events = await whenServed(() => eventsUntil(sessionClient(b.url, KEY_A), sessionId, runEnded(run!.id)));
+    expect(events.at(-1)).toMatchObject({ type: "turn.completed", data: { outputText: "the answer", rounds: 3, toolCalls: 2 } });
+    const moved = events.findIndex((event) => event.type === "session.moved");
+    const resumed = events.findIndex((event) => event.type === "run.resumed");
+    expect(moved).toBeGreaterThan(0);
+    expect(resumed).toBeGreaterThan(moved);
+    expect(events[resumed]?.data).toMatchObject({ runId: run!.id, round: 2, unknownToolCalls: [] });
+    // The skill the run loaded came from its snapshot, through the replica that resumed it.
+    const sent = provider.requests.filter((request) => (request.body as { model?: string }).model === "takeover-model");
+    expect(sent).toHaveLength(4);
+    expect(JSON.stringify((sent[3]!.body as { messages: unknown[] }).messages.at(-1))).toContain("SHARED BODY");
+    expect((await fs.readFile(log, "utf8")).trim().split("\n")).toEqual(["ran"]);
   });
 });

@@ -8,7 +8,7 @@ import type { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { hostClient, inputOf, TestHost } from "./helpers/hosts.ts";
 import { buildTestComponents, killWorker } from "./helpers/pool.ts";
-import { KEY_A, KEY_B, startTestService, type TestService, onEmbeddedStorage } from "./helpers/service.ts";
+import { KEY_A, KEY_B, onEmbeddedStorage, runSnapshots, snapshottedRuns, startTestService, type TestService } from "./helpers/service.ts";
 import { admitProgram, admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, deleteSkill, getSkill, publish, skillMd } from "./helpers/skills.ts";
 
@@ -219,8 +219,8 @@ describe("runs", () => {
     ["a file that is not an asset", { files: [{ path: "data.csv", assetSha256: "0".repeat(64) }] as never }, "asset_not_found"],
   ])("refuses %s and creates nothing", async (_, fields, code) => {
     const sessionId = await workspaceSession();
-    // runs/ holds one directory per run id that snapshotted skills: none may appear.
-    const runDirectories = () => fs.readdir(path.join(service.dataDir, "runs")).catch(() => []);
+    // No run may have snapshotted skills.
+    const runDirectories = () => snapshottedRuns(service);
     const before = await runDirectories();
     expect(await refusedWith(runs.createRun({ sessionId, run: runInput("unused", fields) }))).toBe(code);
     expect((await runs.listRuns({ sessionId })).runs).toHaveLength(0);
@@ -261,7 +261,7 @@ describe("runs", () => {
     expect((await finish(sessionId, run!.id)).run.status).toBe("completed");
     host.close();
     expect((provider.requests.at(-1) as Sent).body.messages.at(-1).content[0].content).toContain("BODY ONE");
-    expect(await fs.readdir(path.join(service.dataDir, "runs", run!.id, "assets"))).toEqual([v1.hash]);
+    expect([...(await runSnapshots(service, run!.id)).keys()]).toEqual([v1.hash]);
 
     expect(await refusedWith(runs.createRun({ sessionId, run: input }))).toBe("skill_not_found");
     await publish(service, "mutable", v2);
@@ -558,7 +558,7 @@ describe("runs", () => {
     expect((await runs.listRuns({ sessionId })).runs).toHaveLength(1);
     expect(await service.runs.sweep(Date.now() + 31 * 24 * 60 * 60 * 1000)).toBeGreaterThanOrEqual(1);
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
-    await expect(fs.stat(path.join(service.dataDir, "runs", run!.id))).rejects.toThrow(/ENOENT/);
+    expect((await runSnapshots(service, run!.id)).size).toBe(0);
   });
 
   it("removes a run's skill snapshot with DeleteRun (SPEC 3.8)", async () => {
@@ -568,10 +568,9 @@ describe("runs", () => {
     const sessionId = await workspaceSession();
     const { run } = await runs.createRun({ sessionId, run: runInput("delete-run-model", { skills: [{ kind: "skill", name: "deleted-with-run" }] as never }) });
     await finish(sessionId, run!.id);
-    const snapshot = path.join(service.dataDir, "runs", run!.id, "assets", bundle.hash);
-    expect((await fs.readFile(snapshot)).equals(Buffer.from(bundle.zip))).toBe(true);
+    expect((await runSnapshots(service, run!.id)).get(bundle.hash)?.equals(Buffer.from(bundle.zip))).toBe(true);
     await runs.deleteRun({ sessionId, runId: run!.id });
-    await expect(fs.stat(path.join(service.dataDir, "runs", run!.id))).rejects.toThrow(/ENOENT/);
+    expect((await runSnapshots(service, run!.id)).size).toBe(0);
     expect(await refusedWith(runs.getRun({ sessionId, runId: run!.id }))).toBe("run_not_found");
     // The workspace's skill is another copy: it stays.
     expect((await getSkill(service, "deleted-with-run")).body.skill.contentHash).toBe(bundle.hash);

@@ -9,6 +9,16 @@ import type { SessionOwnership } from "./ownership.ts";
 /** Set on a call one replica forwards to another: the owner serves it or refuses it, never forwards it again. */
 export const FORWARDED_HEADER = "skillenv-forwarded-by";
 
+/** A call on its way to the owner: how to reach it, and the signal that ends it when the caller leaves or the owner is gone. */
+interface Forwarded {
+  transport: Transport;
+  header: Headers;
+  signal: AbortSignal;
+  done(): void;
+}
+
+const OWNER_GONE = new Error("the session's owner stopped renewing its lease");
+
 /** Request headers that travel with a forwarded call: the caller's key and trace context. */
 const FORWARDED_REQUEST_HEADERS = ["authorization", "traceparent", "tracestate"];
 
@@ -24,7 +34,7 @@ const FORWARDED_REQUEST_HEADERS = ["authorization", "traceparent", "tracestate"]
 export function forwardingService<S extends DescService>(service: S, impl: ServiceImpl<S>, ownership: SessionOwnership): ServiceImpl<S> {
   if (!ownership.shared) return impl;
   const transports = new Map<string, Transport>();
-  const forward = async (sessionId: string, context: HandlerContext): Promise<{ transport: Transport; header: Headers } | undefined> => {
+  const forward = async (sessionId: string, context: HandlerContext): Promise<Forwarded | undefined> => {
     const route = await ownership.route(sessionId);
     if (route.here) return undefined;
     if (context.requestHeader.has(FORWARDED_HEADER)) {
@@ -40,7 +50,22 @@ export function forwardingService<S extends DescService>(service: S, impl: Servi
       const value = context.requestHeader.get(name);
       if (value !== null) header.set(name, value);
     }
-    return { transport, header };
+    // An owner that stops answering (paused, cut off) would hold the call for ever: once its lease
+    // has expired the call ends `unavailable`, and the caller's retry takes the session over.
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(context.signal.reason);
+    context.signal.addEventListener("abort", onAbort, { once: true });
+    const watchdog = setInterval(() => {
+      void ownership.ownerAlive(route.replica).then(
+        (alive) => alive || controller.abort(OWNER_GONE),
+        () => undefined,
+      );
+    }, ownership.leaseMs);
+    const done = () => {
+      clearInterval(watchdog);
+      context.signal.removeEventListener("abort", onAbort);
+    };
+    return { transport, header, signal: controller.signal, done };
   };
   const wrapped: Record<string, unknown> = {};
   const methods = impl as unknown as Record<string, (...args: unknown[]) => unknown>;
@@ -54,10 +79,12 @@ export function forwardingService<S extends DescService>(service: S, impl: Servi
           const target = sessionId === undefined ? undefined : await forward(sessionId, context);
           if (!target) return own(request, context);
           try {
-            const answer = await target.transport.unary(unary, context.signal, undefined, target.header, request as never, undefined);
+            const answer = await target.transport.unary(unary, target.signal, undefined, target.header, request as never, undefined);
             return answer.message;
           } catch (error) {
             throw unreachable(error);
+          } finally {
+            target.done();
           }
         };
         break;
@@ -68,7 +95,7 @@ export function forwardingService<S extends DescService>(service: S, impl: Servi
           const sessionId = sessionIdOf(request);
           const target = sessionId === undefined ? undefined : await forward(sessionId, context);
           if (!target) return yield* own(request, context) as AsyncIterable<Message>;
-          yield* relayed(target.transport.stream(streaming, context.signal, undefined, target.header, single(request) as never, undefined));
+          yield* relayed(target, target.transport.stream(streaming, target.signal, undefined, target.header, single(request) as never, undefined));
         };
         break;
       }
@@ -80,7 +107,7 @@ export function forwardingService<S extends DescService>(service: S, impl: Servi
           const sessionId = sessionIdOf(first);
           const target = sessionId === undefined ? undefined : await forward(sessionId, context);
           if (!target) return yield* own(rest, context) as AsyncIterable<Message>;
-          yield* relayed(target.transport.stream(streaming, context.signal, undefined, target.header, rest as never, undefined));
+          yield* relayed(target, target.transport.stream(streaming, target.signal, undefined, target.header, rest as never, undefined));
         };
         break;
       }
@@ -125,11 +152,13 @@ async function* single<T>(message: T): AsyncIterable<T> {
 }
 
 /** The owner's answer stream, relayed as it comes. */
-async function* relayed(answer: Promise<StreamResponse>): AsyncIterable<Message> {
+async function* relayed(target: Forwarded, answer: Promise<StreamResponse>): AsyncIterable<Message> {
   try {
     yield* (await answer).message as AsyncIterable<Message>;
   } catch (error) {
     throw unreachable(error);
+  } finally {
+    target.done();
   }
 }
 

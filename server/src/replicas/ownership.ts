@@ -28,8 +28,12 @@ export interface SessionOwnership {
   lost(sessionId: string): Promise<boolean>;
   /** Drops the lease of a session that is gone (deleted). */
   release(sessionId: string): Promise<void>;
-  /** The replica's address, for a caller that knows only its id (a host connection's Report). */
+  /** The replica's address, for a caller that knows only its id. */
   address(replica: string): Promise<string | undefined>;
+  /** Whether the replica's lease is current (a call forwarded to it is given up once not). */
+  ownerAlive(replica: string): Promise<boolean>;
+  /** SERVICE_SESSION_LEASE_SECS, in milliseconds. */
+  readonly leaseMs: number;
   close(): Promise<void>;
 }
 
@@ -61,6 +65,12 @@ export class SoloOwnership implements SessionOwnership {
   async address(): Promise<string | undefined> {
     return undefined;
   }
+
+  async ownerAlive(): Promise<boolean> {
+    return true;
+  }
+
+  readonly leaseMs = 0;
 
   async close(): Promise<void> {}
 }
@@ -119,6 +129,8 @@ export class LeasedOwnership implements SessionOwnership {
   readonly #replicas: Table<ReplicaLease>;
   /** Sessions this process owns, with their owner row as written. */
   readonly #held = new Map<string, Owner>();
+  /** Sessions taken over whose recovery is still running: their journal writes are fenced, their calls wait. */
+  readonly #recovering = new Set<string>();
   readonly #lock = new KeyedLock();
   #lease: ReplicaLease | undefined;
   #listener: OwnershipListener | undefined;
@@ -143,7 +155,8 @@ export class LeasedOwnership implements SessionOwnership {
   }
 
   async route(sessionId: string): Promise<Route> {
-    if (this.#held.has(sessionId)) return { here: true };
+    // A session being taken over is served once its recovery is done (the lock is held meanwhile).
+    if (this.#held.has(sessionId) && !this.#recovering.has(sessionId)) return { here: true };
     return this.#lock.run(sessionId, async () => {
       for (;;) {
         if (this.#held.has(sessionId)) return { here: true };
@@ -191,6 +204,15 @@ export class LeasedOwnership implements SessionOwnership {
 
   async address(replica: string): Promise<string | undefined> {
     return (await this.#replicas.get(replica))?.address;
+  }
+
+  async ownerAlive(replica: string): Promise<boolean> {
+    const lease = await this.#replicas.get(replica);
+    return lease !== undefined && lease.expiresAt > Date.now();
+  }
+
+  get leaseMs(): number {
+    return this.#options.leaseSecs * 1000;
   }
 
   /** Stops renewing and gives the lease up, so that other replicas take this one's sessions over at once. */
@@ -244,6 +266,7 @@ export class LeasedOwnership implements SessionOwnership {
     const owner = this.#owner((previous?.token ?? 0) + 1);
     await this.#options.store.write([this.#owners.expectOp(sessionId, previous), this.#owners.putOp(sessionId, owner)]);
     this.#held.set(sessionId, owner);
+    this.#recovering.add(sessionId);
     try {
       await this.#listener?.takenOver(sessionId, previous);
     } catch (error) {

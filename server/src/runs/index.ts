@@ -8,12 +8,13 @@ import type { SkillRegistry } from "../skills/index.ts";
 import type { Store } from "../storage/index.ts";
 import { runMessage } from "./messages.ts";
 import { RunRecords } from "./records.ts";
-import { RunAssets } from "./run-assets.ts";
+import { RunAssets, type RunSnapshots } from "./run-assets.ts";
 import { createRunService } from "./run-service.ts";
 import { Runs, type RunSettings } from "./runs.ts";
 
 export { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 export type { Runs, RunSettings } from "./runs.ts";
+export { S3RunAssets } from "./run-assets.ts";
 import type { RunRecord } from "./records.ts";
 
 export interface RunsFeature {
@@ -35,13 +36,15 @@ export interface RunsFeatureOptions {
   onRunEnded?: ((record: RunRecord) => void) | undefined;
   /** Seals the provider keys of runs that may resume after a restart; none resume without it (SERVICE_RUN_RESUME=off). */
   sealer?: Sealer | undefined;
+  /** Where runs' skill snapshots go; default: the data directory. */
+  snapshots?: RunSnapshots | undefined;
   /** On a shared store a replica resumes a session's runs when it takes the session over, not at start. */
   shared: boolean;
 }
 
 /** Opens the runs, resumes (or ends) those a previous process left running, and starts retention cleanup. */
 export async function createRuns(options: RunsFeatureOptions): Promise<RunsFeature> {
-  const runs = new Runs({ ...options, records: new RunRecords(options.store), runAssets: new RunAssets(options.dataDir) });
+  const runs = new Runs({ ...options, records: new RunRecords(options.store), runAssets: options.snapshots ?? new RunAssets(options.dataDir) });
   if (options.shared) await runs.sweepSnapshots();
   else await runs.recover();
   runs.startRetention();

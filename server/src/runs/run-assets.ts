@@ -2,6 +2,15 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs/promises";
 import * as path from "node:path";
 import { isId } from "../ids/index.ts";
+import type { S3BlobStore } from "../storage/index.ts";
+
+/** Where runs' skill snapshots are kept: the data directory (RunAssets), or the shared bucket (S3RunAssets). */
+export interface RunSnapshots {
+  put(runId: string, sha256: string, bytes: Uint8Array): Promise<void>;
+  read(runId: string, sha256: string): Promise<Uint8Array | undefined>;
+  remove(runId: string): Promise<void>;
+  sweep(isRecorded: (runId: string) => boolean): Promise<number>;
+}
 
 /**
  * Run asset storage (SPEC 3.8): copies of what a run was submitted with, at
@@ -12,7 +21,7 @@ import { isId } from "../ids/index.ts";
  * A turn stages the bundles it resolved at submit, held in memory, the same bytes (same content
  * hash) the snapshot holds; a run that resumes after a restart reads them from here (docs/runs.md).
  */
-export class RunAssets {
+export class RunAssets implements RunSnapshots {
   readonly #root: string;
 
   constructor(dataDir: string) {
@@ -61,5 +70,45 @@ export class RunAssets {
     const orphans = names.filter((name) => isId("run", name) && !isRecorded(name));
     for (const runId of orphans) await this.remove(runId);
     return orphans.length;
+  }
+}
+
+/** A snapshot left by a submission that was never recorded is removed once it is this old: no submission takes that long. */
+const ORPHAN_AGE_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * Run snapshots in the shared bucket (`runs/<runId>/<sha256>`), so that a replica that takes a
+ * session over resumes its run from the same snapshot (docs/operations.md, "Scaling"). Several
+ * replicas submit runs at once, so the start-up sweep removes only snapshots of unrecorded runs
+ * older than a day, never one whose submission may still be under way elsewhere.
+ */
+export class S3RunAssets implements RunSnapshots {
+  readonly #bucket: S3BlobStore;
+
+  constructor(bucket: S3BlobStore) {
+    this.#bucket = bucket;
+  }
+
+  put(runId: string, sha256: string, bytes: Uint8Array): Promise<void> {
+    return this.#bucket.putPrivate(`${runId}/${sha256}`, bytes);
+  }
+
+  async read(runId: string, sha256: string): Promise<Uint8Array | undefined> {
+    if (!isId("run", runId) || !/^[0-9a-f]{64}$/.test(sha256)) return undefined;
+    return this.#bucket.readPrivate(`${runId}/${sha256}`);
+  }
+
+  async remove(runId: string): Promise<void> {
+    for (const { name } of await this.#bucket.listPrivate(`${runId}/`)) await this.#bucket.deletePrivate(name);
+  }
+
+  async sweep(isRecorded: (runId: string) => boolean): Promise<number> {
+    const before = Date.now() - ORPHAN_AGE_MS;
+    const orphans = (await this.#bucket.listPrivate("")).filter(({ name, modified }) => {
+      const runId = name.slice(0, name.indexOf("/"));
+      return isId("run", runId) && !isRecorded(runId) && modified !== undefined && modified.getTime() < before;
+    });
+    for (const { name } of orphans) await this.#bucket.deletePrivate(name);
+    return new Set(orphans.map(({ name }) => name.slice(0, name.indexOf("/")))).size;
   }
 }

@@ -8,7 +8,7 @@ import type { SessionRecord, Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
 import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import type { RunRecord, RunRecords } from "./records.ts";
-import type { RunAssets } from "./run-assets.ts";
+import type { RunSnapshots } from "./run-assets.ts";
 import { RunEvents } from "./run-events.ts";
 import type { RunSkill } from "./skills-tool.ts";
 import { checkSubmission, type Submission } from "./submission.ts";
@@ -39,7 +39,7 @@ export interface RunsOptions {
   sessions: Sessions;
   skills: SkillRegistry;
   assets: Assets;
-  runAssets: RunAssets;
+  runAssets: RunSnapshots;
   providers: ReadonlyMap<string, ModelProvider>;
   settings: RunSettings;
   /** Told of every run that ended, once its end is durable (the metrics). */

@@ -31,7 +31,9 @@ const CHECKSUM_HEADER = "x-amz-checksum-sha256";
  *   itself), so a reader of a content key always gets the bytes of its hash;
  * - `tmp/<uuid>`: a write or a promotion in progress, private to this service; a crash can leave
  *   one behind (a lifecycle rule removes them, docs/operations.md);
- * - `uploads/<name>`: objects clients PUT through presigned URLs, unverified until promoted.
+ * - `uploads/<name>`: objects clients PUT through presigned URLs, unverified until promoted;
+ * - `runs/<runId>/<sha256>`: runs' skill snapshots (server/src/runs/run-assets.ts), out of the
+ *   bundle collection's reach, removed with their run.
  *
  * Every failure of the store is a StorageError naming the operation and the key, never
  * credentials (they come from the SDK's default chain and stay inside the client).
@@ -210,6 +212,47 @@ export class S3BlobStore implements BlobStore, StagedUploads {
     await this.#delete(this.#contentKey(sha256));
   }
 
+  /** Stores a private object at `runs/<name>` (a run's snapshot), outside the content keys. */
+  async putPrivate(name: string, bytes: Uint8Array): Promise<void> {
+    const key = this.#privateKey(name);
+    await this.#call("PutObject", key, () => this.#client.send(new PutObjectCommand({ Bucket: this.#bucket, Key: key, Body: bytes })));
+  }
+
+  /** The private object's bytes, or undefined when absent. */
+  async readPrivate(name: string): Promise<Uint8Array | undefined> {
+    const key = this.#privateKey(name);
+    return this.#call("GetObject", key, async () => {
+      try {
+        const object = await this.#client.send(new GetObjectCommand({ Bucket: this.#bucket, Key: key }));
+        return await object.Body!.transformToByteArray();
+      } catch (error) {
+        if (isMissing(error)) return undefined;
+        throw error;
+      }
+    });
+  }
+
+  /** The private objects whose names start with `prefix`, with when each was written. */
+  async listPrivate(prefix: string): Promise<Array<{ name: string; modified: Date | undefined }>> {
+    const keyPrefix = this.#privateKey(prefix);
+    const objects: Array<{ name: string; modified: Date | undefined }> = [];
+    let token: string | undefined;
+    do {
+      const page = await this.#call("ListObjectsV2", keyPrefix, () =>
+        this.#client.send(new ListObjectsV2Command({ Bucket: this.#bucket, Prefix: keyPrefix, ContinuationToken: token })),
+      );
+      for (const object of page.Contents ?? []) {
+        if (object.Key) objects.push({ name: object.Key.slice(this.#privateKey("").length), modified: object.LastModified });
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    return objects;
+  }
+
+  async deletePrivate(name: string): Promise<void> {
+    await this.#delete(this.#privateKey(name));
+  }
+
   async discardUpload(name: string): Promise<void> {
     await this.#delete(this.#uploadKey(name));
   }
@@ -220,6 +263,10 @@ export class S3BlobStore implements BlobStore, StagedUploads {
 
   #tempKey(): string {
     return `${this.#prefix}tmp/${randomUUID()}`;
+  }
+
+  #privateKey(name: string): string {
+    return `${this.#prefix}runs/${name}`;
   }
 
   #uploadKey(name: string): string {

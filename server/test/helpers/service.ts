@@ -114,6 +114,33 @@ export async function blobExists(service: TestService, sha256: string): Promise<
   );
 }
 
+/**
+ * The skill snapshots the service keeps for `runId`, by SHA-256: files under its data directory
+ * (runs/<runId>/assets/<hash>), or objects in its bucket (runs/<runId>/<hash>) in the postgres-s3 project.
+ */
+export async function runSnapshots(service: TestService, runId: string): Promise<Map<string, Buffer>> {
+  const snapshots = new Map<string, Buffer>();
+  const blobUrl = backendsOfDataDir.get(service.dataDir)?.SERVICE_BLOB_URL;
+  if (blobUrl !== undefined) {
+    const bucket = await S3BlobStore.open(parseS3Url(blobUrl));
+    for (const { name } of await bucket.listPrivate(`${runId}/`)) snapshots.set(name.slice(runId.length + 1), Buffer.from((await bucket.readPrivate(name))!));
+    return snapshots;
+  }
+  const dir = path.join(service.dataDir, "runs", runId, "assets");
+  for (const name of await fs.readdir(dir).catch(() => [])) snapshots.set(name, await fs.readFile(path.join(dir, name)));
+  return snapshots;
+}
+
+/** The runs that have skill snapshots, sorted (see runSnapshots). */
+export async function snapshottedRuns(service: TestService): Promise<string[]> {
+  const blobUrl = backendsOfDataDir.get(service.dataDir)?.SERVICE_BLOB_URL;
+  if (blobUrl !== undefined) {
+    const names = await (await S3BlobStore.open(parseS3Url(blobUrl))).listPrivate("");
+    return [...new Set(names.map(({ name }) => name.slice(0, name.indexOf("/"))))].sort();
+  }
+  return (await fs.readdir(path.join(service.dataDir, "runs")).catch(() => [])).sort();
+}
+
 const SENTINEL_PATH = "/test-log-sentinel/";
 
 /**
