@@ -1,0 +1,120 @@
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { serviceError } from "../errors/index.ts";
+import type { ProtocolEndpoint, ProtocolExchange } from "../http/index.ts";
+import type { Sessions } from "../sessions/index.ts";
+import type { SkillRegistry } from "../skills/index.ts";
+import { sessionToolsServer } from "./session-tools-server.ts";
+import { SkillEntries } from "./skill-entries.ts";
+import { skillsServer } from "./skills-server.ts";
+
+/** The workspace's skills (the skills extension). */
+export const MCP_PATH = "/mcp";
+/** A session's tools: /mcp/sessions/<session id>. */
+export const MCP_SESSIONS_PREFIX = "/mcp/sessions/";
+
+export interface McpEndpointOptions {
+  /** The workspace of an Authorization header, or the unauthenticated refusal (auth's bearerAuthenticator). */
+  authenticate(header: string | undefined): string;
+  registry: SkillRegistry;
+  sessions: Sessions;
+  /** SERVICE_MAX_REQUEST_BYTES: the largest JSON-RPC body read, as for every API route. */
+  maxBodyBytes: number;
+}
+
+/**
+ * The service as an MCP server over Streamable HTTP (MCP 2025-11-25), stateless: every POST
+ * carries one JSON-RPC message (or a batch) and gets its answer as one JSON response, from a
+ * server made for that request, so nothing of a client is held between requests and any replica
+ * can answer any request. Authenticated exactly as the API is (`Authorization: Bearer <key>`,
+ * refused before the body is read); a session of another workspace is session_not_found, as an
+ * unknown id is. What the endpoint refuses before MCP is involved leaves as the API's JSON error.
+ */
+export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint {
+  const entries = new SkillEntries(options.registry);
+  return {
+    protocol: "mcp",
+    matches: (pathname) => pathname === MCP_PATH || pathname.startsWith(MCP_SESSIONS_PREFIX),
+    async serve(exchange) {
+      const { req, res, url, record } = exchange;
+      const workspace = options.authenticate(req.headers.authorization);
+      record.workspace = workspace;
+      const sessionId = url.pathname === MCP_PATH ? undefined : url.pathname.slice(MCP_SESSIONS_PREFIX.length);
+      if (sessionId !== undefined) {
+        if (sessionId === "" || sessionId.includes("/")) throw serviceError("route_not_found", `no MCP endpoint is bound to ${url.pathname}`);
+        // Throws session_not_found for another workspace's session as for an unknown id.
+        await options.sessions.get(workspace, sessionId);
+      }
+      if (req.method !== "POST") {
+        res.setHeader("allow", "POST");
+        throw serviceError(
+          "mcp_method_not_allowed",
+          `the MCP endpoint takes POST only, not ${req.method}: it is stateless, with no stream to GET and no MCP session to DELETE`,
+        );
+      }
+      checkHeaders(req.headers);
+      const message = parseJson(await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes));
+      const server =
+        sessionId === undefined
+          ? skillsServer({ workspace, registry: options.registry, entries })
+          : sessionToolsServer({ workspace, sessionId, sessions: options.sessions });
+      await answer(server, exchange, message);
+    },
+  };
+}
+
+/** One JSON-RPC exchange through the SDK's transport, its Response written to the Node response. */
+async function answer(server: Server, { req, res, url, prepareResponse }: ProtocolExchange, message: unknown): Promise<void> {
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+  try {
+    await server.connect(transport);
+    const headers = new Headers();
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (name.startsWith(":") || value === undefined) continue;
+      headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+    }
+    const response = await transport.handleRequest(new Request(url, { method: "POST", headers }), { parsedBody: message });
+    const body = new Uint8Array(await response.arrayBuffer());
+    prepareResponse();
+    res.statusCode = response.status;
+    response.headers.forEach((value, name) => res.setHeader(name, value));
+    if (body.byteLength > 0) res.setHeader("content-length", body.byteLength);
+    res.end(body);
+  } finally {
+    await server.close();
+  }
+}
+
+/** Streamable HTTP's own header rules, checked here so that a refusal has a stable code. */
+function checkHeaders(headers: ProtocolExchange["req"]["headers"]): void {
+  const accept = headers.accept ?? "";
+  if (!accept.includes("application/json") || !accept.includes("text/event-stream")) {
+    throw serviceError("mcp_not_acceptable", "a POST to the MCP endpoint must accept both application/json and text/event-stream");
+  }
+  const contentType = headers["content-type"] ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(contentType)) {
+    throw serviceError("malformed_request", `the MCP endpoint takes JSON-RPC as application/json, not ${JSON.stringify(contentType)}`);
+  }
+}
+
+/** The whole body, up to maxBytes: a larger declared length is refused before a byte is read. */
+async function readBody(body: AsyncIterable<Uint8Array>, declared: string | undefined, maxBytes: number): Promise<Uint8Array> {
+  const tooLarge = () => serviceError("payload_too_large", `the request body exceeds ${maxBytes} bytes`);
+  if (Number(declared) > maxBytes) throw tooLarge();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.byteLength;
+    if (size > maxBytes) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function parseJson(bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch {
+    throw serviceError("malformed_request", "the MCP request body is not JSON");
+  }
+}
