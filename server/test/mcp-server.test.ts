@@ -11,6 +11,8 @@ import { bundleOf, publish, type Bundle } from "./helpers/skills.ts";
 
 /** Bodies above this are refused (SERVICE_MAX_REQUEST_BYTES of the service under test). */
 const MAX_REQUEST_BYTES = 256 * 1024;
+/** A tool's input above this is refused before it is journaled (SERVICE_JOURNAL_MAX_PAYLOAD_BYTES). */
+const MAX_PAYLOAD_BYTES = 8 * 1024;
 
 const digest = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
@@ -38,15 +40,27 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
   let service: TestService;
   let pdf: Bundle;
   let sessionId: string;
+  let echo: string;
   const clients: Client[] = [];
 
   beforeAll(async () => {
-    service = await startTestService({ SERVICE_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES) });
+    service = await startTestService({
+      SERVICE_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES),
+      SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD_BYTES),
+    });
     pdf = bundleOf(PDF_FILES);
     await publish(service, "pdf-tools", pdf);
     await publish(service, "notes", bundleOf(RENAMED_FILES));
     await publish(service, "b-secret", bundleOf(B_FILES), KEY_B);
-    const echo = await admitTool(service.url, KEY_A, "echo-wat");
+    echo = await admitTool(service.url, KEY_A, "echo-wat");
+    sessionId = await echoSession();
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all(clients.map((client) => client.close()));
+    await service?.close();
+  });
+
+  async function echoSession(): Promise<string> {
     const created = await postJson(
       service.url,
       "/v1/sessions",
@@ -65,12 +79,8 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
       KEY_A,
     );
     expect(created).toMatchObject({ status: 200 });
-    sessionId = created.body.session.id;
-  }, 120_000);
-  afterAll(async () => {
-    await Promise.all(clients.map((client) => client.close()));
-    await service?.close();
-  });
+    return created.body.session.id;
+  }
 
   async function connect(path: string, key = KEY_A): Promise<Client> {
     const client = new Client({ name: "mcp-server-test", version: "1.0.0" });
@@ -196,6 +206,27 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
   it("answers a tool the session does not place with -32602, journaling nothing", async () => {
     const client = await connect(`/mcp/sessions/${sessionId}`);
     expect(await mcpCodeOf(client.callTool({ name: "no-such-tool", arguments: {} }))).toBe(ErrorCode.InvalidParams);
+  });
+
+  it("answers refusals a model can act on as isError results with their stable code, journaling nothing", async () => {
+    const ended = await echoSession();
+    const client = await connect(`/mcp/sessions/${ended}`);
+    expect((await postJson(service.url, `/v1/sessions/${ended}/end`, {}, KEY_A)).status).toBe(200);
+    const refused = await client.callTool({ name: "echo", arguments: { text: "too late" } });
+    expect(refused).toMatchObject({
+      isError: true,
+      content: [{ type: "text", text: expect.stringMatching(/^session_ended: .*nothing ran\)$/) }],
+      _meta: { "skillenv/outcome": "refused", "skillenv/code": "session_ended", "skillenv/retryable": false },
+    });
+    expect(refused._meta).not.toHaveProperty("skillenv/operationId");
+
+    const open = await connect(`/mcp/sessions/${sessionId}`);
+    const tooLarge = await open.callTool({ name: "echo", arguments: { text: "x".repeat(MAX_PAYLOAD_BYTES) } });
+    expect(tooLarge).toMatchObject({ isError: true, _meta: { "skillenv/outcome": "refused", "skillenv/code": "input_too_large" } });
+    const deep = await open.callTool({ name: "echo", arguments: { text: JSON.parse(`${"[".repeat(40)}${"]".repeat(40)}`) } });
+    expect(deep).toMatchObject({ isError: true, _meta: { "skillenv/outcome": "refused", "skillenv/code": "input_too_deep" } });
+    const events = await eventsUntil(sessionClient(service.url, KEY_A), ended, (event) => event.type === "session.ended");
+    expect(events.filter((event) => event.type === "operation.sent" && event.data?.kind === "execute")).toEqual([]);
   });
 
   it("maps receipts to results: a failure and an unknown outcome are isError, saying which", () => {

@@ -3,14 +3,7 @@ import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { describeError, stableCodeOf, type ErrorCode as StableCode } from "../errors/index.ts";
 
 /** Codes by which the caller named something this workspace does not have, or named it wrongly. */
-const INVALID_PARAMS: ReadonlySet<StableCode> = new Set([
-  "invalid_argument",
-  "invalid_skill_name",
-  "skill_not_found",
-  "tool_not_found",
-  "input_too_large",
-  "input_too_deep",
-]);
+const INVALID_PARAMS: ReadonlySet<StableCode> = new Set(["invalid_argument", "invalid_skill_name", "skill_not_found", "tool_not_found"]);
 
 /**
  * A service error as the JSON-RPC error MCP answers with: what the caller named wrongly is
