@@ -304,6 +304,12 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
       body: { code: "malformed_request" },
     });
     expect(await mcpPost("/mcp", "{not json", bearer(KEY_A))).toMatchObject({ status: 400, body: { code: "malformed_request" } });
+    expect(await mcpPost("/mcp", [initialize()], bearer(KEY_A))).toMatchObject({ status: 400, body: { code: "malformed_request" } });
+    expect(await mcpPost("/mcp", { method: "skills/list" }, bearer(KEY_A))).toMatchObject({ status: 400, body: { code: "malformed_request" } });
+    expect(await mcpPost("/mcp", initialize(), bearer(KEY_A), { "mcp-protocol-version": "1999-01-01" })).toMatchObject({
+      status: 400,
+      body: { code: "mcp_protocol_version_unsupported" },
+    });
     const huge = JSON.stringify({ ...callEcho(), params: { name: "echo", arguments: { text: "x".repeat(MAX_REQUEST_BYTES) } } });
     expect(await mcpPost(`/mcp/sessions/${sessionId}`, huge, bearer(KEY_A))).toMatchObject({ status: 413, body: { code: "payload_too_large" } });
     expect(await mcpPost("/mcp/sessions/", initialize(), bearer(KEY_A))).toMatchObject({ status: 404, body: { code: "route_not_found" } });

@@ -288,6 +288,11 @@ export const errorCatalogue = {
     httpStatus: 406,
     summary: "A POST to an MCP endpoint must accept both application/json and text/event-stream (its Accept header), as Streamable HTTP requires.",
   },
+  mcp_protocol_version_unsupported: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "A request to an MCP endpoint names, in its MCP-Protocol-Version header, a protocol version the service does not speak as a server (docs/mcp.md).",
+  },
   host_connection_not_found: { code: Code.NotFound, httpStatus: 404, summary: "Report names no open host connection of this workspace; open Commands again." },
   operation_not_found: {
     code: Code.NotFound,

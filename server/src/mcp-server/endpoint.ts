@@ -1,5 +1,6 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { JSONRPCMessageSchema, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
 import { serviceError } from "../errors/index.ts";
 import type { ProtocolEndpoint, ProtocolExchange } from "../http/index.ts";
 import type { Sessions } from "../sessions/index.ts";
@@ -53,7 +54,7 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
         );
       }
       checkHeaders(req.headers);
-      const message = parseJson(await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes));
+      const message = jsonRpcMessage(await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes));
       const server =
         sessionId === undefined
           ? skillsServer({ workspace, registry: options.registry, entries })
@@ -63,15 +64,18 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
   };
 }
 
+const FORWARDED_HEADERS = ["accept", "content-type", "mcp-protocol-version"] as const;
+
 /** One JSON-RPC exchange through the SDK's transport, its Response written to the Node response. */
 async function answer(server: Server, { req, res, url, prepareResponse }: ProtocolExchange, message: unknown): Promise<void> {
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   try {
     await server.connect(transport);
+    // Only what the transport reads: the key stays out of the SDK's request info, where handlers see headers.
     const headers = new Headers();
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (name.startsWith(":") || value === undefined) continue;
-      headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+    for (const name of FORWARDED_HEADERS) {
+      const value = req.headers[name];
+      if (typeof value === "string") headers.set(name, value);
     }
     const response = await transport.handleRequest(new Request(url, { method: "POST", headers }), { parsedBody: message });
     const body = new Uint8Array(await response.arrayBuffer());
@@ -85,8 +89,15 @@ async function answer(server: Server, { req, res, url, prepareResponse }: Protoc
   }
 }
 
-/** Streamable HTTP's own header rules, checked here so that a refusal has a stable code. */
+/** Streamable HTTP's own header rules, checked here (before the SDK would) so that a refusal has a stable code. */
 function checkHeaders(headers: ProtocolExchange["req"]["headers"]): void {
+  const version = headers["mcp-protocol-version"];
+  if (version !== undefined && (Array.isArray(version) || !SUPPORTED_PROTOCOL_VERSIONS.includes(version))) {
+    throw serviceError(
+      "mcp_protocol_version_unsupported",
+      `MCP-Protocol-Version ${JSON.stringify(version)} is not one this server speaks: ${SUPPORTED_PROTOCOL_VERSIONS.join(", ")}`,
+    );
+  }
   const accept = headers.accept ?? "";
   if (!accept.includes("application/json") || !accept.includes("text/event-stream")) {
     throw serviceError("mcp_not_acceptable", "a POST to the MCP endpoint must accept both application/json and text/event-stream");
@@ -111,10 +122,18 @@ async function readBody(body: AsyncIterable<Uint8Array>, declared: string | unde
   return Buffer.concat(chunks);
 }
 
-function parseJson(bytes: Uint8Array): unknown {
+/**
+ * One JSON-RPC message. A batch (an array) is refused: MCP has had none since 2025-06-18, and one
+ * message per request bounds what a request can make the server do.
+ */
+function jsonRpcMessage(bytes: Uint8Array): unknown {
+  let message: unknown;
   try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+    message = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
   } catch {
     throw serviceError("malformed_request", "the MCP request body is not JSON");
   }
+  if (Array.isArray(message)) throw serviceError("malformed_request", "the MCP endpoint takes one JSON-RPC message per request, not a batch");
+  if (!JSONRPCMessageSchema.safeParse(message).success) throw serviceError("malformed_request", "the MCP request body is not a JSON-RPC 2.0 message");
+  return message;
 }
