@@ -41,6 +41,7 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
   let pdf: Bundle;
   let sessionId: string;
   let echo: string;
+  let trap: string;
   const clients: Client[] = [];
 
   beforeAll(async () => {
@@ -52,7 +53,7 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
     await publish(service, "pdf-tools", pdf);
     await publish(service, "notes", bundleOf(RENAMED_FILES));
     await publish(service, "b-secret", bundleOf(B_FILES), KEY_B);
-    echo = await admitTool(service.url, KEY_A, "echo-wat");
+    [echo, trap] = await Promise.all([admitTool(service.url, KEY_A, "echo-wat"), admitTool(service.url, KEY_A, "trap-wat")]);
     sessionId = await echoSession();
   }, 120_000);
   afterAll(async () => {
@@ -74,6 +75,7 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
             implementation: { tool: echo },
             inputSchema: { type: "object", properties: { text: { type: "string" } } },
           },
+          { name: "trap", description: "Always fails.", environment: "sandbox", implementation: { tool: trap } },
         ],
       },
       KEY_A,
@@ -183,7 +185,11 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
     const client = await connect(`/mcp/sessions/${sessionId}`);
     expect(client.getServerCapabilities()).toMatchObject({ tools: {} });
     const { tools } = await client.listTools();
-    expect(tools).toEqual([{ name: "echo", description: "Echoes its input.", inputSchema: { type: "object", properties: { text: { type: "string" } } } }]);
+    expect(tools).toEqual([
+      { name: "echo", description: "Echoes its input.", inputSchema: { type: "object", properties: { text: { type: "string" } } } },
+      // Placed without an input schema: offered as MCP's object of arguments.
+      { name: "trap", description: "Always fails.", inputSchema: { type: "object" } },
+    ]);
     const result = await client.callTool({ name: "echo", arguments: { text: "hello over mcp" } });
     expect(result.isError).toBeFalsy();
     expect(result.content).toEqual([{ type: "text", text: JSON.stringify({ text: "hello over mcp" }) }]);
@@ -201,6 +207,23 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
     expect(ofCall.map((event) => event.type)).toEqual(["operation.sent", "operation.receipt"]);
     expect(ofCall[0]!.data).toMatchObject({ kind: "execute", tool: "echo", input: { text: "hello over mcp" } });
     expect(ofCall[1]!.data?.receipt).toEqual({ returned: { output: { text: "hello over mcp" } } });
+  });
+
+  it("answers a tool's failure receipt as an isError result carrying its code, journaled like any call", async () => {
+    const client = await connect(`/mcp/sessions/${sessionId}`);
+    const failed = await client.callTool({ name: "trap", arguments: {} });
+    expect(failed).toMatchObject({
+      isError: true,
+      content: [{ type: "text", text: expect.stringMatching(/^guest_trap: /) }],
+      _meta: { "skillenv/outcome": "failure", "skillenv/code": "guest_trap", "skillenv/retryable": false },
+    });
+    const operationId = failed._meta?.["skillenv/operationId"];
+    const events = await eventsUntil(
+      sessionClient(service.url, KEY_A),
+      sessionId,
+      (event) => event.type === "operation.receipt" && event.data?.operationId === operationId,
+    );
+    expect(events.at(-1)?.data?.receipt).toMatchObject({ failure: { code: "guest_trap" } });
   });
 
   it("answers a tool the session does not place with -32602, journaling nothing", async () => {
