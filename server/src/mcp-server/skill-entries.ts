@@ -17,8 +17,11 @@ export interface SkillEntry {
   resources: SkillResourceEntry[];
 }
 
-/** Entries remembered, by content hash; each is a few hundred bytes per file of its skill. */
-const REMEMBERED = 256;
+/**
+ * What the remembered entries may hold, counted as the characters of their URIs, digests and
+ * frontmatter: a skill may have 1000 files with long paths, so a count of entries would not bound it.
+ */
+const REMEMBERED_CHARS = 8 * 1024 * 1024;
 
 /**
  * Skill entries with their files' digests. The digests come from the bytes of the canonical
@@ -29,7 +32,9 @@ const REMEMBERED = 256;
  */
 export class SkillEntries {
   readonly #registry: SkillRegistry;
-  readonly #remembered = new Map<string, SkillEntry>();
+  /** In the order they were remembered, oldest first, with their size. */
+  readonly #remembered = new Map<string, { entry: SkillEntry; chars: number }>();
+  #chars = 0;
 
   constructor(registry: SkillRegistry) {
     this.#registry = registry;
@@ -39,17 +44,24 @@ export class SkillEntries {
   async entry(workspace: string, name: string): Promise<SkillEntry> {
     const { contentHash } = await this.#registry.get(workspace, name);
     const remembered = this.#remembered.get(`${workspace}/${name}/${contentHash}`);
-    if (remembered) return remembered;
+    if (remembered) return remembered.entry;
     return this.#entryOf(workspace, await this.#registry.content(workspace, name));
   }
 
   #entryOf(workspace: string, content: SkillContent): SkillEntry {
     const key = `${workspace}/${content.record.name}/${content.record.contentHash}`;
     const remembered = this.#remembered.get(key);
-    if (remembered) return remembered;
+    if (remembered) return remembered.entry;
     const entry = entryOf(content);
-    if (this.#remembered.size >= REMEMBERED) this.#remembered.delete(this.#remembered.keys().next().value!);
-    this.#remembered.set(key, entry);
+    const chars = key.length + JSON.stringify(entry).length;
+    if (chars > REMEMBERED_CHARS) return entry;
+    for (const [oldest, { chars: size }] of this.#remembered) {
+      if (this.#chars + chars <= REMEMBERED_CHARS) break;
+      this.#remembered.delete(oldest);
+      this.#chars -= size;
+    }
+    this.#remembered.set(key, { entry, chars });
+    this.#chars += chars;
     return entry;
   }
 }
