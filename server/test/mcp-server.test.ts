@@ -3,9 +3,10 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, ResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { toolResult } from "../src/mcp-server/session-tools-server.ts";
+import { progressNotifier, toolResult } from "../src/mcp-server/session-tools-server.ts";
 import { readBundle } from "../src/skills/bundle/index.ts";
 import { bearer, KEY_A, KEY_B, postJson, startTestService, type TestService } from "./helpers/service.ts";
+import { startEverything, type EverythingServer } from "./helpers/mcp.ts";
 import { admitTool, eventsUntil, sessionClient } from "./helpers/sessions.ts";
 import { bundleOf, publish, type Bundle } from "./helpers/skills.ts";
 
@@ -38,6 +39,8 @@ interface SkillEntry {
 
 describe("the service as an MCP server (the official SDK's client over Streamable HTTP)", () => {
   let service: TestService;
+  /** The reference MCP server, mounted by a session whose tools the service then serves on. */
+  let everything: EverythingServer;
   let pdf: Bundle;
   let sessionId: string;
   let echo: string;
@@ -45,7 +48,9 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
   const clients: Client[] = [];
 
   beforeAll(async () => {
+    everything = await startEverything();
     service = await startTestService({
+      SERVICE_MCP_ALLOW: everything.origin,
       SERVICE_MAX_REQUEST_BYTES: String(MAX_REQUEST_BYTES),
       SERVICE_JOURNAL_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD_BYTES),
     });
@@ -59,6 +64,7 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
   afterAll(async () => {
     await Promise.all(clients.map((client) => client.close()));
     await service?.close();
+    await everything?.kill();
   });
 
   async function echoSession(): Promise<string> {
@@ -224,6 +230,49 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
       (event) => event.type === "operation.receipt" && event.data?.operationId === operationId,
     );
     expect(events.at(-1)?.data?.receipt).toMatchObject({ failure: { code: "guest_trap" } });
+  });
+
+  it("streams a call's progress as MCP progress notifications, which the session's events keep too", async () => {
+    // An MCP environment's tool served on: the reference server's long-running tool reports progress.
+    const long = "trigger-long-running-operation";
+    const created = await postJson(service.url, "/v1/sessions", { environments: [{ name: "ev", mcp: { url: everything.url, tools: [long] } }] }, KEY_A);
+    expect(created).toMatchObject({ status: 200, body: { session: { state: "ready" } } });
+    const mounted = created.body.session.id as string;
+    const client = await connect(`/mcp/sessions/${mounted}`);
+    const progress: unknown[] = [];
+    const result = await client.callTool({ name: `ev__${long}`, arguments: { duration: 0.3, steps: 3 } }, undefined, {
+      onprogress: (notification) => progress.push(notification),
+    });
+    expect(result.isError).toBeFalsy();
+    expect(result.content).toEqual([{ type: "text", text: expect.stringContaining("Long running operation completed") }]);
+    expect(progress).toEqual([
+      { progress: 1, total: 3 },
+      { progress: 2, total: 3 },
+      { progress: 3, total: 3 },
+    ]);
+    const operationId = result._meta?.["skillenv/operationId"];
+    const events = await eventsUntil(
+      sessionClient(service.url, KEY_A),
+      mounted,
+      (event) => event.type === "operation.receipt" && event.data?.operationId === operationId,
+    );
+    expect(events.filter((event) => event.type === "operation.progress" && event.data?.operationId === operationId)).toHaveLength(3);
+  });
+
+  it("makes any progress report an MCP progress that grows", () => {
+    const sent: unknown[] = [];
+    const report = progressNotifier((params) => sent.push(params));
+    report('{"progress":2,"total":4,"message":"half"}');
+    report('{"progress":2}'); // not growing: dropped
+    report('{"v":1,"kind":"log","text":"a guest\'s own report"}');
+    report('"plain words"');
+    report("not json");
+    expect(sent).toEqual([
+      { progress: 2, total: 4, message: "half" },
+      { progress: 3, message: '{"v":1,"kind":"log","text":"a guest\'s own report"}' },
+      { progress: 4, message: "plain words" },
+      { progress: 5, message: "not json" },
+    ]);
   });
 
   it("answers a tool the session does not place with -32602, journaling nothing", async () => {

@@ -25,8 +25,8 @@ export interface McpEndpointOptions {
 
 /**
  * The service as an MCP server over Streamable HTTP (MCP 2025-11-25), stateless: every POST
- * carries one JSON-RPC message (or a batch) and gets its answer as one JSON response, from a
- * server made for that request, so nothing of a client is held between requests and any replica
+ * carries one JSON-RPC message and gets its answer (one JSON body, or a tool call's progress and
+ * result as server-sent events) from a server made for that request, so nothing of a client is held between requests and any replica
  * can answer any request. Authenticated exactly as the API is (`Authorization: Bearer <key>`,
  * refused before the body is read); a session of another workspace is session_not_found, as an
  * unknown id is. What the endpoint refuses before MCP is involved leaves as the API's JSON error.
@@ -55,20 +55,23 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
       }
       checkHeaders(req.headers);
       const message = jsonRpcMessage(await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes));
-      const server =
-        sessionId === undefined
-          ? skillsServer({ workspace, registry: options.registry, entries })
-          : sessionToolsServer({ workspace, sessionId, sessions: options.sessions });
-      await answer(server, exchange, message);
+      // A tool call's progress streams (server-sent events); everything else is one JSON body.
+      if (sessionId === undefined) await answer(skillsServer({ workspace, registry: options.registry, entries }), exchange, message, "json");
+      else await answer(sessionToolsServer({ workspace, sessionId, sessions: options.sessions }), exchange, message, "stream");
     },
   };
 }
 
 const FORWARDED_HEADERS = ["accept", "content-type", "mcp-protocol-version"] as const;
 
-/** One JSON-RPC exchange through the SDK's transport, its Response written to the Node response. */
-async function answer(server: Server, { req, res, url, prepareResponse }: ProtocolExchange, message: unknown): Promise<void> {
-  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+/**
+ * One JSON-RPC exchange through the SDK's transport, its Response written to the Node response
+ * as it comes: one JSON body, or a stream of server-sent events (notifications, then the answer).
+ * A client that leaves stops the writing, not the work: a tool call runs on to its receipt.
+ */
+async function answer(server: Server, exchange: ProtocolExchange, message: unknown, form: "json" | "stream"): Promise<void> {
+  const { req, res, url, prepareResponse, closed } = exchange;
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: form === "json" });
   try {
     await server.connect(transport);
     // Only what the transport reads: the key stays out of the SDK's request info, where handlers see headers.
@@ -78,12 +81,17 @@ async function answer(server: Server, { req, res, url, prepareResponse }: Protoc
       if (typeof value === "string") headers.set(name, value);
     }
     const response = await transport.handleRequest(new Request(url, { method: "POST", headers }), { parsedBody: message });
-    const body = new Uint8Array(await response.arrayBuffer());
     prepareResponse();
     res.statusCode = response.status;
     response.headers.forEach((value, name) => res.setHeader(name, value));
-    if (body.byteLength > 0) res.setHeader("content-length", body.byteLength);
-    res.end(body);
+    if (response.body) {
+      const reader = response.body.getReader();
+      void closed.then(() => reader.cancel().catch(() => undefined));
+      // Both Node responses (HTTP/1.1 and HTTP/2) write a chunk alike; their union's overloads do not type-check.
+      const sink = res as { write(chunk: Uint8Array): boolean };
+      for (let next = await reader.read(); !next.done; next = await reader.read()) sink.write(next.value);
+    }
+    res.end();
   } finally {
     await server.close();
   }

@@ -44,10 +44,18 @@ export function sessionToolsServer({ workspace, sessionId, sessions }: SessionTo
     }
   });
 
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const input = JSON.stringify(request.params.arguments ?? {});
+    const progressToken = request.params._meta?.progressToken;
+    const onProgress =
+      progressToken === undefined
+        ? undefined
+        : progressNotifier((params) => {
+            // Best effort, as progress is: a client that left misses it, the journal keeps it.
+            extra.sendNotification({ method: "notifications/progress", params: { progressToken, ...params } }).catch(() => undefined);
+          });
     try {
-      const { operationId, receipt } = await sessions.callTool(workspace, sessionId, request.params.name, { input });
+      const { operationId, receipt } = await sessions.callTool(workspace, sessionId, request.params.name, { input, ...(onProgress ? { onProgress } : {}) });
       return toolResult(operationId, receipt);
     } catch (error) {
       if (error instanceof ConnectError && REFUSED_AS_RESULT.has(stableCodeOf(error))) return refusal(error);
@@ -56,6 +64,44 @@ export function sessionToolsServer({ workspace, sessionId, sessions }: SessionTo
   });
 
   return server;
+}
+
+/** The longest message a progress notification carries, in characters. */
+const MAX_PROGRESS_MESSAGE = 4096;
+
+interface ProgressParams {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/**
+ * A call's progress reports (JSON text) as MCP progress, whose `progress` must grow with every
+ * notification: a report with a numeric `progress` (an MCP environment's, `{"progress", "total",
+ * "message"}`) keeps its numbers when they grow, and is dropped when they do not; any other report
+ * counts one step on from the last and is its message.
+ */
+export function progressNotifier(notify: (params: ProgressParams) => void): (data: string) => void {
+  let last = 0;
+  return (data) => {
+    let value: unknown;
+    try {
+      value = JSON.parse(data);
+    } catch {
+      value = data;
+    }
+    const report = typeof value === "object" && value !== null ? (value as Record<string, unknown>) : undefined;
+    if (typeof report?.progress === "number") {
+      if (!(report.progress > last)) return;
+      last = report.progress;
+      const total = typeof report.total === "number" ? { total: report.total } : {};
+      const message = typeof report.message === "string" ? { message: report.message.slice(0, MAX_PROGRESS_MESSAGE) } : {};
+      notify({ progress: last, ...total, ...message });
+      return;
+    }
+    last = Math.floor(last) + 1;
+    notify({ progress: last, message: (typeof value === "string" ? value : data).slice(0, MAX_PROGRESS_MESSAGE) });
+  };
 }
 
 /**
