@@ -2,7 +2,7 @@ import { createConnectRouter } from "@connectrpc/connect";
 import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
 import { ArtifactService, createArtifacts } from "./artifacts/index.ts";
 import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
-import { ApiKeys, DEV_WORKSPACE, authenticationGate, loadOrCreateDevKey } from "./auth/index.ts";
+import { ApiKeys, DEV_WORKSPACE, authenticationGate, bearerAuthenticator, loadOrCreateDevKey } from "./auth/index.ts";
 import type { Settings } from "./config/index.ts";
 import { loadConsole } from "./console/index.ts";
 import { ERROR_DETAILS } from "./errors/index.ts";
@@ -21,6 +21,7 @@ import {
   type ServiceEnvironment,
 } from "./environments/index.ts";
 import { createModelProviders, observeModelCalls } from "./models/index.ts";
+import { createMcpEndpoint } from "./mcp-server/index.ts";
 import { Metrics, serveMetrics } from "./metrics/index.ts";
 import { OPENAPI_PATH, readOpenApiFile } from "./openapi/index.ts";
 import { reflectionServices, serveReflection } from "./reflection/index.ts";
@@ -218,6 +219,9 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       handlers: router.handlers,
       transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
       rawEndpoints: assets.uploads ? [assets.uploads] : [],
+      protocolEndpoints: [
+        createMcpEndpoint({ authenticate: bearerAuthenticator(keys), registry: skills.registry, sessions, maxBodyBytes: settings.limits.maxRequestBytes }),
+      ],
       publicJson: new Map([[OPENAPI_PATH, await readOpenApiFile()]]),
       staticSites: [await loadConsole(options.consoleDir)],
       corsOrigins: settings.corsOrigins,

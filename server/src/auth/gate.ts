@@ -23,19 +23,27 @@ const VERIFIED_HEADERS = 64;
  * own format (gRPC trailers-only, Connect JSON, REST JSON through the transcoder).
  */
 export function authenticationGate(keys: ApiKeys, publicServices: ReadonlySet<string>): RequestGate {
+  const workspaceOf = bearerAuthenticator(keys);
+  return (context) => {
+    if (publicServices.has(context.service.typeName)) return;
+    context.values.set(workspaceContextKey, workspaceOf(context.requestHeader.get("authorization")));
+  };
+}
+
+/**
+ * The workspace of an Authorization header (`Bearer <key>`), or the `unauthenticated` refusal:
+ * the one check behind the request gate and the endpoints outside Connect (the MCP endpoint).
+ */
+export function bearerAuthenticator(keys: ApiKeys): (header: string | null | undefined) => string {
   const verified = new VerifiedHeaders(VERIFIED_HEADERS);
-  function workspaceOf(header: string | null): string {
-    if (header === null) throw unauthenticated("missing Authorization header");
+  return (header) => {
+    if (header === null || header === undefined) throw unauthenticated("missing Authorization header");
     const remembered = verified.workspaceOf(header);
     if (remembered !== undefined) return remembered;
     const workspace = keys.workspaceOf(bearerKey(header));
     if (workspace === undefined) throw serviceError("unauthenticated", "the API key is not valid");
     verified.remember(header, workspace);
     return workspace;
-  }
-  return (context) => {
-    if (publicServices.has(context.service.typeName)) return;
-    context.values.set(workspaceContextKey, workspaceOf(context.requestHeader.get("authorization")));
   };
 }
 

@@ -1,3 +1,3 @@
 export { ApiKeys, DEV_KEY_FILE, DEV_WORKSPACE, loadOrCreateDevKey } from "./api-keys.ts";
 export { requireWorkspace, workspaceContextKey } from "./context.ts";
-export { authenticationGate, type RequestGate } from "./gate.ts";
+export { authenticationGate, bearerAuthenticator, type RequestGate } from "./gate.ts";

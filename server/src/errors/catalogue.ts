@@ -283,6 +283,22 @@ export const errorCatalogue = {
     summary:
       "A setup receipt: two of the MCP server's tools would get the same placement name (the server lists a name twice, or a shortened name equals another tool's); the environment failed and places nothing.",
   },
+  mcp_method_not_allowed: {
+    code: Code.Unimplemented,
+    httpStatus: 405,
+    summary:
+      "The service's MCP endpoints take POST only (Allow: POST): they are stateless, so they offer no stream of server-initiated messages (GET) and no MCP session to end (DELETE).",
+  },
+  mcp_not_acceptable: {
+    code: Code.InvalidArgument,
+    httpStatus: 406,
+    summary: "A POST to an MCP endpoint must accept both application/json and text/event-stream (its Accept header), as Streamable HTTP requires.",
+  },
+  mcp_protocol_version_unsupported: {
+    code: Code.InvalidArgument,
+    httpStatus: 400,
+    summary: "A request to an MCP endpoint names, in its MCP-Protocol-Version header, a protocol version the service does not speak as a server (docs/mcp.md).",
+  },
   host_connection_not_found: { code: Code.NotFound, httpStatus: 404, summary: "Report names no open host connection of this workspace; open Commands again." },
   operation_not_found: {
     code: Code.NotFound,

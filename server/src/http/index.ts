@@ -2,6 +2,7 @@ export { recordingGate } from "./call-record.ts";
 export { listen, type Listener, type ListenOptions } from "./listener.ts";
 export { LIVENESS_PATH, READINESS_PATH, startingListener } from "./probes.ts";
 export type { NodeRequest, NodeResponse } from "./node-types.ts";
+export type { ProtocolEndpoint, ProtocolExchange } from "./protocol-endpoint.ts";
 export { RequestBody, type ReadLimits } from "./request-body.ts";
 export {
   createRequestListener,

@@ -9,6 +9,7 @@ import { BodyBudget } from "./body-budget.ts";
 import { applyCors } from "./cors.ts";
 import type { NodeRequest, NodeResponse } from "./node-types.ts";
 import { answerProbe, isProbePath, type ReadinessOf } from "./probes.ts";
+import type { ProtocolEndpoint } from "./protocol-endpoint.ts";
 import { RequestBody, type ReadLimits } from "./request-body.ts";
 import { protocolOf, requestLogEntry, requestRecordKey, type LogWriter, type RequestRecord } from "./request-log.ts";
 import type { StaticAnswer, StaticSite } from "./static-files.ts";
@@ -30,6 +31,8 @@ export interface RequestHandlerOptions {
   handlers: readonly UniversalHandler[];
   transcoder: Transcoder;
   rawEndpoints: readonly RawEndpoint[];
+  /** Endpoints answering in a protocol of their own (the MCP endpoint), by path. */
+  protocolEndpoints?: readonly ProtocolEndpoint[];
   /** Fixed JSON documents anyone may GET without a key, by path (the OpenAPI document). */
   publicJson: ReadonlyMap<string, Uint8Array>;
   /** Static files anyone may GET without a key (the web console), with their redirects. */
@@ -61,7 +64,8 @@ interface Exchange {
 }
 
 /**
- * The one listener behind every protocol: CORS, then the probes, then the object store, then Connect routes
+ * The one listener behind every protocol: CORS, then the probes, then the object store, then the
+ * protocol endpoints (MCP), then Connect routes
  * (gRPC, gRPC-Web, Connect), then the public JSON documents, then the static sites, then the REST
  * transcoder, else a JSON 404. Every request body is read through a RequestBody (idle timeout,
  * memory budget, drained when left unread). Authentication is the Connect request gate's: it runs
@@ -105,6 +109,13 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
       const result = await raw.handle(req, url, body.read({ idleMs, budget: undefined }));
       record.workspace = result.workspace;
       writeJson(res, body, 200, result.body);
+      return;
+    }
+    const endpoint = options.protocolEndpoints?.find((candidate) => candidate.matches(url.pathname));
+    if (endpoint) {
+      record.protocol = endpoint.protocol;
+      const prepareResponse = () => body.prepareResponse(res);
+      await endpoint.serve({ req, res, url, body: body.read(heldInMemory), record, prepareResponse, closed: exchange.closed });
       return;
     }
     const handler = routes.get(url.pathname);

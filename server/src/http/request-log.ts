@@ -3,7 +3,7 @@ import type { NodeRequest } from "./node-types.ts";
 
 /** What one request's log line says; filled in as the request passes through the layers. */
 export interface RequestRecord {
-  protocol: "grpc" | "grpc-web" | "connect" | "rest" | "object-store" | "http";
+  protocol: "grpc" | "grpc-web" | "connect" | "rest" | "object-store" | "mcp" | "http";
   method: string;
   path: string;
   procedure?: string;

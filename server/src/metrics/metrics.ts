@@ -38,7 +38,7 @@ export class Metrics {
     const registers = [this.registry];
     this.#requests = new Counter({
       name: "skillenv_rpc_requests_total",
-      help: "Requests answered, by protocol (grpc, grpc-web, connect, rest, object-store, http), API service and method, and stable code (ok, or the error catalogue's).",
+      help: "Requests answered, by protocol (grpc, grpc-web, connect, rest, object-store, mcp, http), API service and method, and stable code (ok, or the error catalogue's).",
       labelNames: ["protocol", "service", "method", "code"],
       registers,
     });

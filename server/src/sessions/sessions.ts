@@ -57,6 +57,11 @@ export interface CallToolOptions {
   timeoutMs?: number;
   /** The run on whose behalf the tool runs. */
   runId?: string;
+  /**
+   * Told of each progress report of the call as it arrives (JSON text), for a caller that passes
+   * them on live (the MCP endpoint); the journal keeps those within its progress budget.
+   */
+  onProgress?: (data: string) => void;
 }
 
 export interface ToolCallResult {
@@ -375,8 +380,15 @@ export class Sessions {
     const binding = this.#binding(live, target.environment);
     live.inFlight.set(operation.operationId, operation);
     try {
-      const receipt = await this.#runJournaled(live, operation, (report, seq) =>
-        binding.execute({
+      const receipt = await this.#runJournaled(live, operation, (journal, seq) => {
+        const { onProgress } = options;
+        const report: typeof journal = onProgress
+          ? (interim) => {
+              journal(interim);
+              if (interim.outcome === "progress") onProgress(interim.data);
+            }
+          : journal;
+        return binding.execute({
           operationId: operation.operationId,
           seq,
           tool: target.name ?? "",
@@ -386,8 +398,8 @@ export class Sessions {
           deadlineMs,
           report,
           ...(target.loopHost ? { loopHost: target.loopHost } : {}),
-        }),
-      );
+        });
+      });
       return { operationId: operation.operationId, receipt };
     } finally {
       live.inFlight.delete(operation.operationId);

@@ -11,7 +11,7 @@ import { createSkillService } from "./skill-service.ts";
 import { StoredBundles, type RangedBlobs } from "./stored-bundles.ts";
 
 export { SkillService } from "../../../gen/skillenv/skills/v1/skills_pb.js";
-export type { ResolvedSkill, SkillRegistry } from "./registry.ts";
+export type { ResolvedSkill, SkillContent, SkillRegistry } from "./registry.ts";
 export type { SkillRecord } from "./skill-records.ts";
 export type { SkillVersionRecord } from "./skill-versions.ts";
 

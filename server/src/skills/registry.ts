@@ -18,6 +18,15 @@ export interface RollbackResult extends PutResult {
   version: SkillVersionRecord;
 }
 
+/** A skill's current content, read whole from its bundle. */
+export interface SkillContent {
+  record: SkillRecord;
+  /** Every file's bytes, in canonical (UTF-8 path) order. */
+  files: Map<string, Uint8Array>;
+  /** SKILL.md's frontmatter as JSON. */
+  frontmatter: Record<string, unknown>;
+}
+
 /** A version as a run resolved it. */
 export interface ResolvedSkill {
   version: SkillVersionRecord;
@@ -140,6 +149,13 @@ export class SkillRegistry {
     const files = record.files ?? (await this.#records.files(workspace, name));
     if (files) return { ...record, files };
     return { ...record, files: (await this.#bundles.inspect(await this.#bundleOf(workspace, record.name, record.contentHash))).listing };
+  }
+
+  /** The current content of the skill, read from its bundle (checked as any bundle is): the MCP endpoint serves it. */
+  async content(workspace: string, name: string): Promise<SkillContent> {
+    const record = await this.get(workspace, name);
+    const bundle = await this.#bundles.files(await this.#bundleOf(workspace, name, record.contentHash));
+    return { record, files: bundle.files, frontmatter: bundle.frontmatter ?? {} };
   }
 
   /** A page of the skill's versions, newest first, and the skill (to say which is current). */

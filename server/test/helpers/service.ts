@@ -31,6 +31,8 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     SERVICE_DATA_DIR: dataDir,
     SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
     SERVICE_SHUTDOWN_GRACE_SECS: "2",
+    // A machine where bubblewrap cannot run (a nested container) says so in the tests' environment.
+    ...(process.env.SERVICE_ENV_SANDBOX ? { SERVICE_ENV_SANDBOX: process.env.SERVICE_ENV_SANDBOX } : {}),
     ...(await sharedBackends(dataDir)),
     ...env,
   });

@@ -14,6 +14,7 @@ import {
 import { serviceError } from "../../errors/index.ts";
 import { checkCentralEntry, checkInflatedSoFar, DEFLATED, STORED } from "./entries.ts";
 import { defaultBundleLimits, type BundleLimits } from "./limits.ts";
+import { skillMdFields } from "./skill-md-fields.ts";
 
 /** Random access to a bundle's bytes: the reader asks for ranges and never needs the archive whole. */
 export interface BundleSource {
@@ -29,6 +30,11 @@ export interface SkillMdFields {
   /** `name:` from the frontmatter, unvalidated: an explicit name may still override it. */
   name?: string;
   description: string;
+  /**
+   * The whole frontmatter mapping as JSON holds it (a YAML date becomes its ISO text), for the
+   * MCP skills extension's entries; absent from parsers that do not give it.
+   */
+  frontmatter?: Record<string, unknown>;
 }
 
 /** Parses SKILL.md's bytes; the service passes its worker threads (skill-md-parsers.ts). */
@@ -38,6 +44,8 @@ export type SkillMdParser = (bytes: Uint8Array) => Promise<SkillMdFields>;
 export interface BundleSummary {
   frontmatterName?: string;
   description: string;
+  /** SKILL.md's frontmatter (SkillMdFields.frontmatter). */
+  frontmatter?: Record<string, unknown>;
   fileCount: number;
   totalBytes: number;
   /** Every file's path and uncompressed size, in canonical order. */
@@ -106,8 +114,7 @@ function bytesSource(zip: Uint8Array): BundleSource {
 }
 
 async function parseHere(bytes: Uint8Array): Promise<SkillMdFields> {
-  const { name, description } = parseSkillMd(decodeSkillMd(bytes));
-  return name === undefined ? { description } : { name, description };
+  return skillMdFields(parseSkillMd(decodeSkillMd(bytes)));
 }
 
 function sourceOf(zip: BundleSource | Uint8Array): BundleSource {
@@ -123,14 +130,21 @@ async function readChecked(
   try {
     const entries = await readEntries(source, limits, keep);
     const skillMd = entries.find(({ path }) => path === SKILL_MD_PATH)!;
-    const { name, description } = await parse(skillMd.data!);
+    const { name, description, frontmatter } = await parse(skillMd.data!);
     const layout = canonicalLayout(entries);
     await assertCanonical(source, layout);
     let totalBytes = 0;
     for (const { size } of entries) totalBytes += size;
     const ordered = layout.localHeaders.map(({ entry }) => entry);
     const listing = ordered.map(({ path, size, crc }) => ({ path, sizeBytes: size, crc32: crc }));
-    const summary = { ...(name === undefined ? {} : { frontmatterName: name }), description, fileCount: entries.length, totalBytes, listing };
+    const summary = {
+      ...(name === undefined ? {} : { frontmatterName: name }),
+      description,
+      ...(frontmatter ? { frontmatter } : {}),
+      fileCount: entries.length,
+      totalBytes,
+      listing,
+    };
     return { summary, entries: ordered };
   } catch (error) {
     throw asServiceError(error);

@@ -3,6 +3,7 @@
 import { parentPort } from "node:worker_threads";
 import { BundleFormatError, decodeSkillMd, parseSkillMd } from "@skillenv/client/bundle";
 import type { SkillMdFields } from "./read.ts";
+import { skillMdFields } from "./skill-md-fields.ts";
 
 export type ParseReply = { ok: true; fields: SkillMdFields } | { ok: false; code?: BundleFormatError["code"]; message: string };
 
@@ -13,8 +14,7 @@ port.on("message", (bytes: Uint8Array) => port.postMessage(parse(bytes)));
 
 function parse(bytes: Uint8Array): ParseReply {
   try {
-    const { name, description } = parseSkillMd(decodeSkillMd(bytes));
-    return { ok: true, fields: name === undefined ? { description } : { name, description } };
+    return { ok: true, fields: skillMdFields(parseSkillMd(decodeSkillMd(bytes))) };
   } catch (error) {
     if (error instanceof BundleFormatError) return { ok: false, code: error.code, message: error.message };
     return { ok: false, message: error instanceof Error ? error.message : String(error) };

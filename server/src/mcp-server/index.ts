@@ -1,0 +1,1 @@
+export { createMcpEndpoint, MCP_PATH, MCP_SESSIONS_PREFIX, type McpEndpointOptions } from "./endpoint.ts";
