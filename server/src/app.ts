@@ -220,7 +220,13 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
       rawEndpoints: assets.uploads ? [assets.uploads] : [],
       protocolEndpoints: [
-        createMcpEndpoint({ authenticate: bearerAuthenticator(keys), registry: skills.registry, sessions, maxBodyBytes: settings.limits.maxRequestBytes }),
+        createMcpEndpoint({
+          authenticate: bearerAuthenticator(keys),
+          registry: skills.registry,
+          sessions,
+          ownership,
+          maxBodyBytes: settings.limits.maxRequestBytes,
+        }),
       ],
       publicJson: new Map([[OPENAPI_PATH, await readOpenApiFile()]]),
       staticSites: [await loadConsole(options.consoleDir)],

@@ -20,7 +20,9 @@ import { startPostgres } from "./helpers/postgres.ts";
 import { startS3 } from "./helpers/s3.ts";
 import { bearer, KEY_A, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
 import { hostClient, TestBrowserHost, TestHost } from "./helpers/hosts.ts";
-import { admitTool, sessionClient } from "./helpers/sessions.ts";
+import { admitTool, eventsUntil, sessionClient } from "./helpers/sessions.ts";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const BUF = path.join(ROOT, "node_modules/.bin/buf");
@@ -177,6 +179,38 @@ describe("two replicas behind HAProxy", () => {
     }
     await client.endSession({ sessionId });
     laptop.close();
+  });
+
+  it("serve a session's tools over MCP through the balancer, each call the owner's journaled CallTool", async () => {
+    const marks = replicas.map((replica) => replica.logs.length);
+    const tool = await admitTool(balancer, KEY_A, "echo-wat");
+    const { session } = await sessionClient(balancer, KEY_A).createSession({
+      environments: [{ name: "box", kind: { case: "service", value: {} } }],
+      tools: [{ name: "echo", environment: "box", implementation: { kind: { case: "tool", value: tool } } }],
+    });
+    const sessionId = session!.id;
+    const client = new Client({ name: "load-balancer-test", version: "1.0.0" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`/mcp/sessions/${sessionId}`, balancer), { requestInit: { headers: bearer(KEY_A) } }));
+    try {
+      for (let i = 0; i < 4; i++) {
+        const result = await client.callTool({ name: "echo", arguments: { i } });
+        expect(result.isError).toBeFalsy();
+      }
+    } finally {
+      await client.close();
+    }
+    // Requests reached both replicas; every call is in the one journal.
+    for (const [i, replica] of replicas.entries()) {
+      const lines = await requestLogSince(replica, marks[i]!);
+      expect(lines.some((line) => line.protocol === "mcp")).toBe(true);
+    }
+    let calls = 0;
+    const events = await eventsUntil(
+      sessionClient(balancer, KEY_A),
+      sessionId,
+      (event) => event.type === "operation.receipt" && event.data?.kind === "execute" && event.data?.receipt !== undefined && ++calls === 4,
+    );
+    expect(events.filter((event) => event.type === "operation.sent" && event.data?.kind === "execute")).toHaveLength(4);
   });
 
   it("serve buf curl and the Python client (grpcio) through the balancer", async () => {

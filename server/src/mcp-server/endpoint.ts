@@ -3,6 +3,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { JSONRPCMessageSchema, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
 import { serviceError } from "../errors/index.ts";
 import type { ProtocolEndpoint, ProtocolExchange } from "../http/index.ts";
+import { FORWARDED_HEADER, type SessionOwnership } from "../replicas/index.ts";
 import type { Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
 import { sessionToolsServer } from "./session-tools-server.ts";
@@ -19,6 +20,8 @@ export interface McpEndpointOptions {
   authenticate(header: string | undefined): string;
   registry: SkillRegistry;
   sessions: Sessions;
+  /** Which replica serves each session: a session's endpoint is answered by its owner. */
+  ownership: SessionOwnership;
   /** SERVICE_MAX_REQUEST_BYTES: the largest JSON-RPC body read, as for every API route. */
   maxBodyBytes: number;
 }
@@ -26,7 +29,7 @@ export interface McpEndpointOptions {
 /**
  * The service as an MCP server over Streamable HTTP (MCP 2025-11-25), stateless: every POST
  * carries one JSON-RPC message and gets its answer (one JSON body, or a tool call's progress and
- * result as server-sent events) from a server made for that request, so nothing of a client is held between requests and any replica
+ * result as server-sent events) from a server made for that request, so nothing of a client is held between requests and any replica (a session's, forwarded to its owner)
  * can answer any request. Authenticated exactly as the API is (`Authorization: Bearer <key>`,
  * refused before the body is read); a session of another workspace is session_not_found, as an
  * unknown id is. What the endpoint refuses before MCP is involved leaves as the API's JSON error.
@@ -43,6 +46,8 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
       const sessionId = url.pathname === MCP_PATH ? undefined : url.pathname.slice(MCP_SESSIONS_PREFIX.length);
       if (sessionId !== undefined) {
         if (sessionId === "" || sessionId.includes("/")) throw serviceError("route_not_found", `no MCP endpoint is bound to ${url.pathname}`);
+        const route = await options.ownership.route(sessionId);
+        if (!route.here) return forward(exchange, route.address, options);
         // Throws session_not_found for another workspace's session as for an unknown id.
         await options.sessions.get(workspace, sessionId);
       }
@@ -63,6 +68,51 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
 }
 
 const FORWARDED_HEADERS = ["accept", "content-type", "mcp-protocol-version"] as const;
+
+/**
+ * A session's endpoint reached a replica that does not own the session: the request is made
+ * again to the owner (docs/operations.md, "Scaling"), with the caller's key, and its answer
+ * (JSON, or server-sent events) relayed as it comes. The owner checks everything again.
+ */
+async function forward(exchange: ProtocolExchange, address: string, options: McpEndpointOptions): Promise<void> {
+  const { req, res, url, prepareResponse, closed } = exchange;
+  if (req.headers[FORWARDED_HEADER] !== undefined)
+    throw serviceError("session_moved", "the session changed replicas while the request was forwarded; retry it");
+  const headers = new Headers({ [FORWARDED_HEADER]: options.ownership.replica });
+  for (const name of [...FORWARDED_HEADERS, "authorization"]) {
+    const value = req.headers[name];
+    if (typeof value === "string") headers.set(name, value);
+  }
+  const body = req.method === "POST" ? await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes) : undefined;
+  const abort = new AbortController();
+  void closed.then(() => abort.abort());
+  let response: Response;
+  try {
+    response = await fetch(new URL(url.pathname + url.search, address), {
+      method: req.method ?? "POST",
+      headers,
+      body: body && Buffer.from(body),
+      signal: abort.signal,
+    });
+  } catch {
+    throw serviceError("unavailable", "the replica that serves this session could not be reached; retry the request");
+  }
+  prepareResponse();
+  res.statusCode = response.status;
+  response.headers.forEach((value, name) => {
+    if (name !== "content-length" && name !== "connection" && name !== "keep-alive" && name !== "transfer-encoding") res.setHeader(name, value);
+  });
+  if (response.body) {
+    const sink = res as { write(chunk: Uint8Array): boolean };
+    const reader = response.body.getReader();
+    try {
+      for (let next = await reader.read(); !next.done; next = await reader.read()) sink.write(next.value);
+    } catch {
+      // The owner's stream broke: the client sees the stream end early.
+    }
+  }
+  res.end();
+}
 
 /**
  * One JSON-RPC exchange through the SDK's transport, its Response written to the Node response
