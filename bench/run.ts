@@ -7,12 +7,13 @@ import { hostileSuite } from "./hostile.ts";
 import { hostsSuite } from "./hosts.ts";
 import { modelsSuite } from "./models.ts";
 import { protocolsSuite } from "./protocols.ts";
+import { replicasSuite } from "./replicas.ts";
 import { runsSuite } from "./runs.ts";
 import { sessionsSuite } from "./sessions.ts";
 import { skillsSuite } from "./skills.ts";
 
 /** Add new suites here. */
-const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, modelsSuite, hostsSuite, hostileSuite];
+const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, modelsSuite, hostsSuite, hostileSuite, replicasSuite];
 
 const COLUMNS: Column<ResultRow>[] = [
   { header: "name", value: (r) => r.name, align: "left" },

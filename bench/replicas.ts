@@ -1,0 +1,149 @@
+// Replicas (issue #20): what several replicas on PostgreSQL + S3 cost beside the embedded
+// LevelDB + files, on one machine (the replicas share its cores, so these are costs, not a
+// speed-up). Three CallTool variants of echo-wat in interleaved rounds, all measured in this run:
+//   - LevelDB + files: one service on the embedded default (the baseline);
+//   - PostgreSQL + S3, at the owner: a replica called for a session it owns;
+//   - PostgreSQL + S3, forwarded: the same session called through a second replica, which makes
+//     the call again to the owner over gRPC (the forwarding hop).
+// Then the takeover: kill -9 of a session's owner, and the time until a call through another
+// replica succeeds (its lease must expire first: SERVICE_SESSION_LEASE_SECS, set short here).
+import * as fs from "node:fs/promises";
+import * as os from "node:os";
+import * as path from "node:path";
+import { startPostgres } from "../server/test/helpers/postgres.ts";
+import { startS3 } from "../server/test/helpers/s3.ts";
+import { formatFigures } from "./lib/figures.ts";
+import { admitTool, connectH2, createEchoSession, echoCaller, sessionClient, spawnService, withChildren } from "./lib/services.ts";
+import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
+import { fixed } from "./lib/table.ts";
+import { childSide, measureVariants, type Plan, type Variant } from "./lib/variants.ts";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+const PLAN: Plan = { rounds: 6, inFlight: 16, budgetMs: 15_000 };
+const SEQUENTIAL = { warmup: 100, perRound: 100 };
+const CONCURRENT = 1000;
+const SERVICE_ENV = { SERVICE_ENV_TOOL_SLOTS: String(PLAN.inFlight) };
+const LEASE_SECS = 2;
+const TAKEOVERS = 3;
+
+async function run(): Promise<SuiteReport> {
+  const { buildComponents } = await import("../scripts/build-components.ts");
+  await buildComponents({ dirs: [path.join(ROOT, "components", "echo-wat")], log: (line) => process.stderr.write(`  ${line}\n`) });
+  const tmp = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-bench-replicas-"));
+  const [postgres, s3] = await Promise.all([startPostgres(), startS3()]);
+  try {
+    const shared = {
+      ...s3.env,
+      SERVICE_DATABASE_URL: await postgres.createDatabase(),
+      SERVICE_BLOB_URL: s3.blobUrl(),
+      SERVICE_SESSION_LEASE_SECS: String(LEASE_SECS),
+      ...SERVICE_ENV,
+    };
+    return await withChildren(async (started) => {
+      const spawned = async (name: string, env: Record<string, string>) => {
+        const service = await spawnService(path.join(tmp, name), env);
+        started(service.child);
+        return service;
+      };
+      const embeddedService = await spawned("embedded", SERVICE_ENV);
+      const embedded = embeddedService.url;
+      const owner = await spawned("owner", { ...shared, SERVICE_REPLICA_ID: "owner" });
+      const other = await spawned("other", { ...shared, SERVICE_REPLICA_ID: "other" });
+
+      const embeddedClient = sessionClient(connectH2(embedded));
+      const embeddedSession = await createEchoSession(embeddedClient, await admitTool(embedded, "echo-wat"));
+      const ownerClient = sessionClient(connectH2(owner.url));
+      const sharedSession = await createEchoSession(ownerClient, await admitTool(owner.url, "echo-wat"));
+      const variants: Variant[] = [
+        {
+          name: "CallTool, LevelDB + files (baseline)",
+          call: echoCaller(embeddedClient, embeddedSession),
+          sides: [childSide("embedded", embeddedService.child)],
+          ...SEQUENTIAL,
+          concurrent: CONCURRENT,
+        },
+        {
+          name: "CallTool, PostgreSQL + S3, at the owner",
+          call: echoCaller(ownerClient, sharedSession),
+          sides: [childSide("owner", owner.child)],
+          ...SEQUENTIAL,
+          concurrent: CONCURRENT,
+        },
+        {
+          name: "CallTool, PostgreSQL + S3, forwarded by another replica",
+          call: echoCaller(sessionClient(connectH2(other.url)), sharedSession),
+          sides: [childSide("forwarder", other.child), childSide("owner", owner.child)],
+          ...SEQUENTIAL,
+          concurrent: CONCURRENT,
+        },
+      ];
+      const results = await measureVariants(variants, PLAN);
+      const [base, atOwner, forwarded] = results.map((result) => result.row) as [ResultRow, ResultRow, ResultRow];
+
+      const takeovers: number[] = [];
+      for (let i = 0; i < TAKEOVERS; i++) takeovers.push(await takeover(tmp, shared, other.url, i));
+      takeovers.sort((a, b) => a - b);
+
+      return {
+        rows: results.map((result) => result.row),
+        notes: [
+          "",
+          formatFigures([
+            {
+              figure: "CallTool p50, PostgreSQL + S3 at the owner",
+              ours: `${fixed(atOwner.medianMs, 3)} ms`,
+              baseline: `LevelDB ${fixed(base.medianMs, 3)} ms`,
+              target: "-",
+            },
+            {
+              figure: "forwarding hop, p50",
+              ours: `+${fixed(forwarded.medianMs - atOwner.medianMs, 3)} ms`,
+              baseline: `at the owner ${fixed(atOwner.medianMs, 3)} ms`,
+              target: "-",
+            },
+            {
+              figure: `CallTool calls/s, ${PLAN.inFlight} in flight (column "calls/s @64")`,
+              ours: `owner ${fixed(atOwner.callsPerSec, 0)}, forwarded ${fixed(forwarded.callsPerSec, 0)}`,
+              baseline: `LevelDB ${fixed(base.callsPerSec, 0)}`,
+              target: "-",
+            },
+            {
+              figure: `takeover after kill -9 (lease ${LEASE_SECS} s), median of ${TAKEOVERS}`,
+              ours: `${fixed(takeovers[Math.floor(TAKEOVERS / 2)]!, 0)} ms`,
+              baseline: `min ${fixed(takeovers[0]!, 0)}, max ${fixed(takeovers.at(-1)!, 0)} ms`,
+              target: "-",
+            },
+          ]),
+          "",
+          `Rows: ${PLAN.rounds} interleaved rounds of ${SEQUENTIAL.perRound} sequential calls per variant (${SEQUENTIAL.warmup} warm-up calls first), then ${CONCURRENT} calls with ${PLAN.inFlight} in flight. ` +
+            `All three services and PostgreSQL and s3rver share this machine. Takeover: from kill -9 of a session's owner (which had just served a call) to the first CallTool through another replica that returns; ` +
+            `calls made meanwhile are refused unavailable (the owner's lease is current, or it cannot be reached) and made again every 50 ms. ` +
+            `It is at most one lease (${LEASE_SECS} s here, 10 s by default) after the owner's last renewal, which came up to a third of a lease before the kill, plus the takeover's own recovery.`,
+        ],
+      };
+    });
+  } finally {
+    await Promise.allSettled([postgres.stop(), s3.stop()]);
+    await fs.rm(tmp, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 });
+  }
+}
+
+/** One owner started, a session of it called, the owner killed: ms until a call through `through` returns. */
+async function takeover(tmp: string, shared: Record<string, string>, through: string, i: number): Promise<number> {
+  const owner = await spawnService(path.join(tmp, `doomed-${i}`), { ...shared, SERVICE_REPLICA_ID: `doomed-${i}` });
+  const sessionId = await createEchoSession(sessionClient(connectH2(owner.url)), await admitTool(owner.url, "echo-wat"));
+  await echoCaller(sessionClient(connectH2(owner.url)), sessionId)();
+  const call = echoCaller(sessionClient(connectH2(through)), sessionId);
+  process.kill(owner.child.pid, "SIGKILL");
+  const killedAt = performance.now();
+  for (;;) {
+    try {
+      await call();
+      return performance.now() - killedAt;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+export const replicasSuite: Suite = { name: "replicas", title: "CallTool on PostgreSQL + S3 beside LevelDB, the forwarding hop, takeover after kill -9", run };
