@@ -14,6 +14,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SessionEvent } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { lineCount, whenChangedIn } from "./helpers/files.ts";
+import { hostClient, TestHost } from "./helpers/hosts.ts";
 import { buildTestComponents } from "./helpers/pool.ts";
 import { startPostgres } from "./helpers/postgres.ts";
 import { spawnService, type ServiceProcess } from "./helpers/process.ts";
@@ -241,5 +242,34 @@ describe("replicas on one PostgreSQL and one S3", () => {
     expect(sent).toHaveLength(4);
     expect(JSON.stringify((sent[3]!.body as { messages: unknown[] }).messages.at(-1))).toContain("SHARED BODY");
     expect((await fs.readFile(log, "utf8")).trim().split("\n")).toEqual(["ran"]);
+  });
+
+  it("reattach a host whose owner died to the replica that takes the session over, where it serves again", async () => {
+    const owner = await replica("replica-f");
+    const { session } = await sessionClient(owner.url, KEY_A).createSession({
+      environments: [{ name: "laptop", kind: { case: "host", value: {} } }],
+      tools: [{ name: "local", environment: "laptop" }],
+    });
+    const sessionId = session!.id;
+    // Attached through b, which forwards the stream to the owner for its whole life.
+    const first = new TestHost(hostClient(b.url, KEY_A, "grpc"), sessionId, "laptop");
+    await first.attached();
+    const before = sessionClient(b.url, KEY_A).callTool({ sessionId, tool: "local", input: fromJson(ValueSchema, {}) });
+    first.returned((await first.command("local")).operationId, { served: "before" });
+    expect((await before).receipt?.outcome.case).toBe("returned");
+    owner.child.kill("SIGKILL");
+    await owner.exited;
+    // The stream ends with the owner; the host connects again, as the clients do, until a replica takes it.
+    expect(ConnectError.from(await first.done).code).toBe(Code.Unavailable);
+    const again = await whenServed(async () => {
+      const host = new TestHost(hostClient(b.url, KEY_A, "grpc"), sessionId, "laptop");
+      const attached = await Promise.race([host.attached(), host.done.then((error) => Promise.reject(error))]);
+      expect(attached).toMatch(/^ses_/);
+      return host;
+    });
+    const after = sessionClient(b.url, KEY_A).callTool({ sessionId, tool: "local", input: fromJson(ValueSchema, {}) });
+    again.returned((await again.command("local")).operationId, { served: "after" });
+    expect((await after).receipt?.outcome.case).toBe("returned");
+    again.close();
   });
 });
