@@ -5,7 +5,7 @@
  */
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { createClient } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs/promises";
@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { buildTestComponents } from "./helpers/pool.ts";
 import { freePort } from "./helpers/ports.ts";
+import { spawnService } from "./helpers/process.ts";
 import { startPostgres } from "./helpers/postgres.ts";
 import { startS3 } from "./helpers/s3.ts";
 import { bearer, KEY_A, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
@@ -24,6 +25,18 @@ import { admitTool, eventsUntil, sessionClient } from "./helpers/sessions.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
+/** Makes the call until a replica serves it, as a client does while a dead owner's lease runs out. */
+async function whenServed<T>(call: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      if (ConnectError.from(error).code !== Code.Unavailable) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const BUF = path.join(ROOT, "node_modules/.bin/buf");
 const PYTHON_SRC = path.join(ROOT, "clients/python/src");
@@ -31,12 +44,11 @@ const PYTHON_SRC = path.join(ROOT, "clients/python/src");
 let postgres: Awaited<ReturnType<typeof startPostgres>>;
 let s3: Awaited<ReturnType<typeof startS3>>;
 let replicas: TestService[];
-let haproxy: ChildProcess | undefined;
 let balancer: string;
 let directory: string;
 
 /** The configuration docs/operations.md gives, with the test's ports. */
-function haproxyConfig(port: number, backends: string[]): string {
+function haproxyConfig(port: number, backends: string[], checks = false): string {
   return `global
   maxconn 4096
 
@@ -54,8 +66,8 @@ frontend skillenv
 
 backend replicas
   balance roundrobin
-  # HTTP/2 to every replica, so that gRPC (and its streams) pass through.
-${backends.map((backend, i) => `  server replica-${i} ${new URL(backend).host} proto h2`).join("\n")}
+${checks ? "  option httpchk\n  http-check send meth GET uri /readyz ver HTTP/1.1 hdr host replica\n" : ""}  # HTTP/2 to every replica, so that gRPC (and its streams) pass through.
+${backends.map((backend, i) => `  server replica-${i} ${new URL(backend).host} proto h2${checks ? " check inter 500 fall 1 rise 1" : ""}`).join("\n")}
 `;
 }
 
@@ -66,31 +78,31 @@ beforeAll(async () => {
   directory = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-haproxy-"));
   const shared = { SERVICE_DATABASE_URL: await postgres.createDatabase(), SERVICE_BLOB_URL: s3.blobUrl("balanced") };
   replicas = [await startTestService(shared), await startTestService(shared)];
+  balancer = await startHaproxy(replicas.map((replica) => replica.url));
+}, 600_000);
+
+const balancers: ChildProcess[] = [];
+
+/** HAProxy in front of `backends` (the configuration above); its URL once it answers the probe through to a replica. */
+async function startHaproxy(backends: string[], checks = false): Promise<string> {
   const port = await freePort();
-  const config = path.join(directory, "haproxy.cfg");
-  await fs.writeFile(
-    config,
-    haproxyConfig(
-      port,
-      replicas.map((replica) => replica.url),
-    ),
-  );
+  const config = path.join(directory, `haproxy-${port}.cfg`);
+  await fs.writeFile(config, haproxyConfig(port, backends, checks));
   await promisify(execFile)("haproxy", ["-c", "-q", "-f", config]);
-  haproxy = spawn("haproxy", ["-db", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
-  balancer = `http://127.0.0.1:${port}`;
-  // Ready once it answers the probe through to a replica.
+  balancers.push(spawn("haproxy", ["-db", "-f", config], { stdio: ["ignore", "ignore", "pipe"] }));
+  const url = `http://127.0.0.1:${port}`;
   for (;;) {
-    const ready = await fetch(`${balancer}/readyz`).then(
+    const ready = await fetch(`${url}/readyz`).then(
       (response) => response.status === 200,
       () => false,
     );
-    if (ready) break;
+    if (ready) return url;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-}, 600_000);
+}
 
 afterAll(async () => {
-  haproxy?.kill("SIGKILL");
+  for (const child of balancers) child.kill("SIGKILL");
   await Promise.allSettled((replicas ?? []).map((replica) => replica.close()));
   await Promise.allSettled([postgres?.stop(), s3?.stop()]);
   if (directory) await fs.rm(directory, { recursive: true, force: true });
@@ -243,5 +255,48 @@ for _ in range(2):
       env: { ...process.env, PYTHONPATH: PYTHON_SRC },
     });
     expect(stdout.trim().split("\n")).toEqual([sessionId, sessionId]);
+  });
+});
+
+describe("a replica killed behind HAProxy", () => {
+  it("leaves its sessions to the other once its lease expired: the next call through the balancer succeeds, one unknown receipt", async () => {
+    const shared = {
+      ...s3.env,
+      SERVICE_DATABASE_URL: await postgres.createDatabase(),
+      SERVICE_BLOB_URL: s3.blobUrl("killed"),
+      SERVICE_API_KEYS: `a=${KEY_A}`,
+      SERVICE_SESSION_LEASE_SECS: "2",
+    };
+    const [owner, other] = await Promise.all(
+      ["owner", "other"].map((name) => spawnService({ ...shared, SERVICE_DATA_DIR: path.join(directory, name), SERVICE_REPLICA_ID: name })),
+    );
+    const url = await startHaproxy([owner!.url, other!.url], true);
+    try {
+      // Created on the owner itself, so the test knows which replica to kill; then used through the balancer.
+      const { session } = await sessionClient(owner!.url, KEY_A).createSession({
+        environments: [{ name: "laptop", kind: { case: "host", value: {} } }],
+        tools: [{ name: "local", environment: "laptop" }],
+      });
+      const sessionId = session!.id;
+      const host = new TestHost(hostClient(url, KEY_A, "grpc"), sessionId, "laptop");
+      await host.attached();
+      const client = sessionClient(url, KEY_A);
+      const held = client.callTool({ sessionId, tool: "local", input: fromJson(ValueSchema, {}) }).catch(() => undefined);
+      const command = await host.command("local");
+      owner!.child.kill("SIGKILL");
+      await owner!.exited;
+      await held;
+
+      const { session: after } = await whenServed(() => client.getSession({ sessionId }));
+      expect(after?.id).toBe(sessionId);
+      const events = await eventsUntil(client, sessionId, (event) => event.type === "session.moved");
+      const receipts = events.filter((event) => event.type === "operation.receipt" && event.data?.operationId === command.operationId);
+      expect(receipts).toHaveLength(1);
+      expect(receipts[0]?.data?.receipt).toMatchObject({ unknown: {} });
+      expect(events.at(-1)?.data).toMatchObject({ replica: "other", previousReplica: "owner", operationsUnknown: 1 });
+    } finally {
+      owner!.child.kill("SIGKILL");
+      other!.child.kill("SIGKILL");
+    }
   });
 });
