@@ -12,6 +12,7 @@ import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import { promisify } from "node:util";
+import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { buildTestComponents } from "./helpers/pool.ts";
@@ -36,6 +37,9 @@ async function whenServed<T>(call: () => Promise<T>): Promise<T> {
     }
   }
 }
+
+/** As server/test/console.test.ts: root has no sandbox here, and the network outside loopback is closed. */
+const CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"];
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 const BUF = path.join(ROOT, "node_modules/.bin/buf");
@@ -150,6 +154,20 @@ describe("two replicas behind HAProxy", () => {
     // Every call's receipt reached the watcher, once.
     expect(new Set(watched).size).toBe(7);
     expect(watched).toHaveLength(7);
+    // The JSON path's server-sent events, over HTTP/1.1 through the balancer: the whole journal, ending with the session.
+    const sse = await fetch(`${balancer}/v1/sessions/${sessionId}/events`, { headers: { ...bearer(KEY_A), accept: "text/event-stream" } });
+    expect(sse.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const sent = (await sse.text())
+      .split("\n")
+      .filter((line) => line.startsWith("data:"))
+      .map((line) => JSON.parse(line.slice(5)));
+    expect(
+      sent
+        .filter((body) => body.event?.type === "operation.receipt" && body.event?.data?.kind === "execute")
+        .map((body) => body.event.data.operationId)
+        .sort(),
+    ).toEqual([...watched].sort());
+    expect(sent.at(-1)?.event?.type).toBe("session.ended");
 
     // Both replicas took calls of the session from the balancer: one served them, the other forwarded them.
     for (const [i, replica] of replicas.entries()) {
@@ -223,6 +241,30 @@ describe("two replicas behind HAProxy", () => {
       (event) => event.type === "operation.receipt" && event.data?.kind === "execute" && event.data?.receipt !== undefined && ++calls === 4,
     );
     expect(events.filter((event) => event.type === "operation.sent" && event.data?.kind === "execute")).toHaveLength(4);
+  });
+
+  it("serve the console in Chromium: it signs in, starts a session the tab serves, and the tab answers calls that land on either replica", async () => {
+    const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: CHROMIUM_ARGS });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${balancer}/console/`);
+      await page.getByLabel("API key").fill(KEY_A);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await page.getByRole("link", { name: "Host" }).click();
+      await page.getByRole("button", { name: "Start a session served by this tab" }).click();
+      await page.waitForURL(/#\/sessions\/ses_/);
+      const sessionId = decodeURIComponent(new URL(page.url()).hash.split("/")[2]!);
+      await page.locator('tr[data-environment="browser"] .badge-connected').waitFor();
+      const client = sessionClient(balancer, KEY_A);
+      for (let i = 0; i < 4; i++) {
+        const called = await client.callTool({ sessionId, tool: "page_title", input: fromJson(ValueSchema, {}) });
+        expect(called.receipt?.outcome.case).toBe("returned");
+      }
+      // The calls reach the tab's live transcript, watched through the balancer.
+      await page.locator(".entry-tool", { hasText: "page_title" }).nth(3).locator(".badge-returned").waitFor();
+    } finally {
+      await browser.close();
+    }
   });
 
   it("serve buf curl and the Python client (grpcio) through the balancer", async () => {
