@@ -13,7 +13,8 @@ import * as path from "node:path";
 import { startPostgres } from "../server/test/helpers/postgres.ts";
 import { startS3 } from "../server/test/helpers/s3.ts";
 import { formatFigures } from "./lib/figures.ts";
-import { admitTool, connectH2, createEchoSession, echoCaller, sessionClient, spawnService, withChildren } from "./lib/services.ts";
+import { admitTool, connectH2, createEchoSession, echoCaller, runClient, sessionClient, spawnProvider, spawnService, withChildren } from "./lib/services.ts";
+import { loadScripts, MODELS, serviceEnv, SessionPool } from "./runs.ts";
 import type { ResultRow, Suite, SuiteReport } from "./lib/suite.ts";
 import { fixed } from "./lib/table.ts";
 import { childSide, measureVariants, type Plan, type Variant } from "./lib/variants.ts";
@@ -23,6 +24,7 @@ const PLAN: Plan = { rounds: 6, inFlight: 16, budgetMs: 15_000 };
 const SEQUENTIAL = { warmup: 100, perRound: 100 };
 const CONCURRENT = 1000;
 const SERVICE_ENV = { SERVICE_ENV_TOOL_SLOTS: String(PLAN.inFlight) };
+const TEXT_TURNS = { warmup: 64, perRound: 40, concurrent: 600 };
 const LEASE_SECS = 2;
 const TAKEOVERS = 3;
 
@@ -45,9 +47,12 @@ async function run(): Promise<SuiteReport> {
         started(service.child);
         return service;
       };
-      const embeddedService = await spawned("embedded", SERVICE_ENV);
+      const provider = started(await spawnProvider());
+      await loadScripts(provider.url);
+      const model = childSide("provider", provider);
+      const embeddedService = await spawned("embedded", { ...serviceEnv(provider), ...SERVICE_ENV });
       const embedded = embeddedService.url;
-      const owner = await spawned("owner", { ...shared, SERVICE_REPLICA_ID: "owner" });
+      const owner = await spawned("owner", { ...serviceEnv(provider), ...shared, SERVICE_REPLICA_ID: "owner" });
       const other = await spawned("other", { ...shared, SERVICE_REPLICA_ID: "other" });
 
       const embeddedClient = sessionClient(connectH2(embedded));
@@ -77,8 +82,25 @@ async function run(): Promise<SuiteReport> {
           concurrent: CONCURRENT,
         },
       ];
+      // A complete text turn (CreateRun until turn.completed, the instant scripted model) on each backend, as the runs suite measures it.
+      const textTurns = async (url: string) => {
+        const pool = await SessionPool.open(sessionClient(connectH2(url)), sessionClient(connectH2(url)), await admitTool(url, "echo-wat"), () => MODELS.text);
+        return { pool, call: pool.turnCaller(runClient(connectH2(url)), 0) };
+      };
+      const [embeddedTurns, ownerTurns] = [await textTurns(embedded), await textTurns(owner.url)];
+      variants.push(
+        {
+          name: "text turn, LevelDB + files (baseline)",
+          call: embeddedTurns.call,
+          sides: [childSide("embedded", embeddedService.child), model],
+          ...TEXT_TURNS,
+        },
+        { name: "text turn, PostgreSQL + S3, at the owner", call: ownerTurns.call, sides: [childSide("owner", owner.child), model], ...TEXT_TURNS },
+      );
       const results = await measureVariants(variants, PLAN);
-      const [base, atOwner, forwarded] = results.map((result) => result.row) as [ResultRow, ResultRow, ResultRow];
+      embeddedTurns.pool.close();
+      ownerTurns.pool.close();
+      const [base, atOwner, forwarded, baseTurn, ownerTurn] = results.map((result) => result.row) as [ResultRow, ResultRow, ResultRow, ResultRow, ResultRow];
 
       const takeovers: number[] = [];
       for (let i = 0; i < TAKEOVERS; i++) takeovers.push(await takeover(tmp, shared, other.url, i));
@@ -93,6 +115,12 @@ async function run(): Promise<SuiteReport> {
               figure: "CallTool p50, PostgreSQL + S3 at the owner",
               ours: `${fixed(atOwner.medianMs, 3)} ms`,
               baseline: `LevelDB ${fixed(base.medianMs, 3)} ms`,
+              target: "-",
+            },
+            {
+              figure: "text turn p50, PostgreSQL + S3 at the owner",
+              ours: `${fixed(ownerTurn.medianMs, 3)} ms`,
+              baseline: `LevelDB ${fixed(baseTurn.medianMs, 3)} ms`,
               target: "-",
             },
             {

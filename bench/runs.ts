@@ -74,7 +74,7 @@ const PROVIDER_KEY = "sk-bench-scripted-provider";
 const MESSAGE = "Say hello.";
 const REPLY = "Hello from the scripted model.";
 /** Model names, each with its own script in the provider: a script's position is per model, not per session. */
-const MODELS = {
+export const MODELS = {
   baseline: "bench-baseline",
   text: "bench-text",
   tools: (session: number) => `bench-tools-${session}`,
@@ -84,7 +84,7 @@ const MODELS = {
  * The pool's default 2 workers x 4 tool slots has no queue: 64 sessions with 4 calls each would
  * be refused with pool_saturated. 2 x 128 slots hold them all.
  */
-const serviceEnv = (provider: ServerChild) => ({
+export const serviceEnv = (provider: ServerChild) => ({
   SERVICE_ANTHROPIC_BASE_URL: provider.url,
   SERVICE_MODEL_MAX_RETRIES: "0",
   SERVICE_ENV_TOOL_SLOTS: String((SESSIONS * TOOLS_PER_ROUND) / 2),
@@ -258,7 +258,7 @@ function report(results: Awaited<ReturnType<typeof measureVariants>>, memory: [B
 }
 
 /** Loads every model's script through the provider's control endpoint; all loop, for benchmarks. */
-async function loadScripts(providerUrl: string): Promise<void> {
+export async function loadScripts(providerUrl: string): Promise<void> {
   const toolRound = { toolCalls: Array.from({ length: TOOLS_PER_ROUND }, () => ({ name: ECHO, input: ECHO_INPUT })) };
   const scripts: Record<string, object[]> = {
     [MODELS.baseline]: [{ text: REPLY }],
@@ -377,7 +377,7 @@ interface PooledSession {
  * Echo sessions, each watched, handed out first in first out: a session runs one turn at a time,
  * and consecutive turns rotate over all of them, so that no one session's history grows alone.
  */
-class SessionPool {
+export class SessionPool {
   readonly #all: PooledSession[];
   readonly #free: PooledSession[];
 
