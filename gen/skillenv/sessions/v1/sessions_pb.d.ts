@@ -385,6 +385,15 @@ export declare type ToolPlacement = Message<"skillenv.sessions.v1.ToolPlacement"
    * @generated from field: google.protobuf.Value configuration = 6;
    */
   configuration?: Value | undefined;
+
+  /**
+   * Whether a person decides each call of a run's model before it is sent
+   * (docs/runs.md, "Approvals"): "always", or "never" (the default; empty
+   * means "never").
+   *
+   * @generated from field: string approval = 7;
+   */
+  approval: string;
 };
 
 /**
