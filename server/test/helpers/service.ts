@@ -5,6 +5,7 @@ import * as path from "node:path";
 import pg from "pg";
 import { inject } from "vitest";
 import { startService, type RunningService } from "../../src/app.ts";
+import { sandboxFromEnvironment } from "./process.ts";
 import { loadSettings } from "../../src/config/index.ts";
 import { parseS3Url, S3BlobStore } from "../../src/storage/index.ts";
 
@@ -32,6 +33,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
     SERVICE_SHUTDOWN_GRACE_SECS: "2",
     ...(await sharedBackends(dataDir)),
+    ...sandboxFromEnvironment(),
     ...env,
   });
   const logs: string[] = [];
