@@ -100,6 +100,8 @@ export function toolMessage(placement: ToolPlacement, implementation: PlacedImpl
     // None: a host tool served by its name alone.
     implementation: implementation === undefined ? undefined : { kind: implementationKind(implementation) },
     configuration: jsonValue(placement.configuration),
+    // The wire says "never" by leaving the field empty.
+    approval: placement.approval === "always" ? "always" : "",
   };
 }
 
