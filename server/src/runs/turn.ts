@@ -254,8 +254,9 @@ export class Turn implements LoopHost {
       round: round + 1,
       messages: resumed.added.length,
       unknownToolCalls: resumed.unknown.map((call) => call.id),
-      awaitingApproval: resumed.waiting.map((approval) => approval.callId),
       restaged: !resumed.staged,
+      // Only when calls wait for a decision again: the event is as it was for runs without approvals.
+      ...(resumed.waiting.length > 0 ? { awaitingApproval: resumed.waiting.map((approval) => approval.callId) } : {}),
     });
     if (resumed.waiting.length === 0 || !results) return undefined;
     return Promise.all(

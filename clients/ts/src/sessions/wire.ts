@@ -35,6 +35,8 @@ export interface PlacedTool {
   description: string;
   /** The name of the environment it runs in. */
   environment: string;
+  /** "always": each call of a run waits for a person's decision (docs/runs.md, "Approvals"). */
+  approval: "always" | "never";
 }
 
 /** A session as the server last reported it. */
@@ -121,7 +123,12 @@ export function recordFrom(message: SessionMessage): SessionRecord {
     id: message.id,
     state: message.state as SessionState,
     environments: message.environments.map(environmentStatusFrom),
-    tools: message.tools.map(({ name, description, environment }) => ({ name, description, environment })),
+    tools: message.tools.map(({ name, description, environment, approval }) => ({
+      name,
+      description,
+      environment,
+      approval: approval === "always" ? "always" : "never",
+    })),
     createdAt: dateFrom(message.createdAt, "createdAt"),
     endedAt: message.endedAt && timestampDate(message.endedAt),
   };
