@@ -87,7 +87,14 @@ describe("approvals", () => {
     const runId = run!.id;
     const asked = await eventsUntil(sessions, sessionId, requested(1));
     const request = asked.at(-1)!;
-    expect(request.data).toMatchObject({ runId, round: 1, callId: "c1", tool: "append", input: appendLine("approved"), approvalId: expect.stringMatching(/^apr_/) });
+    expect(request.data).toMatchObject({
+      runId,
+      round: 1,
+      callId: "c1",
+      tool: "append",
+      input: appendLine("approved"),
+      approvalId: expect.stringMatching(/^apr_/),
+    });
     const approvalId = request.data!.approvalId as string;
     // Nothing was sent for the call: no execute operation in the journal, no line written.
     expect(asked.some((event) => event.type === "operation.sent" && event.data?.kind === "execute")).toBe(false);
@@ -111,7 +118,11 @@ describe("approvals", () => {
     const sent = events.findIndex((event) => event.type === "operation.sent" && event.data?.kind === "execute");
     expect(types.indexOf("tool.approval_requested")).toBeLessThan(types.indexOf("tool.approved"));
     expect(types.indexOf("tool.approved")).toBeLessThan(sent);
-    expect(events.find((event) => event.type === "tool.approved")?.data).toMatchObject({ approvalId, callId: "c1", decidedBy: { workspace: "a", label: "alice" } });
+    expect(events.find((event) => event.type === "tool.approved")?.data).toMatchObject({
+      approvalId,
+      callId: "c1",
+      decidedBy: { workspace: "a", label: "alice" },
+    });
     expect(events.find((event) => event.type === "tool.result")?.data).toMatchObject({ callId: "c1", outcome: "returned" });
     expect(await linesOf(log)).toEqual(["approved"]);
 
@@ -174,7 +185,8 @@ describe("approvals", () => {
     const { run } = await runs.createRun({ sessionId, run: runInput("parallel-model") });
     const runId = run!.id;
     const asked = await eventsUntil(sessions, sessionId, requested(2));
-    const idOf = (callId: string) => asked.find((event) => event.type === "tool.approval_requested" && event.data?.callId === callId)!.data!.approvalId as string;
+    const idOf = (callId: string) =>
+      asked.find((event) => event.type === "tool.approval_requested" && event.data?.callId === callId)!.data!.approvalId as string;
     await runs.approveToolCall({ sessionId, runId, approvalId: idOf("p2"), label: "erin" });
     // p2's result comes while p1 still waits.
     const second = await eventsUntil(sessions, sessionId, (event) => event.type === "tool.result" && event.data?.callId === "p2");
@@ -277,7 +289,8 @@ describe("an approval across a restart", () => {
     const { run } = await runClient(first.url, KEY_A).createRun({ sessionId, run: runInput("restart-approval-model") });
     const runId = run!.id;
     const asked = await eventsUntil(sessionClient(first.url, KEY_A), sessionId, requested(2));
-    const idOf = (callId: string) => asked.find((event) => event.type === "tool.approval_requested" && event.data?.callId === callId)!.data!.approvalId as string;
+    const idOf = (callId: string) =>
+      asked.find((event) => event.type === "tool.approval_requested" && event.data?.callId === callId)!.data!.approvalId as string;
     // One of the two is denied before the kill; the other is still pending.
     await runClient(first.url, KEY_A).denyToolCall({ sessionId, runId, approvalId: idOf("r2"), label: "before", message: "no" });
     await eventsUntil(sessionClient(first.url, KEY_A), sessionId, (event) => event.type === "tool.result" && event.data?.callId === "r2");

@@ -5,7 +5,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildTestComponents, COMPONENTS_DIR } from "../../../server/test/helpers/pool.ts";
 import { KEY_A, startTestService, type TestService } from "../../../server/test/helpers/service.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../../testing/scripted-provider/index.ts";
-import { createNodeTransport, createServiceClient, PlacementError, serviceEnv, serviceErrorCode, tool, type ApprovalRecord, type ServiceClient } from "../src/node.ts";
+import {
+  createNodeTransport,
+  createServiceClient,
+  PlacementError,
+  serviceEnv,
+  serviceErrorCode,
+  tool,
+  type ApprovalRecord,
+  type ServiceClient,
+} from "../src/node.ts";
 
 // A run's approvals through the client (docs/runs.md, "Approvals"): iterate the pending ones, approve or deny.
 

@@ -158,7 +158,8 @@ export class Runs {
     const run = await this.get(workspace, sessionId, runId);
     const active = this.#active.get(runId);
     const taken = active?.approvals.take(approvalId, decision.approved ? "approved" : "denied");
-    if (!active || taken === undefined || typeof taken === "string") throw await this.#undecidable(run, approvalId, typeof taken === "string" ? taken : undefined);
+    if (!active || taken === undefined || typeof taken === "string")
+      throw await this.#undecidable(run, approvalId, typeof taken === "string" ? taken : undefined);
     const decided: Decision = {
       approved: decision.approved,
       decidedBy: { workspace, label: decision.label },

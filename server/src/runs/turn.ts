@@ -340,7 +340,18 @@ export class Turn implements LoopHost {
     if (!approval) {
       const { workspace, sessionId, id: runId } = this.#setup.record;
       const input = call.input ?? null;
-      approval = { id: newId("apr"), workspace, sessionId, runId, round, callId: call.id, tool: call.name, input, status: "pending", requestedAt: new Date().toISOString() };
+      approval = {
+        id: newId("apr"),
+        workspace,
+        sessionId,
+        runId,
+        round,
+        callId: call.id,
+        tool: call.name,
+        input,
+        status: "pending",
+        requestedAt: new Date().toISOString(),
+      };
       // Waited for before it is recorded: a decision that comes as soon as the event is seen finds it.
       const decided = approvals.wait(approval);
       this.#events.record("tool.approval_requested", { round, callId: call.id, approvalId: approval.id, tool: call.name, input }, [

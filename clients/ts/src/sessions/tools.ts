@@ -116,7 +116,8 @@ export function isOpaque(implementation: ToolImplementation): implementation is 
 
 function checkApproval(name: string, approval: ToolApproval | undefined): ToolApproval {
   if (approval === undefined) return "never";
-  if (approval !== "always" && approval !== "never") throw new PlacementError(`tool ${name}: approval must be "always" or "never", not ${JSON.stringify(approval)}`);
+  if (approval !== "always" && approval !== "never")
+    throw new PlacementError(`tool ${name}: approval must be "always" or "never", not ${JSON.stringify(approval)}`);
   return approval;
 }
 
