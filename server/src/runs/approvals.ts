@@ -26,6 +26,8 @@ export interface ApprovalRecord {
   sessionId: string;
   runId: string;
   round: number;
+  /** The call's place among its reply's tool calls: approvals list in the order the model asked. */
+  index: number;
   callId: string;
   tool: string;
   /** The model's input for the tool, as JSON. */
@@ -71,10 +73,11 @@ export class ApprovalRecords {
     return this.#table.get(`${runPrefix(workspace, sessionId, runId)}${approvalId}`);
   }
 
-  /** The run's approvals, oldest first (ids sort by time). */
-  ofRun(workspace: string, sessionId: string, runId: string): Promise<ApprovalRecord[]> {
+  /** The run's approvals in the order the model asked for them: by round, then by place in the reply (ids sort by time only to the millisecond). */
+  async ofRun(workspace: string, sessionId: string, runId: string): Promise<ApprovalRecord[]> {
     const prefix = runPrefix(workspace, sessionId, runId);
-    return this.#table.values({ gt: prefix, lt: prefixEnd(prefix) });
+    const approvals = await this.#table.values({ gt: prefix, lt: prefixEnd(prefix) });
+    return approvals.sort((a, b) => a.round - b.round || a.index - b.index);
   }
 
   /** Removes the run's approvals (with the run). */

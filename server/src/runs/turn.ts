@@ -225,7 +225,7 @@ export class Turn implements LoopHost {
 
   async dispatchTools(calls: ToolCall[], round: number): Promise<ToolResult[]> {
     this.#throwIfStopped();
-    const dispatches = Promise.all(calls.map((call) => this.#dispatch(call, round)));
+    const dispatches = Promise.all(calls.map((call, index) => this.#dispatch(call, round, index)));
     // A stopped turn does not wait for its tools: their cancels are sent and their receipts
     // are recorded whenever they come.
     return raceStop(dispatches, this.#signal);
@@ -262,7 +262,7 @@ export class Turn implements LoopHost {
     return Promise.all(
       resumed.waiting.map(async (approval) => {
         const call: ToolCall = { type: "tool_call", id: approval.callId, name: approval.tool, input: approval.input };
-        const settled = await this.#settle(call, round, approval);
+        const settled = await this.#settle(call, round, approval.index, approval);
         const index = results.findIndex((part) => part.toolCallId === approval.callId);
         results[index] = settled;
       }),
@@ -312,12 +312,12 @@ export class Turn implements LoopHost {
     return { stopReason: "end_turn", rounds: round, outputText: typeof output?.message === "string" ? output.message : receipt.output };
   }
 
-  async #dispatch(call: ToolCall, round: number): Promise<ToolResult> {
+  async #dispatch(call: ToolCall, round: number, index: number): Promise<ToolResult> {
     const { record } = this.#setup;
     const { log } = this.#deps;
     record.toolCalls++;
     this.#events.record("tool.call", { round, callId: call.id, name: call.name, input: call.input ?? null }, [log.counters(record)]);
-    return this.#settle(call, round);
+    return this.#settle(call, round, index);
   }
 
   /**
@@ -325,16 +325,16 @@ export class Turn implements LoopHost {
    * once a person approved it (a denial is its error result, and nothing is sent). `approval`: the
    * pending approval a resumed turn waits for again (its request was recorded by the stopped process).
    */
-  async #settle(call: ToolCall, round: number, approval?: ApprovalRecord): Promise<ToolResult> {
+  async #settle(call: ToolCall, round: number, index: number, approval?: ApprovalRecord): Promise<ToolResult> {
     const { log } = this.#deps;
-    const result = approval || this.#setup.approvalTools.has(call.name) ? await this.#approved(call, round, approval) : await this.#callTool(call);
+    const result = approval || this.#setup.approvalTools.has(call.name) ? await this.#approved(call, round, index, approval) : await this.#callTool(call);
     const toolResult: ToolResult = { type: "tool_result", toolCallId: call.id, output: result.output, isError: result.event.outcome !== "returned" };
     this.#events.record("tool.result", { round, callId: call.id, name: call.name, ...result.event }, [log.result(toolResult)]);
     return toolResult;
   }
 
   /** Asks for a person's decision (once: a resumed turn passes the approval it asked for), waits, then calls the tool or reports the denial. */
-  async #approved(call: ToolCall, round: number, asked?: ApprovalRecord): Promise<{ output: string; event: Record<string, unknown> }> {
+  async #approved(call: ToolCall, round: number, index: number, asked?: ApprovalRecord): Promise<{ output: string; event: Record<string, unknown> }> {
     const { approvals } = this.#deps;
     let approval = asked;
     if (!approval) {
@@ -346,6 +346,7 @@ export class Turn implements LoopHost {
         sessionId,
         runId,
         round,
+        index,
         callId: call.id,
         tool: call.name,
         input,
