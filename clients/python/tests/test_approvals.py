@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from support import ScriptedProvider
 
-from skillenv import Client, HostToolContext, Model, PlacementError, ServiceError, host_env, tool
+from skillenv import Client, HostToolContext, McpDefinitionError, Model, PlacementError, ServiceError, host_env, mcp_env, tool
 
 KEYS = {"anthropic": "sk-ant-scripted"}
 
@@ -58,3 +58,11 @@ def test_pending_approvals_are_iterated_and_decided_once(client: Client, provide
 def test_an_unknown_approval_setting_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(PlacementError):
         tool("pay", environment=host_env("wallet", {}), approval="sometimes")  # type: ignore[arg-type]
+
+
+def test_an_mcp_environment_takes_approval_for_every_tool_it_exposes() -> None:
+    assert mcp_env("gated", url="http://127.0.0.1:1/mcp", approval="always").approval == "always"
+    assert mcp_env("open", url="http://127.0.0.1:1/mcp").approval == "never"
+    with pytest.raises(McpDefinitionError) as refused:
+        mcp_env("gated", url="http://127.0.0.1:1/mcp", approval="sometimes")  # type: ignore[arg-type]
+    assert refused.value.code == "invalid_approval"

@@ -470,6 +470,8 @@ def _environment_message(environment: Environment) -> sessions_pb2.Environment:
         if environment.credential is not None:
             mcp.credential = environment.credential.reveal()
         mcp.tools.extend(environment.tools)
+        if environment.approval == "always":
+            mcp.approval = "always"
         mcp.SetInParent()
     else:
         message.host.SetInParent()

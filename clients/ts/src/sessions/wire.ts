@@ -89,7 +89,15 @@ function kindMessage(environment: EnvironmentDefinition): MessageInitShape<typeo
         value: { url: environment.url, credential: credentialOf(environment) ?? "", configuration: jsonValue(environment.configuration) },
       };
     case "mcp":
-      return { case: "mcp", value: { url: environment.url, credential: credentialOf(environment) ?? "", tools: [...environment.tools] } };
+      return {
+        case: "mcp",
+        value: {
+          url: environment.url,
+          credential: credentialOf(environment) ?? "",
+          tools: [...environment.tools],
+          approval: environment.approval === "always" ? "always" : "",
+        },
+      };
   }
 }
 

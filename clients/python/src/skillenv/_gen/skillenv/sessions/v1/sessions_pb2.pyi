@@ -142,14 +142,16 @@ class ListSessionsResponse(_message.Message):
     def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class McpEnvironment(_message.Message):
-    __slots__ = ["credential", "tools", "url"]
+    __slots__ = ["approval", "credential", "tools", "url"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
+    approval: str
     credential: str
     tools: _containers.RepeatedScalarFieldContainer[str]
     url: str
-    def __init__(self, url: _Optional[str] = ..., credential: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, url: _Optional[str] = ..., credential: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., approval: _Optional[str] = ...) -> None: ...
 
 class ServiceEnvironment(_message.Message):
     __slots__ = ["grants"]
