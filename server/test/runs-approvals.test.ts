@@ -245,6 +245,46 @@ describe("approvals", () => {
   });
 });
 
+describe("an approval nobody decides", () => {
+  it("waits at most the turn's bound: the run ends timeout, the approval expires, and the tool was never sent", async () => {
+    const provider = await startScriptedProvider();
+    const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-approvals-timeout-")));
+    // The turn's bound is the wait's (docs/runs.md, "Approvals"): one second, so that it passes.
+    const service = await startTestService({
+      SERVICE_MAX_TURN_SECS: "1",
+      SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+      SERVICE_ENV_FILESYSTEM_ALLOW: root,
+      SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
+    });
+    try {
+      const tool = await admitTool(service.url, KEY_A, "append-js");
+      const sessions = sessionClient(service.url, KEY_A);
+      const runs = runClient(service.url, KEY_A);
+      const { session } = await sessions.createSession({
+        environments: [{ name: "box", kind: { case: "service", value: { grants: { filesystem: { workspace: "write" } } } } }],
+        tools: [{ name: "append", environment: "box", implementation: { kind: { case: "tool", value: tool } }, approval: "always" }],
+      });
+      const sessionId = session!.id;
+      provider.script("timeout-model", [{ toolCalls: [{ id: "t1", name: "append", input: appendLine("never") }] }, { text: "never asked" }]);
+      const { run } = await runs.createRun({ sessionId, run: runInput("timeout-model") });
+      const runId = run!.id;
+      const events = (await eventsUntil(sessions, sessionId, runEnded(runId))).filter((event) => event.data?.runId === runId);
+      expect(events.at(-1)).toMatchObject({ type: "turn.failed", data: { code: "timeout" } });
+      const approvalId = events.find((event) => event.type === "tool.approval_requested")!.data!.approvalId as string;
+      expect(events.some((event) => event.type === "operation.sent" && event.data?.kind === "execute")).toBe(false);
+      expect((await runs.listApprovals({ sessionId, runId })).approvals.map((approval) => approval.status)).toEqual(["expired"]);
+      expect(await refusedWith(runs.approveToolCall({ sessionId, runId, approvalId, label: "too late" }))).toBe("approval_expired");
+      // The model was not called again: it was told nothing.
+      expect(provider.requests.filter((request) => (request.body as { model?: string }).model === "timeout-model")).toHaveLength(1);
+      expect(await linesOf(path.join(root, "workspaces", "a", sessionId, "box", "log"))).toEqual([]);
+    } finally {
+      await service.close();
+      await provider.close();
+      await fs.rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("an approval across a restart", () => {
   let provider: ScriptedProvider;
   let root: string;

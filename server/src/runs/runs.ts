@@ -157,9 +157,11 @@ export class Runs {
     checkTextChars("message", decision.message, MAX_DENIAL_MESSAGE_CHARS);
     const run = await this.get(workspace, sessionId, runId);
     const active = this.#active.get(runId);
-    const taken = active?.approvals.take(approvalId, decision.approved ? "approved" : "denied");
+    // A run being stopped (cancelled, timed out) takes no decision: its approvals are expiring.
+    const ending = active?.controller.signal.aborted === true;
+    const taken = ending ? undefined : active?.approvals.take(approvalId, decision.approved ? "approved" : "denied");
     if (!active || taken === undefined || typeof taken === "string")
-      throw await this.#undecidable(run, approvalId, typeof taken === "string" ? taken : undefined);
+      throw await this.#undecidable(run, approvalId, typeof taken === "string" ? taken : undefined, ending);
     const decided: Decision = {
       approved: decision.approved,
       decidedBy: { workspace, label: decision.label },
@@ -186,12 +188,12 @@ export class Runs {
   }
 
   /** Why a decision cannot be taken: the approval is unknown, decided, expired, or not waited for by this process. */
-  async #undecidable(run: RunRecord, approvalId: string, settled: string | undefined): Promise<Error> {
+  async #undecidable(run: RunRecord, approvalId: string, settled: string | undefined, ending: boolean): Promise<Error> {
     const stored = await this.#options.approvals.get(run.workspace, run.sessionId, run.id, approvalId);
     const status = settled ?? stored?.status;
     if (!stored && !settled) return serviceError("approval_not_found", `run ${run.id} has no approval ${JSON.stringify(approvalId)}`);
     if (status === "approved" || status === "denied") return serviceError("approval_decided", `approval ${approvalId} was ${status} already`);
-    if (status === "expired" || run.status !== "running")
+    if (status === "expired" || ending || run.status !== "running")
       return serviceError("approval_expired", `run ${run.id} ended before approval ${approvalId} was decided; the tool was not called`);
     return serviceError("unavailable", `run ${run.id} is not driven by this server process; try again`);
   }

@@ -365,6 +365,8 @@ export class Turn implements LoopHost {
 
   async #decided(call: ToolCall, decision: Decision): Promise<{ output: string; event: Record<string, unknown> }> {
     if (!decision.approved) return failedResult(DENIED_CODE, decision.message);
+    // A turn stopped while the decision was being written sends nothing after all.
+    this.#throwIfStopped();
     return this.#callTool(call);
   }
 
