@@ -35,8 +35,8 @@ describe("mcpEnv(...)", () => {
     });
     expect(session.record.environments).toEqual([expect.objectContaining({ name: "ev", kind: "mcp", state: "ready" })]);
     expect(session.record.tools).toEqual([
-      { name: "ev__echo", description: "Echoes back the input string", environment: "ev" },
-      { name: "ev__get-sum", description: "Returns the sum of two numbers", environment: "ev" },
+      { name: "ev__echo", description: "Echoes back the input string", environment: "ev", approval: "never" },
+      { name: "ev__get-sum", description: "Returns the sum of two numbers", environment: "ev", approval: "never" },
     ]);
     const result = await session.callTool("ev__get-sum", { a: 1, b: 2 });
     expect(result).toMatchObject({ outcome: "returned", output: { content: "The sum of 1 and 2 is 3." } });
