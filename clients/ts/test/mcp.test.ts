@@ -22,7 +22,7 @@ afterAll(async () => {
 describe("mcpEnv(...)", () => {
   it("defines an MCP environment whose credential is not among its fields", () => {
     const definition = mcpEnv({ name: "ev", url: everything.url, credential: TOKEN, tools: ["echo"] });
-    expect(definition).toEqual({ kind: "mcp", name: "ev", setup: "automatic", url: everything.url, tools: ["echo"], hasCredential: true });
+    expect(definition).toEqual({ kind: "mcp", name: "ev", setup: "automatic", url: everything.url, tools: ["echo"], approval: "never", hasCredential: true });
     expect(JSON.stringify(definition)).not.toContain(TOKEN);
     expect(inspect(definition)).not.toContain(TOKEN);
     expect(() => mcpEnv({ name: "ev", url: "ftp://example.com/mcp" })).toThrow(TypeError);
