@@ -37,6 +37,7 @@ export default defineConfig({
             "server/test/sessions.test.ts",
             "server/test/runs.test.ts",
             "server/test/runs-staging.test.ts",
+            "server/test/runs-approvals.test.ts",
             "server/test/run-snapshots.test.ts",
           ],
           globalSetup: ["server/test/helpers/backends.global.ts"],

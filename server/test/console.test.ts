@@ -4,7 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeTransport, createServiceClient, hostEnv, Skill, type ServiceClient, type Session, type SessionEvent } from "@skillenv/client/node";
+import { createNodeTransport, createServiceClient, hostEnv, Skill, tool, type ServiceClient, type Session, type SessionEvent } from "@skillenv/client/node";
 import { buildConsole } from "../../clients/console/build.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { startService, type RunningService } from "../src/app.ts";
@@ -343,6 +343,52 @@ describe("the console in Chromium", () => {
       expect(transcript).toContain(text);
     }
     expect(await page.locator(".run").textContent()).toContain(FINAL_TEXT);
+  });
+
+  it("shows a run's pending approval with its input in the live transcript, approves one and denies another with a reason", async () => {
+    // The `pay` tool is this test process's: it counts what reaches it.
+    const paid: unknown[] = [];
+    const wallet = hostEnv({ name: "wallet", tools: { pay: (input: unknown) => (paid.push(input), { paid: true }) } });
+    const approvals = await client.sessions.create({ environments: [wallet], tools: [tool({ name: "pay", environment: wallet, approval: "always" })] });
+    provider.script("console-approval-model", [
+      {
+        toolCalls: [
+          { id: "small", name: "pay", input: { amount: 5, to: "cafe" } },
+          { id: "large", name: "pay", input: { amount: 5000, to: "casino" } },
+        ],
+      },
+      { text: "Paid the café; the other payment was refused." },
+    ]);
+    await page.goto(`${service.url}/console/#/sessions/${approvals.id}`);
+    const run = await approvals.run({
+      message: "Pay both.",
+      model: { provider: "anthropic", name: "console-approval-model" },
+      providerKeys: { anthropic: "scripted" },
+    });
+
+    const small = page.locator(".entry-tool", { hasText: "cafe" });
+    const large = page.locator(".entry-tool", { hasText: "casino" });
+    await small.locator('[data-approval="pending"]').waitFor();
+    await large.locator('[data-approval="pending"]').waitFor();
+    expect(await small.locator("pre.input").textContent()).toContain('"amount": 5');
+    await page.screenshot({ path: path.join(screenshots, "console-approval.png"), fullPage: true });
+    // Nothing was sent while the page showed them waiting.
+    expect(paid).toEqual([]);
+
+    await small.getByRole("button", { name: "Approve" }).click();
+    await small.locator('[data-approval="approved"]', { hasText: "by console (workspace a)" }).waitFor();
+    await large.getByLabel("Reason for denying").fill("not at a casino");
+    await large.getByRole("button", { name: "Deny" }).click();
+    await large.locator('[data-approval="denied"]', { hasText: "not at a casino" }).waitFor();
+    await page.locator(".entry-end", { hasText: "Completed" }).waitFor();
+
+    expect((await run.result()).status).toBe("completed");
+    expect(paid).toEqual([{ amount: 5, to: "cafe" }]);
+    expect((await run.approvals()).map((approval) => [approval.callId, approval.status, approval.decidedBy?.label])).toEqual([
+      ["small", "approved", "console"],
+      ["large", "denied", "console"],
+    ]);
+    await approvals.delete();
   });
 
   it("marks a host environment another host serves, and serves it from the tab on demand", async () => {

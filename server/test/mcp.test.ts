@@ -183,6 +183,36 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     await session.delete();
   });
 
+  it("with approval always, holds a run's call of the server's tools until a person approves it (docs/runs.md, Approvals)", async () => {
+    const client = createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: KEY_A }));
+    const session = await client.sessions.create({
+      environments: [mcpEnv({ name: "gated", url: proxy.url, credential: CREDENTIAL, tools: ["get-sum"], approval: "always" })],
+    });
+    expect(session.record.tools.map((tool) => [tool.name, tool.approval])).toEqual([["gated__get-sum", "always"]]);
+    provider.script("mcp-approval-model", [{ toolCalls: [{ id: "g1", name: "gated__get-sum", input: { a: 1, b: 2 } }] }, { text: "done" }]);
+    const run = await session.run({ message: "add", model: { provider: "anthropic", name: "mcp-approval-model" }, providerKeys: { anthropic: "k" } });
+    const sentBefore = () =>
+      proxy.seen.filter((request) => request.message?.method === "tools/call" && (request.message.params?.arguments as { a?: number } | undefined)?.a === 1)
+        .length;
+    for await (const approval of run.pendingApprovals()) {
+      expect(approval).toMatchObject({ tool: "gated__get-sum", input: { a: 1, b: 2 } });
+      // Nothing reached the server while the call waited.
+      expect(sentBefore()).toBe(0);
+      await run.approve(approval, { label: "mcp-test" });
+    }
+    expect((await run.result()).status).toBe("completed");
+    expect(sentBefore()).toBe(1);
+    const results = (await eventsUntil(sessions, session.id, runEnded(run.id))).filter((event) => event.type === "tool.result");
+    expect(results.map((event) => event.data?.output)).toEqual([{ content: "The sum of 1 and 2 is 3." }]);
+    expect(
+      await refusedWith(
+        sessions.createSession({
+          environments: [{ name: "bad", kind: { case: "mcp", value: { url: proxy.url, tools: [], credential: "", approval: "maybe" } } }],
+        }),
+      ),
+    ).toBe("invalid_argument");
+  });
+
   it("ends a call past its deadline as timeout, having sent notifications/cancelled for it", async () => {
     const sessionId = await mcpSession({ tools: [LONG] });
     const { receipt } = await call(sessionId, `ev__${LONG}`, { duration: 60, steps: 60, marker: "deadline" }, 1n);

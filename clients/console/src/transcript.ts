@@ -53,12 +53,28 @@ export interface ModelEntry extends Base {
   usage: { inputTokens: number; outputTokens: number } | undefined;
 }
 
+/**
+ * A person's decision on a call of a tool placed with approval "always" (docs/runs.md,
+ * "Approvals"): asked (`tool.approval_requested`), then approved or denied once, or expired with
+ * the run.
+ */
+export interface Approval {
+  id: string;
+  status: "pending" | "approved" | "denied" | "expired";
+  /** Who decided, as `tool.approved` / `tool.denied` say: the label given and the key's workspace. */
+  decidedBy: { workspace: string; label: string } | undefined;
+  /** A denial's message, as the model received it. */
+  message: string;
+}
+
 /** A tool call: a run's (tool.call), or a direct CallTool (an execute operation without a run). */
 export interface ToolEntry extends Base {
   kind: "tool";
   runId: string | undefined;
   name: string;
   input: unknown;
+  /** Present when the call waited (or waits) for a person's decision. */
+  approval: Approval | undefined;
   /** Where the service sent it; the skills meta-tool is answered by the service itself and has none. */
   operation: Operation | undefined;
   result: Outcome | undefined;
@@ -93,6 +109,15 @@ export class Transcript {
   readonly #calls = new Map<string, ToolEntry>();
   /** A run's tool calls not yet matched with their operation, by run and tool name, oldest first. */
   readonly #unsent = new Map<string, ToolEntry[]>();
+  /** Entries an event changed besides the one `apply` answered (a run's end expires its pending approvals). */
+  #alsoChanged: Entry[] = [];
+
+  /** The entries the last `apply` changed besides the one it answered; each is handed out once. */
+  takeAlsoChanged(): Entry[] {
+    const changed = this.#alsoChanged;
+    this.#alsoChanged = [];
+    return changed;
+  }
 
   /** Applies one event; answers the entry it added or changed, if any. */
   apply(event: SessionEvent): Entry | undefined {
@@ -129,6 +154,10 @@ export class Transcript {
         return this.#toolCall(base, data);
       case "tool.result":
         return this.#toolResult(data);
+      case "tool.approval_requested":
+      case "tool.approved":
+      case "tool.denied":
+        return this.#approval(event.type, data);
       case "operation.sent":
         return this.#sent(base, data);
       case "operation.accepted":
@@ -138,8 +167,10 @@ export class Transcript {
       case "turn.completed":
       case "turn.failed":
       case "run.cancelled":
+        this.#expireApprovals(data.runId);
         return this.#add({ ...base, kind: "end", runId: data.runId, ...turnEnd(event.type, data) });
       case "turn.started":
+      case "run.resumed":
       case "model.request":
         // Bookkeeping of the turn: the entries around them say what happened.
         return undefined;
@@ -192,6 +223,7 @@ export class Transcript {
       runId: data.runId,
       name: data.name,
       input: data.input,
+      approval: undefined,
       operation: undefined,
       result: undefined,
     });
@@ -223,7 +255,38 @@ export class Transcript {
       call.operation = operation;
       return call;
     }
-    return this.#add({ ...base, kind: "tool", runId: data.runId, name: data.tool ?? "agent loop", input: data.input, operation, result: undefined });
+    return this.#add({
+      ...base,
+      kind: "tool",
+      runId: data.runId,
+      name: data.tool ?? "agent loop",
+      input: data.input,
+      approval: undefined,
+      operation,
+      result: undefined,
+    });
+  }
+
+  #approval(type: string, data: Data): ToolEntry | undefined {
+    const entry = this.#calls.get(`${data.runId}/${data.callId}`);
+    if (!entry) return undefined;
+    if (type === "tool.approval_requested") entry.approval = { id: data.approvalId, status: "pending", decidedBy: undefined, message: "" };
+    else if (entry.approval)
+      Object.assign(entry.approval, {
+        status: type === "tool.approved" ? "approved" : "denied",
+        decidedBy: data.decidedBy,
+        message: data.message ?? "",
+      });
+    return entry;
+  }
+
+  /** A run that ended left its undecided approvals expired: nothing can decide them any more. */
+  #expireApprovals(runId: string): void {
+    for (const entry of this.#calls.values()) {
+      if (entry.runId !== runId || entry.approval?.status !== "pending") continue;
+      entry.approval.status = "expired";
+      this.#alsoChanged.push(entry);
+    }
   }
 
   #operationUpdate(type: string, data: Data): Entry | undefined {

@@ -109,4 +109,32 @@ describe("the console's transcript", () => {
     const { transcript } = fold(journal(["something.new", { detail: 1 }]));
     expect(transcript.entries).toMatchObject([{ kind: "note", text: 'something.new {"detail":1}' }]);
   });
+
+  it("shows a call's approval: asked, then decided once; a run that ends expires what is still pending", () => {
+    const { transcript, touched } = fold(
+      journal(
+        ["tool.call", { runId: RUN, round: 1, callId: "c1", name: "pay", input: { amount: 5 } }],
+        ["tool.call", { runId: RUN, round: 1, callId: "c2", name: "pay", input: { amount: 5000 } }],
+        ["tool.approval_requested", { runId: RUN, round: 1, callId: "c1", approvalId: "apr_1", tool: "pay", input: { amount: 5 } }],
+        ["tool.approval_requested", { runId: RUN, round: 1, callId: "c2", approvalId: "apr_2", tool: "pay", input: { amount: 5000 } }],
+        ["tool.denied", { runId: RUN, round: 1, callId: "c1", approvalId: "apr_1", tool: "pay", decidedBy: { workspace: "a", label: "ana" }, message: "no" }],
+      ),
+    );
+    const [first, second] = transcript.entries;
+    expect(touched[2]).toBe(first);
+    expect(first).toMatchObject({ kind: "tool", approval: { id: "apr_1", status: "denied", decidedBy: { workspace: "a", label: "ana" }, message: "no" } });
+    expect(second).toMatchObject({ kind: "tool", approval: { id: "apr_2", status: "pending" } });
+    expect(transcript.takeAlsoChanged()).toEqual([]);
+
+    const usage = { inputTokens: 0, outputTokens: 0 };
+    transcript.apply({
+      seq: 6,
+      at: new Date(0),
+      type: "run.cancelled",
+      data: { runId: RUN, code: "cancelled", message: "stop", rounds: 1, toolCalls: 2, usage },
+    });
+    expect(second).toMatchObject({ approval: { status: "expired" } });
+    expect(transcript.takeAlsoChanged()).toEqual([second]);
+    expect(transcript.takeAlsoChanged()).toEqual([]);
+  });
 });

@@ -115,6 +115,8 @@ class Service:
             "SERVICE_API_KEYS": f"python={API_KEY}",
             "SERVICE_LOG_REQUESTS": "false",
             "SERVICE_SHUTDOWN_GRACE_SECS": "2",
+            # Where bubblewrap cannot start (a worktree whose node_modules are symlinks), tests run with SERVICE_ENV_SANDBOX=off.
+            **({"SERVICE_ENV_SANDBOX": os.environ["SERVICE_ENV_SANDBOX"]} if "SERVICE_ENV_SANDBOX" in os.environ else {}),
             **(extra_env or {}),
         }
         keep = env["SERVICE_LOG_REQUESTS"] == "true"

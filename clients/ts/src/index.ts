@@ -71,11 +71,16 @@ export {
   type SetupResult,
   type ToolCallResult,
   type ToolImplementation,
+  type ToolApproval,
   type ToolOptions,
   type ToolPlacement,
 } from "./sessions/index.ts";
 export {
   Run,
+  type ApprovalRecord,
+  type ApprovalStatus,
+  type DecisionOptions,
+  type DenialOptions,
   type AgentLoop,
   type AgentLoopImplementation,
   type PreparedAgentLoop,

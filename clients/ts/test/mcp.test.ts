@@ -22,7 +22,7 @@ afterAll(async () => {
 describe("mcpEnv(...)", () => {
   it("defines an MCP environment whose credential is not among its fields", () => {
     const definition = mcpEnv({ name: "ev", url: everything.url, credential: TOKEN, tools: ["echo"] });
-    expect(definition).toEqual({ kind: "mcp", name: "ev", setup: "automatic", url: everything.url, tools: ["echo"], hasCredential: true });
+    expect(definition).toEqual({ kind: "mcp", name: "ev", setup: "automatic", url: everything.url, tools: ["echo"], approval: "never", hasCredential: true });
     expect(JSON.stringify(definition)).not.toContain(TOKEN);
     expect(inspect(definition)).not.toContain(TOKEN);
     expect(() => mcpEnv({ name: "ev", url: "ftp://example.com/mcp" })).toThrow(TypeError);
@@ -35,8 +35,8 @@ describe("mcpEnv(...)", () => {
     });
     expect(session.record.environments).toEqual([expect.objectContaining({ name: "ev", kind: "mcp", state: "ready" })]);
     expect(session.record.tools).toEqual([
-      { name: "ev__echo", description: "Echoes back the input string", environment: "ev" },
-      { name: "ev__get-sum", description: "Returns the sum of two numbers", environment: "ev" },
+      { name: "ev__echo", description: "Echoes back the input string", environment: "ev", approval: "never" },
+      { name: "ev__get-sum", description: "Returns the sum of two numbers", environment: "ev", approval: "never" },
     ]);
     const result = await session.callTool("ev__get-sum", { a: 1, b: 2 });
     expect(result).toMatchObject({ outcome: "returned", output: { content: "The sum of 1 and 2 is 3." } });

@@ -138,7 +138,7 @@ describe("client.sessions", () => {
     expect(session.id).toMatch(/^ses_[0-9a-z]{26}$/);
     expect(session.state).toBe("ready");
     expect(session.environments).toEqual([{ name: "sandbox", kind: "service", setup: "automatic", state: "ready" }]);
-    expect(session.record.tools).toEqual([{ name: "echo", description: "Echoes its input.", environment: "sandbox" }]);
+    expect(session.record.tools).toEqual([{ name: "echo", description: "Echoes its input.", environment: "sandbox", approval: "never" }]);
 
     const result = await session.callTool("echo", { text: "hello", n: 1 });
     expect(result).toEqual({ outcome: "returned", output: { text: "hello", n: 1 }, operationId: expect.stringMatching(/^op_/) });

@@ -23,6 +23,8 @@ export interface DiscoveredTool {
   inputSchema: string;
   /** As the kind's execute reads it. */
   implementation: unknown;
+  /** "always": a run's call of it waits for a person's decision (docs/runs.md, "Approvals"). */
+  approval?: "always";
 }
 
 /**
@@ -51,7 +53,7 @@ export interface EnvironmentKind<Options = unknown> {
    * For a kind whose tools come from the environment itself: the tools a returned setup's output
    * offers. They replace the environment's earlier ones; the session checks its own limits.
    */
-  discoveredTools?(setupOutput: string): DiscoveredTool[];
+  discoveredTools?(setupOutput: string, options: Options): DiscoveredTool[];
   bind(context: BindingContext, options: Options): EnvironmentBinding;
 }
 

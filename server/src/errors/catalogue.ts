@@ -318,6 +318,17 @@ export const errorCatalogue = {
     summary: "The idempotency key was used for a run of this session with a different submission.",
   },
   provider_key_missing: { code: Code.InvalidArgument, httpStatus: 400, summary: "provider_keys has no key for the model's provider." },
+  approval_not_found: { code: Code.NotFound, httpStatus: 404, summary: "The run has no approval with that id." },
+  approval_decided: {
+    code: Code.FailedPrecondition,
+    httpStatus: 409,
+    summary: "The approval was decided already (approved or denied, once); this decision changed nothing. The message says which it was.",
+  },
+  approval_expired: {
+    code: Code.FailedPrecondition,
+    httpStatus: 409,
+    summary: "The approval's run ended (its turn timed out, was cancelled or failed) before anyone decided; the tool was not called.",
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

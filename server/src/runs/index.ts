@@ -6,6 +6,7 @@ import type { ModelProvider } from "../models/index.ts";
 import type { Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
 import type { Store } from "../storage/index.ts";
+import { ApprovalRecords } from "./approvals.ts";
 import { runMessage } from "./messages.ts";
 import { RunRecords } from "./records.ts";
 import { RunAssets, type RunSnapshots } from "./run-assets.ts";
@@ -44,7 +45,12 @@ export interface RunsFeatureOptions {
 
 /** Opens the runs, resumes (or ends) those a previous process left running, and starts retention cleanup. */
 export async function createRuns(options: RunsFeatureOptions): Promise<RunsFeature> {
-  const runs = new Runs({ ...options, records: new RunRecords(options.store), runAssets: options.snapshots ?? new RunAssets(options.dataDir) });
+  const runs = new Runs({
+    ...options,
+    records: new RunRecords(options.store),
+    runAssets: options.snapshots ?? new RunAssets(options.dataDir),
+    approvals: new ApprovalRecords(options.store),
+  });
   if (options.shared) await runs.sweepSnapshots();
   else await runs.recover();
   runs.startRetention();

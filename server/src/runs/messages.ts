@@ -1,6 +1,8 @@
-import { create, type JsonObject } from "@bufbuild/protobuf";
+import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { RunSchema, type Run } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+import { ApprovalSchema, RunSchema, type Approval, type Run } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { ApprovalRecord } from "./approvals.ts";
 import type { RunRecord } from "./records.ts";
 
 export function runMessage(record: RunRecord): Run {
@@ -41,5 +43,21 @@ export function runMessage(record: RunRecord): Run {
       : {}),
     idempotencyHash: record.idempotencyHash,
     idempotencyKey: record.idempotencyKey ?? "",
+  });
+}
+
+export function approvalMessage(record: ApprovalRecord): Approval {
+  return create(ApprovalSchema, {
+    id: record.id,
+    runId: record.runId,
+    round: record.round,
+    callId: record.callId,
+    tool: record.tool,
+    input: fromJson(ValueSchema, (record.input ?? null) as JsonValue),
+    status: record.status,
+    requestedAt: timestampFromMs(Date.parse(record.requestedAt)),
+    ...(record.decidedAt ? { decidedAt: timestampFromMs(Date.parse(record.decidedAt)) } : {}),
+    ...(record.decidedBy ? { decidedBy: record.decidedBy } : {}),
+    message: record.message ?? "",
   });
 }

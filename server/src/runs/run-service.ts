@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { requireWorkspace } from "../auth/index.ts";
-import { runMessage } from "./messages.ts";
+import { approvalMessage, runMessage } from "./messages.ts";
 import type { Runs } from "./runs.ts";
 
 /** The RunService RPCs: thin adapters from messages to Runs. */
@@ -24,6 +24,17 @@ export function createRunService(runs: Runs): ServiceImpl<typeof RunService> {
     async deleteRun(request, context) {
       await runs.delete(requireWorkspace(context), request.sessionId, request.runId);
       return {};
+    },
+    async listApprovals(request, context) {
+      return { approvals: (await runs.approvals(requireWorkspace(context), request.sessionId, request.runId)).map(approvalMessage) };
+    },
+    async approveToolCall(request, context) {
+      const decision = { approved: true, label: request.label, message: "" };
+      return { approval: approvalMessage(await runs.decide(requireWorkspace(context), request.sessionId, request.runId, request.approvalId, decision)) };
+    },
+    async denyToolCall(request, context) {
+      const decision = { approved: false, label: request.label, message: request.message };
+      return { approval: approvalMessage(await runs.decide(requireWorkspace(context), request.sessionId, request.runId, request.approvalId, decision)) };
     },
   };
 }

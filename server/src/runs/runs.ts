@@ -16,6 +16,8 @@ import { textOf } from "./default-loop.ts";
 import { Turn, TurnStopped, type TurnEnd, type TurnSetup } from "./turn.ts";
 import { interruptedConversation, type LoggedTurn, type ResumableSubmission, type TurnLog } from "./turn-log.ts";
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
+import { DEFAULT_DENIAL_MESSAGE, RunApprovals, type ApprovalRecord, type ApprovalRecords, type Decision } from "./approvals.ts";
+import { checkTextChars } from "../sessions/index.ts";
 
 export interface RunSettings {
   /** SERVICE_RUN_MAX_ROUNDS: model calls per run, at most. */
@@ -49,6 +51,7 @@ export interface RunsOptions {
    * default). Without it no key is kept at rest, and a run the process stopped in ends `interrupted`.
    */
   sealer?: Sealer | undefined;
+  approvals: ApprovalRecords;
 }
 
 /** A run this process is driving. */
@@ -56,7 +59,15 @@ interface ActiveRun {
   record: RunRecord;
   controller: AbortController;
   done: Promise<void>;
+  /** Its events: a decision on one of its approvals is written among them. */
+  events: RunEvents;
+  approvals: RunApprovals;
 }
+
+/** The longest label a decision may carry (who decided, as the caller says). */
+const MAX_LABEL_CHARS = 256;
+/** The longest denial message (the model reads it). */
+const MAX_DENIAL_MESSAGE_CHARS = 4096;
 
 const RETENTION_SWEEP_MS = 60 * 60 * 1000;
 const RETENTION_BATCH = 100;
@@ -123,6 +134,70 @@ export class Runs {
     await this.#remove(record);
   }
 
+  /** The run's approvals, oldest first. */
+  async approvals(workspace: string, sessionId: string, runId: string): Promise<ApprovalRecord[]> {
+    await this.get(workspace, sessionId, runId);
+    return this.#options.approvals.ofRun(workspace, sessionId, runId);
+  }
+
+  /**
+   * Decides a pending approval, once (docs/runs.md, "Approvals"): the decision is written with its
+   * event (`tool.approved`, `tool.denied`) among the run's events, and only once it is durable is
+   * the turn told (an approved call is then sent) and the caller answered. A decision that finds
+   * the approval decided or expired is refused, and changes nothing.
+   */
+  async decide(
+    workspace: string,
+    sessionId: string,
+    runId: string,
+    approvalId: string,
+    decision: { approved: boolean; label: string; message: string },
+  ): Promise<ApprovalRecord> {
+    checkTextChars("label", decision.label, MAX_LABEL_CHARS);
+    checkTextChars("message", decision.message, MAX_DENIAL_MESSAGE_CHARS);
+    const run = await this.get(workspace, sessionId, runId);
+    const active = this.#active.get(runId);
+    // A run being stopped (cancelled, timed out) takes no decision: its approvals are expiring.
+    const ending = active?.controller.signal.aborted === true;
+    const taken = ending ? undefined : active?.approvals.take(approvalId, decision.approved ? "approved" : "denied");
+    if (!active || taken === undefined || typeof taken === "string")
+      throw await this.#undecidable(run, approvalId, typeof taken === "string" ? taken : undefined, ending);
+    const decided: Decision = {
+      approved: decision.approved,
+      decidedBy: { workspace, label: decision.label },
+      message: decision.approved ? "" : decision.message || DEFAULT_DENIAL_MESSAGE,
+    };
+    const record: ApprovalRecord = {
+      ...taken.record,
+      status: decision.approved ? "approved" : "denied",
+      decidedAt: new Date().toISOString(),
+      decidedBy: decided.decidedBy,
+      ...(decision.approved ? {} : { message: decided.message }),
+    };
+    const { round, callId, tool } = record;
+    const data = { round, callId, approvalId, tool, decidedBy: decided.decidedBy, ...(decision.approved ? {} : { message: decided.message }) };
+    try {
+      await active.events.commit(decision.approved ? "tool.approved" : "tool.denied", data, [this.#options.approvals.putOp(record)]);
+    } catch (error) {
+      // Whether it was written is not known: a later decision finds the approval as storage has it.
+      active.approvals.putBack(taken.record, taken.decided);
+      throw error;
+    }
+    taken.decided(decided);
+    return record;
+  }
+
+  /** Why a decision cannot be taken: the approval is unknown, decided, expired, or not waited for by this process. */
+  async #undecidable(run: RunRecord, approvalId: string, settled: string | undefined, ending: boolean): Promise<Error> {
+    const stored = await this.#options.approvals.get(run.workspace, run.sessionId, run.id, approvalId);
+    const status = settled ?? stored?.status;
+    if (!stored && !settled) return serviceError("approval_not_found", `run ${run.id} has no approval ${JSON.stringify(approvalId)}`);
+    if (status === "approved" || status === "denied") return serviceError("approval_decided", `approval ${approvalId} was ${status} already`);
+    if (status === "expired" || ending || run.status !== "running")
+      return serviceError("approval_expired", `run ${run.id} ended before approval ${approvalId} was decided; the tool was not called`);
+    return serviceError("unavailable", `run ${run.id} is not driven by this server process; try again`);
+  }
+
   /**
    * Runs that were running when the process stopped continue where their turn's log says they
    * were (docs/runs.md, "A run interrupted by a restart"): a reply that had ended the turn ends
@@ -162,6 +237,7 @@ export class Runs {
   async #recoverRuns(interrupted: RunRecord[]): Promise<void> {
     for (const record of interrupted) {
       const { logged, clearOps } = await this.#options.records.readTurnLog(record);
+      const approvals = await this.#options.approvals.ofRun(record.workspace, record.sessionId, record.id);
       Object.assign(record, logged.counters);
       const last = logged.messages.at(-1);
       if (last?.role === "assistant" && !last.content.some((part) => part.type === "tool_call")) {
@@ -171,7 +247,7 @@ export class Runs {
         await this.#finish(record, end, undefined, clearOps);
         continue;
       }
-      const resumption = await this.#resumption(record, logged).catch((error: unknown) => ({
+      const resumption = await this.#resumption(record, logged, approvals).catch((error: unknown) => ({
         why: `it could not resume: ${error instanceof Error ? error.message : String(error)}`,
       }));
       if ("setup" in resumption) {
@@ -180,13 +256,14 @@ export class Runs {
         continue;
       }
       const error = { code: "interrupted", message: `the server stopped during the run; ${resumption.why}` };
-      const { messages } = interruptedConversation(logged);
-      await this.#finish(record, { status: "failed", added: messages, outputText: "", error, progressDropped: 0 }, undefined, clearOps);
+      const { messages, waiting } = interruptedConversation(logged, approvals);
+      const expired = waiting.map((approval) => this.#options.approvals.putOp({ ...approval, status: "expired" }));
+      await this.#finish(record, { status: "failed", added: messages, outputText: "", error, progressDropped: 0 }, undefined, [...clearOps, ...expired]);
     }
   }
 
   /** What an interrupted run needs to resume, read back from its log and snapshot, or why it cannot. */
-  async #resumption(record: RunRecord, logged: LoggedTurn): Promise<{ setup: TurnSetup } | { why: string }> {
+  async #resumption(record: RunRecord, logged: LoggedTurn, approvals: readonly ApprovalRecord[]): Promise<{ setup: TurnSetup } | { why: string }> {
     const { sealer, settings, providers, sessions } = this.#options;
     const saved = logged.submission;
     if (!saved) return { why: "it was not resumed (a custom agent loop, or a run submitted with SERVICE_RUN_RESUME off)" };
@@ -206,7 +283,7 @@ export class Runs {
     // Its first model call was recorded after staging: a turn stopped before it stages again.
     const staged = logged.messages.length > 0;
     const files = staged ? [] : await this.#resolveFiles(record.workspace, saved.files);
-    const { messages: added, unknown } = interruptedConversation(logged);
+    const { messages: added, unknown, denied, waiting } = interruptedConversation(logged, approvals);
     const submission: Submission = {
       model: record.model,
       agentloop: undefined,
@@ -221,7 +298,7 @@ export class Runs {
       apiKey,
     };
     const history = await this.#options.records.conversation(record.sessionId);
-    return { setup: { record, submission, tools: toolsOf(session), skills, files, history, resumed: { added, unknown, staged } } };
+    return { setup: { record, submission, ...toolsOf(session), skills, files, history, resumed: { added, unknown, denied, waiting, staged } } };
   }
 
   /** The run's skills from its snapshot (SPEC 3.8): what it was submitted with, whatever the registry holds now. */
@@ -317,7 +394,7 @@ export class Runs {
       startOps,
     );
     // The turn starts while the run's record is synced (see Turn); the run is answered once it is durable.
-    this.#start({ record, submission, tools: toolsOf(session), skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events, recorded, log);
+    this.#start({ record, submission, ...toolsOf(session), skills, files, history, ...(agentLoop ? { agentLoop } : {}) }, events, recorded, log);
     await recorded;
     return record;
   }
@@ -332,13 +409,16 @@ export class Runs {
       deadlineMs - Date.now(),
     );
     const provider = this.#options.providers.get(submission.model.provider)!;
+    const approvals = new RunApprovals(this.#options.approvals);
     const done = (async () => {
       const end = await new Turn(
         setup,
-        { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress, log },
+        { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress, log, approvals },
         controller.signal,
       ).run();
       clearTimeout(timer);
+      // Undecided approvals end with the run: no decision can reach them after this.
+      const expired = approvals.expireAll().map((approval) => this.#options.approvals.putOp(approval));
       // A run whose record could not be written was never created: nothing more is written for
       // it, and its snapshot goes.
       if (
@@ -352,12 +432,12 @@ export class Runs {
         return;
       }
       if (controller.signal.aborted) await this.#options.sessions.cancelRunOperations(record.workspace, record.sessionId, record.id).catch(() => undefined);
-      await this.#finish(record, end, events, log.clearOps());
+      await this.#finish(record, end, events, [...log.clearOps(), ...expired]);
     })()
       // A run whose end could not be written stays active in storage: the next start marks it interrupted.
       .catch(() => undefined)
       .finally(() => this.#active.delete(record.id));
-    this.#active.set(record.id, { record, controller, done });
+    this.#active.set(record.id, { record, controller, done, events, approvals });
   }
 
   /**
@@ -451,6 +531,7 @@ export class Runs {
 
   async #remove(record: RunRecord): Promise<void> {
     await this.#options.records.delete(record);
+    await this.#options.approvals.remove(record.workspace, record.sessionId, record.id);
     await this.#options.runAssets.remove(record.id);
     await this.#forgetSkills(record.workspace, record.id, record.skills);
   }
@@ -481,11 +562,12 @@ function resumable({ message, agentsMd, maxRounds, files, apiKey }: Submission, 
   return { sealedKey: sealer.seal(apiKey), message, agentsMd, maxRounds, files };
 }
 
-/** The session's tools, as the model sees them. */
-function toolsOf(session: SessionRecord): ToolDefinition[] {
-  return session.tools.map((tool) => ({
+/** The session's tools, as the model sees them, and those whose calls wait for a person's approval. */
+function toolsOf(session: SessionRecord): { tools: ToolDefinition[]; approvalTools: ReadonlySet<string> } {
+  const tools = session.tools.map((tool) => ({
     name: tool.name,
     description: tool.description,
     inputSchema: JSON.parse(tool.inputSchema) as Record<string, unknown>,
   }));
+  return { tools, approvalTools: new Set(session.tools.filter((tool) => tool.approval === "always").map((tool) => tool.name)) };
 }

@@ -1,6 +1,7 @@
 import type { ConversationMessage } from "../models/index.ts";
 import { prefixEnd, type Table, type WriteOp } from "../storage/index.ts";
 import type { ToolCall, ToolResult } from "./default-loop.ts";
+import { APPROVAL_EXPIRED_MESSAGE, DEFAULT_DENIAL_MESSAGE, DENIED_CODE, type ApprovalRecord } from "./approvals.ts";
 import type { RunRecord } from "./records.ts";
 
 /** A running run's counters, as its record holds them. */
@@ -138,25 +139,50 @@ function turnLogPrefix(sessionId: string, runId: string): string {
 
 /**
  * The conversation an interrupted turn keeps: every message it logged and, when its last reply
- * asked for tools, a result for each call: the one that came back, or an error saying the outcome
- * is unknown (the call may have been sent; nothing is sent again), so that the conversation stays
- * one a provider accepts and the model learns what happened. `unknown`: the calls given that error.
+ * asked for tools, a result for each call: the one that came back; for a call a person denied,
+ * the denial; for one still waiting for a person's decision, that the run ended before one
+ * (`waiting`: a resumed turn waits again and replaces it); else an error saying the outcome is
+ * unknown (the call may have been sent; nothing is sent again), so that the conversation stays one
+ * a provider accepts and the model learns what happened. `unknown` and `denied`: the calls given
+ * those results, which no event reported yet.
  */
-export function interruptedConversation(logged: LoggedTurn): { messages: ConversationMessage[]; unknown: ToolCall[] } {
+export function interruptedConversation(
+  logged: LoggedTurn,
+  approvals: readonly ApprovalRecord[] = [],
+): { messages: ConversationMessage[]; unknown: ToolCall[]; denied: ApprovalRecord[]; waiting: ApprovalRecord[] } {
   const messages = [...logged.messages];
+  const none = { messages, unknown: [], denied: [], waiting: [] };
   const last = messages.at(-1);
-  if (last?.role !== "assistant") return { messages, unknown: [] };
+  if (last?.role !== "assistant") return none;
   const calls = last.content.filter((part): part is ToolCall => part.type === "tool_call");
-  if (calls.length === 0) return { messages, unknown: [] };
-  const unknown = calls.filter((call) => !logged.results.has(call.id));
-  const unknownResult = (id: string): ToolResult => ({
+  if (calls.length === 0) return none;
+  const approvalOf = new Map(approvals.map((approval) => [approval.callId, approval]));
+  const unknown: ToolCall[] = [];
+  const denied: ApprovalRecord[] = [];
+  const waiting: ApprovalRecord[] = [];
+  const errorResult = (id: string, code: string, message: string): ToolResult => ({
     type: "tool_result",
     toolCallId: id,
-    output: JSON.stringify({ error: { code: "unknown_outcome", message: UNKNOWN_OUTCOME_MESSAGE } }),
+    output: JSON.stringify({ error: { code, message } }),
     isError: true,
   });
-  messages.push({ role: "user", content: calls.map((call) => logged.results.get(call.id) ?? unknownResult(call.id)) });
-  return { messages, unknown };
+  const resultOf = (call: ToolCall): ToolResult => {
+    const result = logged.results.get(call.id);
+    if (result) return result;
+    const approval = approvalOf.get(call.id);
+    if (approval?.status === "denied") {
+      denied.push(approval);
+      return errorResult(call.id, DENIED_CODE, approval.message ?? DEFAULT_DENIAL_MESSAGE);
+    }
+    if (approval?.status === "pending") {
+      waiting.push(approval);
+      return errorResult(call.id, "approval_expired", APPROVAL_EXPIRED_MESSAGE);
+    }
+    unknown.push(call);
+    return errorResult(call.id, "unknown_outcome", UNKNOWN_OUTCOME_MESSAGE);
+  };
+  messages.push({ role: "user", content: calls.map(resultOf) });
+  return { messages, unknown, denied, waiting };
 }
 
 /** What the model and the events are told of a tool call whose result the stopped process never recorded. */

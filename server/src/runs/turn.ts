@@ -26,6 +26,8 @@ import {
 import type { RunFailure, RunRecord } from "./records.ts";
 import type { RunEvents } from "./run-events.ts";
 import { UNKNOWN_OUTCOME_MESSAGE, type TurnLog } from "./turn-log.ts";
+import { DEFAULT_DENIAL_MESSAGE, DENIED_CODE, type ApprovalRecord, type Decision, type RunApprovals } from "./approvals.ts";
+import { newId } from "../ids/index.ts";
 import { callSkillsTool, SKILLS_DIRECTORY, skillsTool, STAGED_SKILL_FILES, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
 import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
@@ -36,6 +38,8 @@ export interface TurnSetup {
   submission: Submission;
   /** The session's tools, as the model sees them. */
   tools: ToolDefinition[];
+  /** The tools placed with approval "always": each call waits for a person's decision before it is sent. */
+  approvalTools: ReadonlySet<string>;
   skills: RunSkill[];
   /** Run files to stage, paths relative to /workspace. */
   files: StagedFile[];
@@ -52,6 +56,10 @@ export interface ResumedTurn {
   added: ConversationMessage[];
   /** The calls given that result: each is reported as a `tool.result` of unknown outcome. */
   unknown: ToolCall[];
+  /** Calls a person denied whose result was not recorded: each is reported as its denial. */
+  denied: ApprovalRecord[];
+  /** Calls still waiting for a person's decision: the turn waits again, then runs or refuses them. */
+  waiting: ApprovalRecord[];
   /** Whether the run's files were staged before the stop (its first model call was recorded); if not, they are staged again. */
   staged: boolean;
 }
@@ -69,6 +77,8 @@ export interface TurnDeps {
   progress: ProgressLimits;
   /** Where the turn keeps what it has done, with its events, for a restart to rebuild the run. */
   log: TurnLog;
+  /** The run's approvals waiting in this process, which ApproveToolCall and DenyToolCall decide (Runs). */
+  approvals: RunApprovals;
 }
 
 /** How a turn ended, for the run record. */
@@ -135,12 +145,13 @@ export class Turn implements LoopHost {
     let end: Omit<TurnEnd, "progressDropped">;
     try {
       const { resumed } = this.#setup;
-      if (resumed) this.#resume(resumed);
-      else this.#events.record("turn.started", {});
+      const waited = resumed ? this.#resume(resumed) : undefined;
+      if (!resumed) this.#events.record("turn.started", {});
       if (resumed?.staged) {
         const { workspace, sessionId } = this.#setup.record;
         this.#skillsStaged = await this.#deps.sessions.stagesFiles(workspace, sessionId);
       } else await this.#stage();
+      if (waited) await raceStop(waited, this.#signal);
       const { submission, history, agentLoop } = this.#setup;
       const input = { history, message: submission.message, maxRounds: submission.maxRounds, added: this.#added };
       const outcome = agentLoop ? await this.#customLoop(agentLoop) : await defaultAgentLoop(this, input);
@@ -214,7 +225,7 @@ export class Turn implements LoopHost {
 
   async dispatchTools(calls: ToolCall[], round: number): Promise<ToolResult[]> {
     this.#throwIfStopped();
-    const dispatches = Promise.all(calls.map((call) => this.#dispatch(call, round)));
+    const dispatches = Promise.all(calls.map((call, index) => this.#dispatch(call, round, index)));
     // A stopped turn does not wait for its tools: their cancels are sent and their receipts
     // are recorded whenever they come.
     return raceStop(dispatches, this.#signal);
@@ -223,19 +234,39 @@ export class Turn implements LoopHost {
   /**
    * Continues what a stopped process's turn did: its conversation so far, each tool call whose
    * result it never recorded reported as of unknown outcome (its operation has its own `unknown`
-   * receipt; nothing is sent again), then `run.resumed` saying where the turn picks up.
+   * receipt; nothing is sent again) or, when a person had denied it, as its denial; then
+   * `run.resumed` saying where the turn picks up. Calls still waiting for a decision wait again
+   * (the promise returned, undefined when there are none): their results replace, in the round's
+   * results, the placeholders the conversation was rebuilt with.
    */
-  #resume(resumed: ResumedTurn): void {
+  #resume(resumed: ResumedTurn): Promise<void> | undefined {
     this.#added.push(...resumed.added);
     const round = resumed.added.filter((message) => message.role === "assistant").length;
     for (const call of resumed.unknown)
       this.#events.record("tool.result", { round, callId: call.id, name: call.name, outcome: "unknown", message: UNKNOWN_OUTCOME_MESSAGE });
+    const results = this.#added.at(-1)?.content as ToolResult[] | undefined;
+    for (const approval of resumed.denied) {
+      const result = results?.find((part) => part.toolCallId === approval.callId);
+      const { event } = failedResult(DENIED_CODE, approval.message ?? DEFAULT_DENIAL_MESSAGE);
+      if (result) this.#events.record("tool.result", { round, callId: approval.callId, name: approval.tool, ...event }, [this.#deps.log.result(result)]);
+    }
     this.#events.record("run.resumed", {
       round: round + 1,
       messages: resumed.added.length,
       unknownToolCalls: resumed.unknown.map((call) => call.id),
       restaged: !resumed.staged,
+      // Only when calls wait for a decision again: the event is as it was for runs without approvals.
+      ...(resumed.waiting.length > 0 ? { awaitingApproval: resumed.waiting.map((approval) => approval.callId) } : {}),
     });
+    if (resumed.waiting.length === 0 || !results) return undefined;
+    return Promise.all(
+      resumed.waiting.map(async (approval) => {
+        const call: ToolCall = { type: "tool_call", id: approval.callId, name: approval.tool, input: approval.input };
+        const settled = await this.#settle(call, round, approval.index, approval);
+        const index = results.findIndex((part) => part.toolCallId === approval.callId);
+        results[index] = settled;
+      }),
+    ).then(() => undefined);
   }
 
   /**
@@ -281,15 +312,62 @@ export class Turn implements LoopHost {
     return { stopReason: "end_turn", rounds: round, outputText: typeof output?.message === "string" ? output.message : receipt.output };
   }
 
-  async #dispatch(call: ToolCall, round: number): Promise<ToolResult> {
+  async #dispatch(call: ToolCall, round: number, index: number): Promise<ToolResult> {
     const { record } = this.#setup;
     const { log } = this.#deps;
     record.toolCalls++;
     this.#events.record("tool.call", { round, callId: call.id, name: call.name, input: call.input ?? null }, [log.counters(record)]);
-    const result = await this.#callTool(call);
+    return this.#settle(call, round, index);
+  }
+
+  /**
+   * Runs one call and records its result: at once, or, for a tool placed with approval "always",
+   * once a person approved it (a denial is its error result, and nothing is sent). `approval`: the
+   * pending approval a resumed turn waits for again (its request was recorded by the stopped process).
+   */
+  async #settle(call: ToolCall, round: number, index: number, approval?: ApprovalRecord): Promise<ToolResult> {
+    const { log } = this.#deps;
+    const result = approval || this.#setup.approvalTools.has(call.name) ? await this.#approved(call, round, index, approval) : await this.#callTool(call);
     const toolResult: ToolResult = { type: "tool_result", toolCallId: call.id, output: result.output, isError: result.event.outcome !== "returned" };
     this.#events.record("tool.result", { round, callId: call.id, name: call.name, ...result.event }, [log.result(toolResult)]);
     return toolResult;
+  }
+
+  /** Asks for a person's decision (once: a resumed turn passes the approval it asked for), waits, then calls the tool or reports the denial. */
+  async #approved(call: ToolCall, round: number, index: number, asked?: ApprovalRecord): Promise<{ output: string; event: Record<string, unknown> }> {
+    const { approvals } = this.#deps;
+    let approval = asked;
+    if (!approval) {
+      const { workspace, sessionId, id: runId } = this.#setup.record;
+      const input = call.input ?? null;
+      approval = {
+        id: newId("apr"),
+        workspace,
+        sessionId,
+        runId,
+        round,
+        index,
+        callId: call.id,
+        tool: call.name,
+        input,
+        status: "pending",
+        requestedAt: new Date().toISOString(),
+      };
+      // Waited for before it is recorded: a decision that comes as soon as the event is seen finds it.
+      const decided = approvals.wait(approval);
+      this.#events.record("tool.approval_requested", { round, callId: call.id, approvalId: approval.id, tool: call.name, input }, [
+        approvals.records.putOp(approval),
+      ]);
+      return this.#decided(call, await decided);
+    }
+    return this.#decided(call, await approvals.wait(approval));
+  }
+
+  async #decided(call: ToolCall, decision: Decision): Promise<{ output: string; event: Record<string, unknown> }> {
+    if (!decision.approved) return failedResult(DENIED_CODE, decision.message);
+    // A turn stopped while the decision was being written sends nothing after all.
+    this.#throwIfStopped();
+    return this.#callTool(call);
   }
 
   async #callTool(call: ToolCall): Promise<{ output: string; event: Record<string, unknown> }> {

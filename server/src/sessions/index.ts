@@ -11,7 +11,7 @@ export type { AgentLoopPlacement, Sessions, CallToolOptions, ClosingListener, To
 export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
 export { ProgressBudget } from "./progress-budget.ts";
-export { checkJsonSize, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
+export { checkJsonSize, checkTextChars, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
 export { createSessionService, type FirstRun } from "./session-service.ts";
 
 export interface SessionsFeatureOptions {

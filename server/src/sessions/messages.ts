@@ -52,6 +52,7 @@ function toolMessage(record: ToolRecord): ToolPlacement {
     environment: record.environment,
     implementation: record.implementation === undefined ? undefined : fromJson(ImplementationSchema, record.implementation as JsonValue),
     configuration: jsonValue(record.configuration),
+    approval: record.approval ?? "",
   });
 }
 

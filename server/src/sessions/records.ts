@@ -37,6 +37,8 @@ export interface ToolRecord {
   implementation: unknown;
   /** JSON text handed to every invocation. */
   configuration: string;
+  /** "always": a run's call of the tool waits for a person's decision (docs/runs.md, "Approvals"); absent: never. */
+  approval?: "always";
 }
 
 interface Transition {

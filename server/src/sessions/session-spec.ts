@@ -117,6 +117,8 @@ async function checkPlacement(
   checkTextSize(`${field}.inputSchema`, inputSchema, limits.maxFieldBytes, FIELD_SETTING);
   const configuration = placement.configuration ? toJsonString(ValueSchema, placement.configuration) : "{}";
   checkTextSize(`${field}.configuration`, configuration, limits.maxFieldBytes, FIELD_SETTING);
+  if (!["", "never", "always"].includes(placement.approval))
+    invalid(`${field}.approval must be "always" or "never" (the default), not ${JSON.stringify(placement.approval)}`);
   const implementation = placement.implementation ? (toJson(ImplementationSchema, placement.implementation) as JsonValue) : undefined;
   if (implementation !== undefined) checkJsonSize(`${field}.implementation`, implementation, limits.maxFieldBytes, FIELD_SETTING);
   return {
@@ -126,6 +128,7 @@ async function checkPlacement(
     environment: environment.name,
     implementation: await kind.checkImplementation({ ...context, environment: environment.name }, implementation),
     configuration,
+    ...(placement.approval === "always" ? { approval: "always" as const } : {}),
   };
 }
 

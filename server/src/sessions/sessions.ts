@@ -433,10 +433,11 @@ export class Sessions {
    * when its kind places nothing of itself; past the session's limits, the error that fails it.
    */
   #discoveredTools(live: LiveSession, name: string, output: string): { tools?: ToolRecord[] } | { error: { code: string; message: string } } {
-    const kind = this.#options.kinds[environmentOf(live.record, name).kind];
+    const environment = environmentOf(live.record, name);
+    const kind = this.#options.kinds[environment.kind];
     if (!kind.discoveredTools) return {};
     try {
-      return { tools: withDiscoveredTools(live.record, name, kind.discoveredTools(output), this.#options.sizeLimits) };
+      return { tools: withDiscoveredTools(live.record, name, kind.discoveredTools(output, environment.options), this.#options.sizeLimits) };
     } catch (error) {
       const { body } = describeError(error);
       return { error: { code: body.code, message: body.message } };

@@ -35,7 +35,7 @@ export async function spawnService(env: Record<string, string>, { until = "liste
   const line = until === "listening" ? /listening on (\S+)/ : /starting on (\S+)/;
   const child = tracked(
     spawn(process.execPath, [MAIN], {
-      env: { PATH: process.env.PATH ?? "", SERVICE_LISTEN: "127.0.0.1:0", SERVICE_LOG_REQUESTS: "false", ...env },
+      env: { PATH: process.env.PATH ?? "", SERVICE_LISTEN: "127.0.0.1:0", SERVICE_LOG_REQUESTS: "false", ...sandboxFromEnvironment(), ...env },
       stdio: ["ignore", "ignore", "pipe"],
     }),
   );
@@ -75,4 +75,14 @@ export async function runUntilExit(env: Record<string, string>): Promise<{ code:
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
   return { code, stderr };
+}
+
+/**
+ * SERVICE_ENV_SANDBOX from the test process's environment, when set: where bubblewrap cannot
+ * start (a worktree whose node_modules are symlinks out of the sandbox's view), tests run with
+ * SERVICE_ENV_SANDBOX=off without each file spelling it.
+ */
+export function sandboxFromEnvironment(): Record<string, string> {
+  const sandbox = process.env.SERVICE_ENV_SANDBOX;
+  return sandbox ? { SERVICE_ENV_SANDBOX: sandbox } : {};
 }

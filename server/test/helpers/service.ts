@@ -5,6 +5,7 @@ import * as path from "node:path";
 import pg from "pg";
 import { inject } from "vitest";
 import { startService, type RunningService } from "../../src/app.ts";
+import { sandboxFromEnvironment } from "./process.ts";
 import { loadSettings } from "../../src/config/index.ts";
 import { parseS3Url, S3BlobStore } from "../../src/storage/index.ts";
 
@@ -34,6 +35,7 @@ export async function startTestService(env: Record<string, string> = {}): Promis
     // A machine where bubblewrap cannot run (a nested container) says so in the tests' environment.
     ...(process.env.SERVICE_ENV_SANDBOX ? { SERVICE_ENV_SANDBOX: process.env.SERVICE_ENV_SANDBOX } : {}),
     ...(await sharedBackends(dataDir)),
+    ...sandboxFromEnvironment(),
     ...env,
   });
   const logs: string[] = [];

@@ -1,7 +1,7 @@
 import type { Session, SessionEvent } from "@skillenv/client/web";
 import { describeFailure } from "../connection.ts";
 import { badge, formatJson, h, replaceChildren, type Child } from "../dom.ts";
-import { Transcript, type Entry, type Operation, type Outcome, type ToolEntry } from "../transcript.ts";
+import { Transcript, type Approval, type Entry, type Operation, type Outcome, type ToolEntry } from "../transcript.ts";
 import type { ViewContext } from "./common.ts";
 
 /**
@@ -15,8 +15,14 @@ export function transcriptView(context: ViewContext, session: Session, onEvent: 
   const list = h("ol", { class: "transcript", "aria-live": "polite" });
   const status = h("p", { class: "stream-status" });
 
+  const decide = async (entry: ToolEntry, approve: boolean, message: string) => {
+    const run = await session.runs.get(entry.runId!);
+    const approvalId = entry.approval!.id;
+    if (approve) await run.approve(approvalId, { label: APPROVER_LABEL });
+    else await run.deny(approvalId, { label: APPROVER_LABEL, message });
+  };
   const show = (entry: Entry) => {
-    const element = renderEntry(entry);
+    const element = renderEntry(entry, decide);
     const previous = rendered.get(entry);
     if (previous) previous.replaceWith(element);
     else list.append(element);
@@ -29,6 +35,7 @@ export function transcriptView(context: ViewContext, session: Session, onEvent: 
       for await (const event of session.events({ after: transcript.lastSeq, signal: context.signal })) {
         const entry = transcript.apply(event);
         if (entry) show(entry);
+        for (const changed of transcript.takeAlsoChanged()) show(changed);
         onEvent(event);
       }
       if (!context.signal.aborted) replaceChildren(status, "The stream ended: the session is over.");
@@ -41,7 +48,13 @@ export function transcriptView(context: ViewContext, session: Session, onEvent: 
   return h("div", null, status, list);
 }
 
-function renderEntry(entry: Entry): HTMLElement {
+/** What the console calls itself in a decision (`decidedBy.label`); the key's workspace is recorded beside it. */
+const APPROVER_LABEL = "console";
+
+/** Decides a pending approval; its event re-renders the entry. */
+type Decide = (entry: ToolEntry, approve: boolean, message: string) => Promise<void>;
+
+function renderEntry(entry: Entry, decide: Decide): HTMLElement {
   const item = (role: string, ...children: Child[]) =>
     h(
       "li",
@@ -62,7 +75,7 @@ function renderEntry(entry: Entry): HTMLElement {
         entry.usage && h("div", { class: "meta" }, `round ${entry.round} · read ${entry.usage.inputTokens} tokens, wrote ${entry.usage.outputTokens}`),
       );
     case "tool":
-      return item("Tool", toolCall(entry));
+      return item("Tool", toolCall(entry, decide));
     case "operation":
       return item("", h("span", { class: "muted" }, `${entry.operationKind} of ${entry.operation.environment}: `), receiptLine(entry.operation));
     case "end":
@@ -77,7 +90,7 @@ function submittedWith(model: string, skills: string[], files: string[]): string
   return parts.join(" · ");
 }
 
-function toolCall(entry: ToolEntry): HTMLElement {
+function toolCall(entry: ToolEntry, decide: Decide): HTMLElement {
   const where = entry.operation ? ` → ${entry.operation.environment}` : entry.name === "skills" ? " (answered by the service)" : "";
   const outcome = entry.result ?? entry.operation?.receipt;
   return h(
@@ -91,8 +104,48 @@ function toolCall(entry: ToolEntry): HTMLElement {
       entry.runId === undefined && h("span", { class: "muted" }, " · called directly"),
     ),
     !isEmptyObject(entry.input) && h("pre", { class: "input" }, formatJson(entry.input)),
+    entry.approval && approvalBlock(entry, entry.approval, decide),
     entry.operation && h("div", { class: "receipts" }, receiptLine(entry.operation)),
     outcome && outcomeBlock(outcome),
+  );
+}
+
+/**
+ * A call waiting for a person: Approve sends it, Deny refuses it with the reason typed (the model
+ * receives it as the tool's error result). Once decided, who decided and how.
+ */
+function approvalBlock(entry: ToolEntry, approval: Approval, decide: Decide): HTMLElement {
+  if (approval.status !== "pending") {
+    const who = approval.decidedBy ? ` by ${approval.decidedBy.label || "(no label)"} (workspace ${approval.decidedBy.workspace})` : "";
+    const text =
+      approval.status === "expired"
+        ? "the run ended before anyone decided; the tool was not called"
+        : `${approval.status}${who}${approval.message ? `: ${approval.message}` : ""}`;
+    return h("p", { class: "approval", "data-approval": approval.status }, badge(approval.status), " ", text);
+  }
+  const reason = h("input", { type: "text", placeholder: "optional; the model reads it", "aria-label": "Reason for denying" });
+  const error = h("p", { class: "error", role: "alert", hidden: true });
+  const buttons: HTMLButtonElement[] = [];
+  const act = (approve: boolean) => async () => {
+    for (const button of buttons) button.disabled = true;
+    try {
+      await decide(entry, approve, reason.value);
+    } catch (failure) {
+      error.hidden = false;
+      replaceChildren(error, describeFailure(failure));
+      for (const button of buttons) button.disabled = false;
+    }
+  };
+  buttons.push(
+    h("button", { type: "button", class: "small", onclick: () => void act(true)() }, "Approve"),
+    h("button", { type: "button", class: "secondary small", onclick: () => void act(false)() }, "Deny"),
+  );
+  return h(
+    "div",
+    { class: "approval approval-pending", "data-approval": "pending", role: "group", "aria-label": `Approval of ${entry.name}` },
+    h("p", null, badge("pending"), " ", h("strong", null, "Waiting for your approval:"), " nothing is sent until you decide."),
+    h("div", { class: "approval-actions" }, buttons, reason),
+    error,
   );
 }
 

@@ -14,7 +14,7 @@ from skillenv.extension import Credential, ExtensionDefinitionError, ExtensionEn
 from skillenv.mcp import McpDefinitionError, McpEnvironment, mcp_env
 from skillenv.hosts import HostClosedError, HostConnection, HostEnvironment, HostState, HostToolContext, Reconnect, ToolFailure, host_env
 from skillenv.programs import Component, Program, ProgramError, ResolvedProgram, program
-from skillenv.runs import AgentLoop, Model, PinnedSkill, Run, RunFile, RunOptions, RunRecord
+from skillenv.runs import AgentLoop, Approval, ApprovalDecider, Model, PinnedSkill, Run, RunFile, RunOptions, RunRecord
 from skillenv.sessions import Failure, Receipt, Returned, Session, SessionRecord, SessionWithRun, Unknown
 from skillenv.skill import Skill, SkillBundle, SkillSourceError
 from skillenv.skills import Rollback, SkillFile, SkillMetadata, SkillVersion, SkillVersionPage, UploadedSkill
@@ -23,6 +23,8 @@ from skillenv.tools import Opaque, PlacementError, ToolPlacement, tool
 __all__ = [
     "DEFAULT_BUNDLE_LIMITS",
     "AgentLoop",
+    "Approval",
+    "ApprovalDecider",
     "BundleFormatError",
     "BundleLimits",
     "Client",

@@ -14,7 +14,7 @@ from skillenv.extension import Credential
 
 class McpDefinitionError(CodedError, ValueError):
     """A mistake in an MCP environment's definition, found before any call. `code`: "invalid_url",
-    "invalid_credential" or "invalid_tools"."""
+    "invalid_credential", "invalid_tools" or "invalid_approval"."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class McpEnvironment:
     tools: tuple[str, ...] = ()
     """The server's own names of the tools to expose; empty: every tool it lists."""
     setup: SetupMode = "automatic"
+    approval: Literal["always", "never"] = "never"
+    """"always": a run's every call of the server's tools waits for a person's decision (docs/runs.md, "Approvals")."""
 
     @property
     def has_credential(self) -> bool:
@@ -45,6 +47,7 @@ def mcp_env(
     credential: str | None = None,
     tools: Iterable[str] = (),
     setup: SetupMode = "automatic",
+    approval: Literal["always", "never"] = "never",
 ) -> McpEnvironment:
     """Defines an MCP environment. Does no I/O: the service checks `url` against SERVICE_MCP_ALLOW,
     then sets it up (lists the server's tools), when a session binds it."""
@@ -57,12 +60,15 @@ def mcp_env(
     names = tuple(cast(Iterable[object], tools))
     if any(not isinstance(tool, str) or tool == "" for tool in names):
         raise McpDefinitionError("invalid_tools", f"{what}: tools are the server's tool names (non-empty strings)")
+    if approval not in ("always", "never"):
+        raise McpDefinitionError("invalid_approval", f'{what}: approval must be "always" or "never", not {approval!r}')
     return McpEnvironment(
         name=name,
         url=url,
         credential=None if credential is None else Credential(credential),
         tools=cast(tuple[str, ...], names),
         setup=setup,
+        approval=approval,
     )
 
 

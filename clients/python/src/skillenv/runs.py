@@ -14,7 +14,7 @@ import grpc
 
 from skillenv._gen.skillenv.sessions.v1 import common_pb2, runs_pb2
 from skillenv._rpc import Rpc
-from skillenv._wire import datetime_of, from_struct, is_json_value, optional_datetime_of, to_struct, to_value
+from skillenv._wire import datetime_of, from_struct, from_value, is_json_value, optional_datetime_of, to_struct, to_value
 from skillenv.assets import UploadResult
 from skillenv.environments import ServiceEnvironment
 from skillenv.errors import ServiceError
@@ -285,6 +285,55 @@ class RunRecord:
         )
 
 
+ApprovalStatus = Literal["pending", "approved", "denied", "expired"]
+
+
+@dataclass(frozen=True)
+class ApprovalDecider:
+    """Who decided: the deciding key's workspace and the label the caller gave (not verified)."""
+
+    workspace: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A run's call of a tool placed with approval="always": waiting for a person's decision
+    ("pending"), decided once ("approved", "denied"), or "expired" (the run ended first; the tool
+    was not called)."""
+
+    id: str
+    run_id: str
+    round: int
+    """The model call whose reply asked for the tool."""
+    call_id: str
+    tool: str
+    input: Any
+    """The input the model gave the tool."""
+    status: ApprovalStatus
+    requested_at: datetime
+    decided_at: datetime | None
+    decided_by: ApprovalDecider | None
+    message: str
+    """A denial's message, as the model received it."""
+
+    @classmethod
+    def from_message(cls, message: runs_pb2.Approval) -> Approval:
+        return cls(
+            id=message.id,
+            run_id=message.run_id,
+            round=message.round,
+            call_id=message.call_id,
+            tool=message.tool,
+            input=from_value(message.input) if message.HasField("input") else None,
+            status=cast(ApprovalStatus, message.status),
+            requested_at=datetime_of(message.requested_at),
+            decided_at=optional_datetime_of(message, "decided_at"),
+            decided_by=ApprovalDecider(message.decided_by.workspace, message.decided_by.label) if message.HasField("decided_by") else None,
+            message=message.message,
+        )
+
+
 class RunUploads(Protocol):
     """What preparing a run uploads and admits through: the client's skills, assets and implementation flows."""
 
@@ -348,6 +397,53 @@ class Run:
         cancel. Answers once the run has ended; cancelling a finished run changes nothing."""
         response = self._rpc.call(self._rpc.runs.CancelRun, runs_pb2.CancelRunRequest(session_id=self.session_id, run_id=self.id))
         return self._remember(response.run)
+
+    def approvals(self) -> list[Approval]:
+        """The run's approvals, oldest first, pending and decided (docs/runs.md, "Approvals")."""
+        response = self._rpc.call(self._rpc.runs.ListApprovals, runs_pb2.ListApprovalsRequest(session_id=self.session_id, run_id=self.id))
+        return [Approval.from_message(approval) for approval in response.approvals]
+
+    def pending_approvals(self, timeout: float | None = None) -> Iterator[Approval]:
+        """The run's approvals waiting for a decision, as they come: those pending now, then each
+        call that asks for one while the run runs (its `tool.approval_requested` events). Ends with
+        the run, or after `timeout` seconds. One decided elsewhere after it was yielded is refused
+        with approval_decided when decided here."""
+        known = {approval.id: approval for approval in self.approvals()}
+        yield from (approval for approval in list(known.values()) if approval.status == "pending")
+        for event in self.events(timeout=timeout):
+            approval_id = event.data.get("approvalId")
+            if event.type != "tool.approval_requested" or not isinstance(approval_id, str) or approval_id in known:
+                continue
+            approval = Approval(
+                id=approval_id,
+                run_id=self.id,
+                round=int(event.data.get("round", 0)),
+                call_id=str(event.data.get("callId", "")),
+                tool=str(event.data.get("tool", "")),
+                input=event.data.get("input"),
+                status="pending",
+                requested_at=event.at,
+                decided_at=None,
+                decided_by=None,
+                message="",
+            )
+            known[approval_id] = approval
+            yield approval
+
+    def approve(self, approval: Approval | str, label: str = "") -> Approval:
+        """Lets a pending tool call be sent. Decided once: a second decision is refused
+        (approval_decided), as is one after the run ended (approval_expired)."""
+        approval_id = approval if isinstance(approval, str) else approval.id
+        request = runs_pb2.ApproveToolCallRequest(session_id=self.session_id, run_id=self.id, approval_id=approval_id, label=label)
+        return Approval.from_message(self._rpc.call(self._rpc.runs.ApproveToolCall, request).approval)
+
+    def deny(self, approval: Approval | str, label: str = "", message: str = "") -> Approval:
+        """Refuses a pending tool call: it is never sent, and the model receives `message` as the
+        tool's error result (code tool_call_denied; the server has a default). Decided once, as
+        `approve`."""
+        approval_id = approval if isinstance(approval, str) else approval.id
+        request = runs_pb2.DenyToolCallRequest(session_id=self.session_id, run_id=self.id, approval_id=approval_id, label=label, message=message)
+        return Approval.from_message(self._rpc.call(self._rpc.runs.DenyToolCall, request).approval)
 
     def refresh(self) -> RunRecord:
         response = self._rpc.call(self._rpc.runs.GetRun, runs_pb2.GetRunRequest(session_id=self.session_id, run_id=self.id))

@@ -98,6 +98,8 @@ class PlacedTool:
     name: str
     description: str
     environment: str
+    approval: Literal["always", "never"] = "never"
+    """"always": each call of a run waits for a person's decision (docs/runs.md, "Approvals")."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class SessionRecord:
             id=message.id,
             state=cast(SessionState, message.state),
             environments=[EnvironmentStatus.from_message(environment) for environment in message.environments],
-            tools=[PlacedTool(tool.name, tool.description, tool.environment) for tool in message.tools],
+            tools=[PlacedTool(tool.name, tool.description, tool.environment, "always" if tool.approval == "always" else "never") for tool in message.tools],
             created_at=datetime_of(message.created_at),
             ended_at=optional_datetime_of(message, "ended_at"),
         )
@@ -424,6 +426,8 @@ class SessionsClient:
 
     def _tool_message(self, placement: ToolPlacement) -> sessions_pb2.ToolPlacement:
         message = sessions_pb2.ToolPlacement(name=placement.name, description=placement.description, environment=placement.environment_name)
+        if placement.approval == "always":
+            message.approval = "always"
         implementation = self._implementation(placement.implementation)
         if implementation is not None:
             message.implementation.CopyFrom(implementation)
@@ -466,6 +470,8 @@ def _environment_message(environment: Environment) -> sessions_pb2.Environment:
         if environment.credential is not None:
             mcp.credential = environment.credential.reveal()
         mcp.tools.extend(environment.tools)
+        if environment.approval == "always":
+            mcp.approval = "always"
         mcp.SetInParent()
     else:
         message.host.SetInParent()

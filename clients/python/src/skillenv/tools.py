@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from skillenv._wire import is_json_value
 from skillenv.environments import ServiceEnvironment
@@ -36,6 +36,9 @@ Component, a Program on a tool runtime, or a ResolvedProgram."""
 ResolvedToolImplementation = Union[str, ResolvedProgram]
 """An implementation that needs no more admission: a tool id or a resolved program."""
 
+ToolApproval = Literal["always", "never"]
+"""Whether a person decides each call of a tool before it is sent."""
+
 ToolImplementation = Union[ServiceToolImplementation, Opaque]
 """A service environment's implementation, or, in a host or extension environment, an Opaque
 value (or nothing: the environment then serves the tool by its name alone)."""
@@ -51,6 +54,9 @@ class ToolPlacement:
     input_schema: Mapping[str, Any] | None
     configuration: Any
     """Handed to every invocation unread."""
+    approval: ToolApproval = "never"
+    """"always": each call a run's model makes waits for a person's decision before it is sent
+    (`run.approve` / `run.deny`, docs/runs.md "Approvals"); "never": sent at once."""
 
     @property
     def environment_name(self) -> str:
@@ -68,17 +74,21 @@ def tool(
     description: str = "",
     input_schema: Mapping[str, Any] | None = None,
     configuration: Any = None,
+    approval: ToolApproval = "never",
 ) -> ToolPlacement:
     """Places a tool. Does no I/O: `client.sessions.create` and `client.prepare` admit what is missing.
 
     `name` is what the model calls it: ^[a-zA-Z0-9_-]{1,64}$, no "__", not "skills". Without an
     `input_schema` the server's default is {"type": "object"}. Without a `configuration`, a
-    program's own configuration is handed to it.
+    program's own configuration is handed to it. With `approval="always"` each call a run's model
+    makes waits for a person's decision (docs/runs.md, "Approvals").
     """
     _check_implementation(name, implementation)
+    if approval not in ("always", "never"):
+        raise PlacementError(f'tool {name}: approval must be "always" or "never", not {approval!r}')
     if configuration is None and isinstance(implementation, (Program, ResolvedProgram)):
         configuration = implementation.configuration
-    placement = ToolPlacement(name, environment, implementation, description, input_schema, configuration)
+    placement = ToolPlacement(name, environment, implementation, description, input_schema, configuration, approval)
     if not isinstance(environment, str):
         check_fits(placement, environment)
     return placement

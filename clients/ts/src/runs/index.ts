@@ -1,5 +1,5 @@
 export type { AgentLoop, AgentLoopImplementation, PreparedAgentLoop, ResolvedAgentLoopImplementation } from "./agent-loop.ts";
-export { Run, type RunEventSource, type RunRpc, type WaitOptions } from "./run.ts";
+export { Run, type DecisionOptions, type DenialOptions, type RunEventSource, type RunRpc, type WaitOptions } from "./run.ts";
 export { createSessionRuns, runHandle, type RunPage, type RunsDeps, type RunSession, type SessionRuns } from "./session-runs.ts";
 export {
   prepareRunInput,
@@ -12,4 +12,4 @@ export {
   type RunUploads,
 } from "./submission.ts";
 export { submitRun } from "./submit.ts";
-export type { RunRecord, RunSkillSnapshot, RunStatus, RunUsage } from "./wire.ts";
+export type { ApprovalRecord, ApprovalStatus, RunRecord, RunSkillSnapshot, RunStatus, RunUsage } from "./wire.ts";

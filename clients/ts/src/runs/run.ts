@@ -1,8 +1,9 @@
+import type { JsonValue } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import type { Run as RunMessage, RunService } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import type { EventsOptions, SessionEvent } from "../sessions/index.ts";
 import { required } from "../sessions/wire.ts";
-import { endsRun, runRecordFrom, type RunRecord, type RunStatus } from "./wire.ts";
+import { approvalRecordFrom, endsRun, runRecordFrom, type ApprovalRecord, type RunRecord, type RunStatus } from "./wire.ts";
 
 export type RunRpc = Client<typeof RunService>;
 
@@ -14,6 +15,17 @@ export interface RunEventSource {
 export interface WaitOptions {
   /** Stops waiting: iteration ends quietly, `result()` rejects with the signal's reason. */
   signal?: AbortSignal;
+}
+
+/** Who decides, as the caller names itself: recorded in `tool.approved` / `tool.denied` beside the key's workspace. */
+export interface DecisionOptions {
+  /** At most 256 characters, e.g. a person's name; not verified by the server. */
+  label?: string;
+}
+
+export interface DenialOptions extends DecisionOptions {
+  /** What the model receives as the tool's error result (at most 4096 characters); the server has a default. */
+  message?: string;
 }
 
 /**
@@ -87,6 +99,57 @@ export class Run {
    */
   async cancel(): Promise<RunRecord> {
     return this.#remember((await this.#rpc.cancelRun({ sessionId: this.sessionId, runId: this.id })).run);
+  }
+
+  /** The run's approvals, oldest first, pending and decided (docs/runs.md, "Approvals"). */
+  async approvals(): Promise<ApprovalRecord[]> {
+    const { approvals } = await this.#rpc.listApprovals({ sessionId: this.sessionId, runId: this.id });
+    return approvals.map(approvalRecordFrom);
+  }
+
+  /**
+   * The run's approvals waiting for a decision, as they come: those pending now, then each call
+   * that asks for one while the run runs (from its `tool.approval_requested` events). Ends with the
+   * run, or when `signal` aborts. One decided elsewhere after it was yielded is refused with
+   * `approval_decided` when decided here.
+   */
+  async *pendingApprovals(options: WaitOptions = {}): AsyncIterable<ApprovalRecord> {
+    const known = new Map((await this.approvals()).map((approval) => [approval.id, approval]));
+    for (const approval of known.values()) if (approval.status === "pending") yield approval;
+    for await (const event of this.events(options)) {
+      if (event.type !== "tool.approval_requested") continue;
+      const id = event.data.approvalId;
+      if (typeof id !== "string" || known.has(id)) continue;
+      const approval: ApprovalRecord = {
+        id,
+        runId: this.id,
+        round: Number(event.data.round),
+        callId: String(event.data.callId),
+        tool: String(event.data.tool),
+        input: (event.data.input ?? null) as JsonValue,
+        status: "pending",
+        requestedAt: event.at,
+        decidedAt: undefined,
+        decidedBy: undefined,
+        message: "",
+      };
+      known.set(id, approval);
+      yield approval;
+    }
+  }
+
+  /** Lets a pending tool call be sent. Decided once: a second decision is refused (`approval_decided`), as is one after the run ended (`approval_expired`). */
+  async approve(approval: ApprovalRecord | string, options: DecisionOptions = {}): Promise<ApprovalRecord> {
+    const approvalId = typeof approval === "string" ? approval : approval.id;
+    const { approval: decided } = await this.#rpc.approveToolCall({ sessionId: this.sessionId, runId: this.id, approvalId, label: options.label ?? "" });
+    return approvalRecordFrom(required(decided, "the approval"));
+  }
+
+  /** Refuses a pending tool call: it is never sent, and the model receives `message` as the tool's error result (code `tool_call_denied`). Decided once, as `approve`. */
+  async deny(approval: ApprovalRecord | string, options: DenialOptions = {}): Promise<ApprovalRecord> {
+    const approvalId = typeof approval === "string" ? approval : approval.id;
+    const request = { sessionId: this.sessionId, runId: this.id, approvalId, label: options.label ?? "", message: options.message ?? "" };
+    return approvalRecordFrom(required((await this.#rpc.denyToolCall(request)).approval, "the approval"));
   }
 
   async refresh(): Promise<RunRecord> {

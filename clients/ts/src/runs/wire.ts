@@ -1,6 +1,7 @@
-import type { JsonObject } from "@bufbuild/protobuf";
+import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import type { Run as RunMessage } from "../../gen/skillenv/sessions/v1/runs_pb.js";
+import type { Approval as ApprovalMessage, Run as RunMessage } from "../../gen/skillenv/sessions/v1/runs_pb.js";
 import { required } from "../sessions/wire.ts";
 
 // The client's own shape of a run as the server reports it, and its conversion from the message.
@@ -78,5 +79,48 @@ export function runRecordFrom(message: RunMessage): RunRecord {
     error: message.error && { code: message.error.code, message: message.error.message },
     idempotencyKey: message.idempotencyKey,
     idempotencyHash: message.idempotencyHash,
+  };
+}
+
+export type ApprovalStatus = "pending" | "approved" | "denied" | "expired";
+
+/**
+ * A run's call of a tool placed with `approval: "always"`: waiting for a person's decision
+ * (`pending`), decided once (`approved`, `denied`), or `expired` (the run ended first; the tool
+ * was not called).
+ */
+export interface ApprovalRecord {
+  id: string;
+  runId: string;
+  /** The model call whose reply asked for the tool. */
+  round: number;
+  /** The model's id of the tool call. */
+  callId: string;
+  tool: string;
+  /** The input the model gave the tool. */
+  input: JsonValue;
+  status: ApprovalStatus;
+  requestedAt: Date;
+  /** Unset while pending or expired. */
+  decidedAt: Date | undefined;
+  /** Who decided: the deciding key's workspace and the label the caller gave. */
+  decidedBy: { workspace: string; label: string } | undefined;
+  /** A denial's message, as the model received it. */
+  message: string;
+}
+
+export function approvalRecordFrom(message: ApprovalMessage): ApprovalRecord {
+  return {
+    id: message.id,
+    runId: message.runId,
+    round: message.round,
+    callId: message.callId,
+    tool: message.tool,
+    input: message.input === undefined ? null : toJson(ValueSchema, message.input),
+    status: message.status as ApprovalStatus,
+    requestedAt: timestampDate(required(message.requestedAt, "the approval's request time")),
+    decidedAt: message.decidedAt && timestampDate(message.decidedAt),
+    decidedBy: message.decidedBy && { workspace: message.decidedBy.workspace, label: message.decidedBy.label },
+    message: message.message,
   };
 }

@@ -36,6 +36,7 @@ export {
   type ResolvedToolImplementation,
   type ServiceToolImplementation,
   type ToolImplementation,
+  type ToolApproval,
   type ToolOptions,
   type ToolPlacement,
 } from "./tools.ts";

@@ -10,6 +10,8 @@ export interface McpEnvOptions {
   credential?: string;
   /** The server's own names of the tools to expose; by default every tool it lists. */
   tools?: readonly string[];
+  /** `"always"`: a run's every call of the server's tools waits for a person's decision (docs/runs.md, "Approvals"); default `"never"`. */
+  approval?: "always" | "never";
   /** Default "automatic". */
   setup?: SetupMode;
 }
@@ -25,6 +27,7 @@ export interface McpEnvironmentDefinition {
   readonly setup: SetupMode;
   readonly url: string;
   readonly tools: readonly string[];
+  readonly approval: "always" | "never";
   readonly hasCredential: boolean;
 }
 
@@ -38,12 +41,15 @@ export function mcpEnv(options: McpEnvOptions): McpEnvironmentDefinition {
     throw new TypeError(`${what}: the credential must be a non-empty string or undefined`);
   const tools = [...(options.tools ?? [])];
   if (tools.some((tool) => typeof tool !== "string" || tool === "")) throw new TypeError(`${what}: tools are the server's tool names (non-empty strings)`);
+  const approval = options.approval ?? "never";
+  if (approval !== "always" && approval !== "never") throw new TypeError(`${what}: approval must be "always" or "never", not ${JSON.stringify(approval)}`);
   const definition: McpEnvironmentDefinition = Object.freeze({
     kind: "mcp",
     name: options.name,
     setup: options.setup ?? "automatic",
     url: options.url,
     tools: Object.freeze(tools),
+    approval,
     hasCredential: credential !== undefined,
   });
   if (credential !== undefined) keepCredential(definition, credential);

@@ -43,7 +43,15 @@ export interface ToolOptions {
   implementation?: ToolImplementation;
   /** Handed to every invocation unread; defaults to the program's own configuration. */
   configuration?: unknown;
+  /**
+   * `"always"`: each call a run's model makes waits for a person's decision before it is sent
+   * (`run.approve` / `run.deny`, docs/runs.md "Approvals"); `"never"` (the default): sent at once.
+   */
+  approval?: ToolApproval;
 }
+
+/** Whether a person decides each call of a tool before it is sent. */
+export type ToolApproval = "always" | "never";
 
 /** A tool placed in an environment (spec §1.3): what a session is created with. */
 export interface ToolPlacement {
@@ -53,6 +61,7 @@ export interface ToolPlacement {
   readonly environment: EnvironmentDefinition | string;
   readonly implementation: ToolImplementation | undefined;
   readonly configuration: unknown;
+  readonly approval: ToolApproval;
 }
 
 /** What `prepare` returns: the same placement, ready on every worker, nothing left to admit. */
@@ -78,6 +87,7 @@ export function tool(options: ToolOptions): ToolPlacement {
     environment: options.environment,
     implementation: options.implementation,
     configuration: options.configuration ?? programConfiguration(options.implementation),
+    approval: checkApproval(options.name, options.approval),
   });
 }
 
@@ -102,6 +112,13 @@ export function checkFits(name: string, environment: EnvironmentDefinition, impl
 
 export function isOpaque(implementation: ToolImplementation): implementation is OpaqueImplementation {
   return typeof implementation === "object" && "opaque" in implementation;
+}
+
+function checkApproval(name: string, approval: ToolApproval | undefined): ToolApproval {
+  if (approval === undefined) return "never";
+  if (approval !== "always" && approval !== "never")
+    throw new PlacementError(`tool ${name}: approval must be "always" or "never", not ${JSON.stringify(approval)}`);
+  return approval;
 }
 
 function checkImplementation(name: string, implementation: ToolImplementation | undefined): void {

@@ -35,6 +35,8 @@ export interface PlacedTool {
   description: string;
   /** The name of the environment it runs in. */
   environment: string;
+  /** "always": each call of a run waits for a person's decision (docs/runs.md, "Approvals"). */
+  approval: "always" | "never";
 }
 
 /** A session as the server last reported it. */
@@ -87,7 +89,15 @@ function kindMessage(environment: EnvironmentDefinition): MessageInitShape<typeo
         value: { url: environment.url, credential: credentialOf(environment) ?? "", configuration: jsonValue(environment.configuration) },
       };
     case "mcp":
-      return { case: "mcp", value: { url: environment.url, credential: credentialOf(environment) ?? "", tools: [...environment.tools] } };
+      return {
+        case: "mcp",
+        value: {
+          url: environment.url,
+          credential: credentialOf(environment) ?? "",
+          tools: [...environment.tools],
+          approval: environment.approval === "always" ? "always" : "",
+        },
+      };
   }
 }
 
@@ -100,6 +110,8 @@ export function toolMessage(placement: ToolPlacement, implementation: PlacedImpl
     // None: a host tool served by its name alone.
     implementation: implementation === undefined ? undefined : { kind: implementationKind(implementation) },
     configuration: jsonValue(placement.configuration),
+    // The wire says "never" by leaving the field empty.
+    approval: placement.approval === "always" ? "always" : "",
   };
 }
 
@@ -119,7 +131,12 @@ export function recordFrom(message: SessionMessage): SessionRecord {
     id: message.id,
     state: message.state as SessionState,
     environments: message.environments.map(environmentStatusFrom),
-    tools: message.tools.map(({ name, description, environment }) => ({ name, description, environment })),
+    tools: message.tools.map(({ name, description, environment, approval }) => ({
+      name,
+      description,
+      environment,
+      approval: approval === "always" ? "always" : "never",
+    })),
     createdAt: dateFrom(message.createdAt, "createdAt"),
     endedAt: message.endedAt && timestampDate(message.endedAt),
   };

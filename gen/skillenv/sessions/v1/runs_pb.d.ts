@@ -719,6 +719,303 @@ export declare type DeleteRunResponse = Message<"skillenv.sessions.v1.DeleteRunR
 export declare const DeleteRunResponseSchema: GenMessage<DeleteRunResponse>;
 
 /**
+ * Approval is a run's tool call waiting for (or given) a person's decision.
+ *
+ * @generated from message skillenv.sessions.v1.Approval
+ */
+export declare type Approval = Message<"skillenv.sessions.v1.Approval"> & {
+  /**
+   * Server-assigned id, "apr_" followed by 26 characters.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The run's id.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The model call (round) whose reply asked for the tool.
+   *
+   * @generated from field: int32 round = 3;
+   */
+  round: number;
+
+  /**
+   * The model's id of the tool call.
+   *
+   * @generated from field: string call_id = 4;
+   */
+  callId: string;
+
+  /**
+   * The tool's placement name.
+   *
+   * @generated from field: string tool = 5;
+   */
+  tool: string;
+
+  /**
+   * The input the model gave the tool.
+   *
+   * @generated from field: google.protobuf.Value input = 6;
+   */
+  input?: Value | undefined;
+
+  /**
+   * "pending", "approved", "denied", or "expired" (the run ended before a
+   * decision; the tool was not called).
+   *
+   * @generated from field: string status = 7;
+   */
+  status: string;
+
+  /**
+   * When the turn asked for the decision.
+   *
+   * @generated from field: google.protobuf.Timestamp requested_at = 8;
+   */
+  requestedAt?: Timestamp | undefined;
+
+  /**
+   * When it was decided; unset while pending or expired.
+   *
+   * @generated from field: google.protobuf.Timestamp decided_at = 9;
+   */
+  decidedAt?: Timestamp | undefined;
+
+  /**
+   * Who decided; unset while pending or expired.
+   *
+   * @generated from field: skillenv.sessions.v1.ApprovalDecider decided_by = 10;
+   */
+  decidedBy?: ApprovalDecider | undefined;
+
+  /**
+   * A denial's message, as the model received it.
+   *
+   * @generated from field: string message = 11;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.Approval.
+ * Use `create(ApprovalSchema)` to create a new message.
+ */
+export declare const ApprovalSchema: GenMessage<Approval>;
+
+/**
+ * ApprovalDecider says who decided an approval.
+ *
+ * @generated from message skillenv.sessions.v1.ApprovalDecider
+ */
+export declare type ApprovalDecider = Message<"skillenv.sessions.v1.ApprovalDecider"> & {
+  /**
+   * The workspace of the API key that decided.
+   *
+   * @generated from field: string workspace = 1;
+   */
+  workspace: string;
+
+  /**
+   * What the caller said it is (e.g. a person's name); not verified.
+   *
+   * @generated from field: string label = 2;
+   */
+  label: string;
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.ApprovalDecider.
+ * Use `create(ApprovalDeciderSchema)` to create a new message.
+ */
+export declare const ApprovalDeciderSchema: GenMessage<ApprovalDecider>;
+
+/**
+ * ListApprovalsRequest names a run.
+ *
+ * @generated from message skillenv.sessions.v1.ListApprovalsRequest
+ */
+export declare type ListApprovalsRequest = Message<"skillenv.sessions.v1.ListApprovalsRequest"> & {
+  /**
+   * The session's id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The run's id.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.ListApprovalsRequest.
+ * Use `create(ListApprovalsRequestSchema)` to create a new message.
+ */
+export declare const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest>;
+
+/**
+ * ListApprovalsResponse lists a run's approvals.
+ *
+ * @generated from message skillenv.sessions.v1.ListApprovalsResponse
+ */
+export declare type ListApprovalsResponse = Message<"skillenv.sessions.v1.ListApprovalsResponse"> & {
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated skillenv.sessions.v1.Approval approvals = 1;
+   */
+  approvals: Approval[];
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.ListApprovalsResponse.
+ * Use `create(ListApprovalsResponseSchema)` to create a new message.
+ */
+export declare const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse>;
+
+/**
+ * ApproveToolCallRequest approves one pending tool call.
+ *
+ * @generated from message skillenv.sessions.v1.ApproveToolCallRequest
+ */
+export declare type ApproveToolCallRequest = Message<"skillenv.sessions.v1.ApproveToolCallRequest"> & {
+  /**
+   * The session's id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The run's id.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The approval's id (from tool.approval_requested or ListApprovals).
+   *
+   * @generated from field: string approval_id = 3;
+   */
+  approvalId: string;
+
+  /**
+   * Who approves, as the caller names it (at most 256 characters); recorded
+   * in tool.approved.
+   *
+   * @generated from field: string label = 4;
+   */
+  label: string;
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.ApproveToolCallRequest.
+ * Use `create(ApproveToolCallRequestSchema)` to create a new message.
+ */
+export declare const ApproveToolCallRequestSchema: GenMessage<ApproveToolCallRequest>;
+
+/**
+ * ApproveToolCallResponse returns the decided approval.
+ *
+ * @generated from message skillenv.sessions.v1.ApproveToolCallResponse
+ */
+export declare type ApproveToolCallResponse = Message<"skillenv.sessions.v1.ApproveToolCallResponse"> & {
+  /**
+   * The approval, approved.
+   *
+   * @generated from field: skillenv.sessions.v1.Approval approval = 1;
+   */
+  approval?: Approval | undefined;
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.ApproveToolCallResponse.
+ * Use `create(ApproveToolCallResponseSchema)` to create a new message.
+ */
+export declare const ApproveToolCallResponseSchema: GenMessage<ApproveToolCallResponse>;
+
+/**
+ * DenyToolCallRequest denies one pending tool call.
+ *
+ * @generated from message skillenv.sessions.v1.DenyToolCallRequest
+ */
+export declare type DenyToolCallRequest = Message<"skillenv.sessions.v1.DenyToolCallRequest"> & {
+  /**
+   * The session's id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The run's id.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The approval's id (from tool.approval_requested or ListApprovals).
+   *
+   * @generated from field: string approval_id = 3;
+   */
+  approvalId: string;
+
+  /**
+   * Who denies, as the caller names it (at most 256 characters); recorded
+   * in tool.denied.
+   *
+   * @generated from field: string label = 4;
+   */
+  label: string;
+
+  /**
+   * What the model is told (at most 4096 characters); empty: "a person
+   * denied this tool call".
+   *
+   * @generated from field: string message = 5;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.DenyToolCallRequest.
+ * Use `create(DenyToolCallRequestSchema)` to create a new message.
+ */
+export declare const DenyToolCallRequestSchema: GenMessage<DenyToolCallRequest>;
+
+/**
+ * DenyToolCallResponse returns the decided approval.
+ *
+ * @generated from message skillenv.sessions.v1.DenyToolCallResponse
+ */
+export declare type DenyToolCallResponse = Message<"skillenv.sessions.v1.DenyToolCallResponse"> & {
+  /**
+   * The approval, denied.
+   *
+   * @generated from field: skillenv.sessions.v1.Approval approval = 1;
+   */
+  approval?: Approval | undefined;
+};
+
+/**
+ * Describes the message skillenv.sessions.v1.DenyToolCallResponse.
+ * Use `create(DenyToolCallResponseSchema)` to create a new message.
+ */
+export declare const DenyToolCallResponseSchema: GenMessage<DenyToolCallResponse>;
+
+/**
  * RunService runs a model through an agent loop in a session (docs/runs.md).
  *
  * A run sends one message to a model with the session's tools and the
@@ -785,6 +1082,41 @@ export declare const RunService: GenService<{
     methodKind: "unary";
     input: typeof DeleteRunRequestSchema;
     output: typeof DeleteRunResponseSchema;
+  },
+  /**
+   * ListApprovals returns the run's approvals, oldest first: the calls of
+   * tools placed with approval "always", pending or decided.
+   *
+   * @generated from rpc skillenv.sessions.v1.RunService.ListApprovals
+   */
+  listApprovals: {
+    methodKind: "unary";
+    input: typeof ListApprovalsRequestSchema;
+    output: typeof ListApprovalsResponseSchema;
+  },
+  /**
+   * ApproveToolCall lets a pending tool call be sent. An approval is decided
+   * once: a second decision is refused (approval_decided), as is one after
+   * the run ended (approval_expired).
+   *
+   * @generated from rpc skillenv.sessions.v1.RunService.ApproveToolCall
+   */
+  approveToolCall: {
+    methodKind: "unary";
+    input: typeof ApproveToolCallRequestSchema;
+    output: typeof ApproveToolCallResponseSchema;
+  },
+  /**
+   * DenyToolCall refuses a pending tool call: it is never sent, and the
+   * model receives the denial as the tool's error result (code
+   * tool_call_denied, with the message). Decided once, as ApproveToolCall.
+   *
+   * @generated from rpc skillenv.sessions.v1.RunService.DenyToolCall
+   */
+  denyToolCall: {
+    methodKind: "unary";
+    input: typeof DenyToolCallRequestSchema;
+    output: typeof DenyToolCallResponseSchema;
   },
 }>;
 

@@ -14,6 +14,8 @@ export interface McpOptions {
   sealedCredential?: string;
   /** The server's names of the tools to expose; empty: all. */
   tools: string[];
+  /** "always": every exposed tool's calls by a run wait for a person's decision; absent: never. */
+  approval?: "always";
 }
 
 export interface McpKindOptions {
@@ -36,7 +38,7 @@ export class McpEnvironmentKind implements EnvironmentKind<McpOptions> {
   }
 
   async authorize(context: BindingContext, options: unknown): Promise<McpOptions> {
-    const { url, credential, tools } = (options ?? {}) as { url?: unknown; credential?: unknown; tools?: unknown };
+    const { url, credential, tools, approval } = (options ?? {}) as { url?: unknown; credential?: unknown; tools?: unknown; approval?: unknown };
     if (!isMcpEnvironmentName(context.environment)) {
       throw serviceError(
         "invalid_argument",
@@ -54,15 +56,18 @@ export class McpEnvironmentKind implements EnvironmentKind<McpOptions> {
       throw serviceError("invalid_argument", "an MCP environment's tools are the server's tool names (non-empty strings)");
     }
     if (new Set(names).size !== names.length) throw serviceError("invalid_argument", "an MCP environment's tools name a tool twice");
+    if (approval !== undefined && approval !== "" && approval !== "never" && approval !== "always")
+      throw serviceError("invalid_argument", `an MCP environment's approval must be "always" or "never" (the default), not ${JSON.stringify(approval)}`);
     return {
       url,
       ...(typeof credential === "string" && credential !== "" ? { sealedCredential: this.#options.sealer.seal(credential) } : {}),
       tools: names as string[],
+      ...(approval === "always" ? { approval: "always" as const } : {}),
     };
   }
 
   describe(options: McpOptions): unknown {
-    return { url: options.url, tools: options.tools };
+    return { url: options.url, tools: options.tools, ...(options.approval ? { approval: options.approval } : {}) };
   }
 
   async checkImplementation(context: BindingContext): Promise<unknown> {
@@ -72,13 +77,14 @@ export class McpEnvironmentKind implements EnvironmentKind<McpOptions> {
     );
   }
 
-  discoveredTools(setupOutput: string): DiscoveredTool[] {
+  discoveredTools(setupOutput: string, options: McpOptions): DiscoveredTool[] {
     const { tools } = JSON.parse(setupOutput) as McpSetupOutput;
     return tools.map(({ name, tool, description, inputSchema }) => ({
       name,
       description,
       inputSchema: JSON.stringify(inputSchema),
       implementation: { mcpTool: tool },
+      ...(options.approval ? { approval: options.approval } : {}),
     }));
   }
 

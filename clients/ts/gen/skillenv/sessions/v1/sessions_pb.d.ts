@@ -329,6 +329,16 @@ export declare type McpEnvironment = Message<"skillenv.sessions.v1.McpEnvironmen
    * @generated from field: repeated string tools = 3;
    */
   tools: string[];
+
+  /**
+   * Whether a person decides each call a run's model makes of this server's
+   * tools before it is sent (docs/runs.md, "Approvals"): "always", or
+   * "never" (the default; empty means "never"). It applies to every tool
+   * the environment exposes.
+   *
+   * @generated from field: string approval = 4;
+   */
+  approval: string;
 };
 
 /**
@@ -385,6 +395,15 @@ export declare type ToolPlacement = Message<"skillenv.sessions.v1.ToolPlacement"
    * @generated from field: google.protobuf.Value configuration = 6;
    */
   configuration?: Value | undefined;
+
+  /**
+   * Whether a person decides each call of a run's model before it is sent
+   * (docs/runs.md, "Approvals"): "always", or "never" (the default; empty
+   * means "never").
+   *
+   * @generated from field: string approval = 7;
+   */
+  approval: string;
 };
 
 /**

@@ -19,6 +19,58 @@ class AgentLoop(_message.Message):
     implementation: _common_pb2.Implementation
     def __init__(self, environment: _Optional[str] = ..., implementation: _Optional[_Union[_common_pb2.Implementation, _Mapping]] = ..., configuration: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
+class Approval(_message.Message):
+    __slots__ = ["call_id", "decided_at", "decided_by", "id", "input", "message", "requested_at", "round", "run_id", "status", "tool"]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    call_id: str
+    decided_at: _timestamp_pb2.Timestamp
+    decided_by: ApprovalDecider
+    id: str
+    input: _struct_pb2.Value
+    message: str
+    requested_at: _timestamp_pb2.Timestamp
+    round: int
+    run_id: str
+    status: str
+    tool: str
+    def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., round: _Optional[int] = ..., call_id: _Optional[str] = ..., tool: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., status: _Optional[str] = ..., requested_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., decided_by: _Optional[_Union[ApprovalDecider, _Mapping]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ApprovalDecider(_message.Message):
+    __slots__ = ["label", "workspace"]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    workspace: str
+    def __init__(self, workspace: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class ApproveToolCallRequest(_message.Message):
+    __slots__ = ["approval_id", "label", "run_id", "session_id"]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    label: str
+    run_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., approval_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class ApproveToolCallResponse(_message.Message):
+    __slots__ = ["approval"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    approval: Approval
+    def __init__(self, approval: _Optional[_Union[Approval, _Mapping]] = ...) -> None: ...
+
 class CancelRunRequest(_message.Message):
     __slots__ = ["run_id", "session_id"]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +113,26 @@ class DeleteRunResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class DenyToolCallRequest(_message.Message):
+    __slots__ = ["approval_id", "label", "message", "run_id", "session_id"]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    label: str
+    message: str
+    run_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., approval_id: _Optional[str] = ..., label: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class DenyToolCallResponse(_message.Message):
+    __slots__ = ["approval"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    approval: Approval
+    def __init__(self, approval: _Optional[_Union[Approval, _Mapping]] = ...) -> None: ...
+
 class GetRunRequest(_message.Message):
     __slots__ = ["run_id", "session_id"]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +146,20 @@ class GetRunResponse(_message.Message):
     RUN_FIELD_NUMBER: _ClassVar[int]
     run: Run
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class ListApprovalsRequest(_message.Message):
+    __slots__ = ["run_id", "session_id"]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class ListApprovalsResponse(_message.Message):
+    __slots__ = ["approvals"]
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    approvals: _containers.RepeatedCompositeFieldContainer[Approval]
+    def __init__(self, approvals: _Optional[_Iterable[_Union[Approval, _Mapping]]] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "session_id"]

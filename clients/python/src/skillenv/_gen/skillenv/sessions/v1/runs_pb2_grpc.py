@@ -46,6 +46,21 @@ class RunServiceStub(object):
                 request_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DeleteRunRequest.SerializeToString,
                 response_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DeleteRunResponse.FromString,
                 )
+        self.ListApprovals = channel.unary_unary(
+                '/skillenv.sessions.v1.RunService/ListApprovals',
+                request_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ListApprovalsRequest.SerializeToString,
+                response_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ListApprovalsResponse.FromString,
+                )
+        self.ApproveToolCall = channel.unary_unary(
+                '/skillenv.sessions.v1.RunService/ApproveToolCall',
+                request_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ApproveToolCallRequest.SerializeToString,
+                response_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ApproveToolCallResponse.FromString,
+                )
+        self.DenyToolCall = channel.unary_unary(
+                '/skillenv.sessions.v1.RunService/DenyToolCall',
+                request_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DenyToolCallRequest.SerializeToString,
+                response_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DenyToolCallResponse.FromString,
+                )
 
 
 class RunServiceServicer(object):
@@ -99,6 +114,32 @@ class RunServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListApprovals(self, request, context):
+        """ListApprovals returns the run's approvals, oldest first: the calls of
+        tools placed with approval "always", pending or decided.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveToolCall(self, request, context):
+        """ApproveToolCall lets a pending tool call be sent. An approval is decided
+        once: a second decision is refused (approval_decided), as is one after
+        the run ended (approval_expired).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DenyToolCall(self, request, context):
+        """DenyToolCall refuses a pending tool call: it is never sent, and the
+        model receives the denial as the tool's error result (code
+        tool_call_denied, with the message). Decided once, as ApproveToolCall.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +167,21 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.DeleteRun,
                     request_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DeleteRunRequest.FromString,
                     response_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DeleteRunResponse.SerializeToString,
+            ),
+            'ListApprovals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApprovals,
+                    request_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ListApprovalsRequest.FromString,
+                    response_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ListApprovalsResponse.SerializeToString,
+            ),
+            'ApproveToolCall': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveToolCall,
+                    request_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ApproveToolCallRequest.FromString,
+                    response_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.ApproveToolCallResponse.SerializeToString,
+            ),
+            'DenyToolCall': grpc.unary_unary_rpc_method_handler(
+                    servicer.DenyToolCall,
+                    request_deserializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DenyToolCallRequest.FromString,
+                    response_serializer=skillenv_dot_sessions_dot_v1_dot_runs__pb2.DenyToolCallResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -226,5 +282,56 @@ class RunService(object):
         return grpc.experimental.unary_unary(request, target, '/skillenv.sessions.v1.RunService/DeleteRun',
             skillenv_dot_sessions_dot_v1_dot_runs__pb2.DeleteRunRequest.SerializeToString,
             skillenv_dot_sessions_dot_v1_dot_runs__pb2.DeleteRunResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListApprovals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.sessions.v1.RunService/ListApprovals',
+            skillenv_dot_sessions_dot_v1_dot_runs__pb2.ListApprovalsRequest.SerializeToString,
+            skillenv_dot_sessions_dot_v1_dot_runs__pb2.ListApprovalsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ApproveToolCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.sessions.v1.RunService/ApproveToolCall',
+            skillenv_dot_sessions_dot_v1_dot_runs__pb2.ApproveToolCallRequest.SerializeToString,
+            skillenv_dot_sessions_dot_v1_dot_runs__pb2.ApproveToolCallResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DenyToolCall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/skillenv.sessions.v1.RunService/DenyToolCall',
+            skillenv_dot_sessions_dot_v1_dot_runs__pb2.DenyToolCallRequest.SerializeToString,
+            skillenv_dot_sessions_dot_v1_dot_runs__pb2.DenyToolCallResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

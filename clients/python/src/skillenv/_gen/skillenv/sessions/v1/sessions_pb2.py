@@ -19,7 +19,7 @@ from skillenv._gen.skillenv.sessions.v1 import common_pb2 as skillenv_dot_sessio
 from skillenv._gen.skillenv.sessions.v1 import runs_pb2 as skillenv_dot_sessions_dot_v1_dot_runs__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#skillenv/sessions/v1/sessions.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!skillenv/sessions/v1/common.proto\x1a\x1fskillenv/sessions/v1/runs.proto\"\xa3\x02\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n\x05state\x18\x02 \x01(\tR\x05state\x12\x45\n\x0c\x65nvironments\x18\x03 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x04 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x39\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x35\n\x08\x65nded_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndedAt\"\xde\x02\n\x0b\x45nvironment\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05setup\x18\x02 \x01(\tR\x05setup\x12\x44\n\x07service\x18\x03 \x01(\x0b\x32(.skillenv.sessions.v1.ServiceEnvironmentH\x00R\x07service\x12;\n\x04host\x18\x04 \x01(\x0b\x32%.skillenv.sessions.v1.HostEnvironmentH\x00R\x04host\x12J\n\textension\x18\x05 \x01(\x0b\x32*.skillenv.sessions.v1.ExtensionEnvironmentH\x00R\textension\x12\x38\n\x03mcp\x18\x07 \x01(\x0b\x32$.skillenv.sessions.v1.McpEnvironmentH\x00R\x03mcp\x12\x14\n\x05state\x18\x06 \x01(\tR\x05stateB\x06\n\x04kind\"Q\n\x12ServiceEnvironment\x12;\n\x06grants\x18\x01 \x01(\x0b\x32#.skillenv.sessions.v1.ServiceGrantsR\x06grants\"\x8b\x01\n\rServiceGrants\x12\x46\n\nfilesystem\x18\x01 \x01(\x0b\x32&.skillenv.sessions.v1.FilesystemGrantsR\nfilesystem\x12\x18\n\x07network\x18\x02 \x03(\tR\x07network\x12\x18\n\x07secrets\x18\x03 \x03(\tR\x07secrets\"J\n\x10\x46ilesystemGrants\x12\x1c\n\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x18\n\x07scratch\x18\x02 \x01(\tR\x07scratch\"-\n\x0fHostEnvironment\x12\x1a\n\x08\x61ttached\x18\x01 \x01(\x08R\x08\x61ttached\"\x86\x01\n\x14\x45xtensionEnvironment\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1e\n\ncredential\x18\x02 \x01(\tR\ncredential\x12<\n\rconfiguration\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"X\n\x0eMcpEnvironment\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1e\n\ncredential\x18\x02 \x01(\tR\ncredential\x12\x14\n\x05tools\x18\x03 \x03(\tR\x05tools\"\xaf\x02\n\rToolPlacement\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12:\n\x0cinput_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x0binputSchema\x12 \n\x0b\x65nvironment\x18\x04 \x01(\tR\x0b\x65nvironment\x12L\n\x0eimplementation\x18\x05 \x01(\x0b\x32$.skillenv.sessions.v1.ImplementationR\x0eimplementation\x12<\n\rconfiguration\x18\x06 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"\xca\x01\n\x14\x43reateSessionRequest\x12\x45\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x02 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x30\n\x03run\x18\x03 \x01(\x0b\x32\x1e.skillenv.sessions.v1.RunInputR\x03run\"}\n\x15\x43reateSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\x12+\n\x03run\x18\x02 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"2\n\x11GetSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12GetSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"Q\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"y\n\x14ListSessionsResponse\x12\x39\n\x08sessions\x18\x01 \x03(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Z\n\x17SetupEnvironmentRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12 \n\x0b\x65nvironment\x18\x02 \x01(\tR\x0b\x65nvironment\"\x98\x01\n\x18SetupEnvironmentResponse\x12\x43\n\x0b\x65nvironment\x18\x01 \x01(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0b\x65nvironment\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"\xa7\x01\n\x0f\x43\x61llToolRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04tool\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05input\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"n\n\x10\x43\x61llToolResponse\x12!\n\x0coperation_id\x18\x01 \x01(\tR\x0boperationId\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"J\n\x13WatchSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\x03R\x05\x61\x66ter\"P\n\x14WatchSessionResponse\x12\x38\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".skillenv.sessions.v1.SessionEventR\x05\x65vent\"\xac\x01\n\x0cSessionEvent\x12\x10\n\x03seq\x18\x01 \x01(\x03R\x03seq\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04type\x18\x04 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\"2\n\x11\x45ndSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12\x45ndSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"5\n\x14\x44\x65leteSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"\x17\n\x15\x44\x65leteSessionResponse2\x8d\t\n\x0eSessionService\x12\x81\x01\n\rCreateSession\x12*.skillenv.sessions.v1.CreateSessionRequest\x1a+.skillenv.sessions.v1.CreateSessionResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\x0c/v1/sessions\x12\x82\x01\n\nGetSession\x12\'.skillenv.sessions.v1.GetSessionRequest\x1a(.skillenv.sessions.v1.GetSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/sessions/{session_id}\x12{\n\x0cListSessions\x12).skillenv.sessions.v1.ListSessionsRequest\x1a*.skillenv.sessions.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/v1/sessions\x12\xb5\x01\n\x10SetupEnvironment\x12-.skillenv.sessions.v1.SetupEnvironmentRequest\x1a..skillenv.sessions.v1.SetupEnvironmentResponse\"B\x82\xd3\xe4\x93\x02<\":/v1/sessions/{session_id}/environments/{environment}:setup\x12\x91\x01\n\x08\x43\x61llTool\x12%.skillenv.sessions.v1.CallToolRequest\x1a&.skillenv.sessions.v1.CallToolResponse\"6\x82\xd3\xe4\x93\x02\x30:\x01*\"+/v1/sessions/{session_id}/tools/{tool}:call\x12\x91\x01\n\x0cWatchSession\x12).skillenv.sessions.v1.WatchSessionRequest\x1a*.skillenv.sessions.v1.WatchSessionResponse\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/sessions/{session_id}/events0\x01\x12\x86\x01\n\nEndSession\x12\'.skillenv.sessions.v1.EndSessionRequest\x1a(.skillenv.sessions.v1.EndSessionResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1d/v1/sessions/{session_id}/end\x12\x8b\x01\n\rDeleteSession\x12*.skillenv.sessions.v1.DeleteSessionRequest\x1a+.skillenv.sessions.v1.DeleteSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1/sessions/{session_id}b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#skillenv/sessions/v1/sessions.proto\x12\x14skillenv.sessions.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a!skillenv/sessions/v1/common.proto\x1a\x1fskillenv/sessions/v1/runs.proto\"\xa3\x02\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n\x05state\x18\x02 \x01(\tR\x05state\x12\x45\n\x0c\x65nvironments\x18\x03 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x04 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x39\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x35\n\x08\x65nded_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07\x65ndedAt\"\xde\x02\n\x0b\x45nvironment\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05setup\x18\x02 \x01(\tR\x05setup\x12\x44\n\x07service\x18\x03 \x01(\x0b\x32(.skillenv.sessions.v1.ServiceEnvironmentH\x00R\x07service\x12;\n\x04host\x18\x04 \x01(\x0b\x32%.skillenv.sessions.v1.HostEnvironmentH\x00R\x04host\x12J\n\textension\x18\x05 \x01(\x0b\x32*.skillenv.sessions.v1.ExtensionEnvironmentH\x00R\textension\x12\x38\n\x03mcp\x18\x07 \x01(\x0b\x32$.skillenv.sessions.v1.McpEnvironmentH\x00R\x03mcp\x12\x14\n\x05state\x18\x06 \x01(\tR\x05stateB\x06\n\x04kind\"Q\n\x12ServiceEnvironment\x12;\n\x06grants\x18\x01 \x01(\x0b\x32#.skillenv.sessions.v1.ServiceGrantsR\x06grants\"\x8b\x01\n\rServiceGrants\x12\x46\n\nfilesystem\x18\x01 \x01(\x0b\x32&.skillenv.sessions.v1.FilesystemGrantsR\nfilesystem\x12\x18\n\x07network\x18\x02 \x03(\tR\x07network\x12\x18\n\x07secrets\x18\x03 \x03(\tR\x07secrets\"J\n\x10\x46ilesystemGrants\x12\x1c\n\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x18\n\x07scratch\x18\x02 \x01(\tR\x07scratch\"-\n\x0fHostEnvironment\x12\x1a\n\x08\x61ttached\x18\x01 \x01(\x08R\x08\x61ttached\"\x86\x01\n\x14\x45xtensionEnvironment\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1e\n\ncredential\x18\x02 \x01(\tR\ncredential\x12<\n\rconfiguration\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\"t\n\x0eMcpEnvironment\x12\x10\n\x03url\x18\x01 \x01(\tR\x03url\x12\x1e\n\ncredential\x18\x02 \x01(\tR\ncredential\x12\x14\n\x05tools\x18\x03 \x03(\tR\x05tools\x12\x1a\n\x08\x61pproval\x18\x04 \x01(\tR\x08\x61pproval\"\xcb\x02\n\rToolPlacement\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12:\n\x0cinput_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x0binputSchema\x12 \n\x0b\x65nvironment\x18\x04 \x01(\tR\x0b\x65nvironment\x12L\n\x0eimplementation\x18\x05 \x01(\x0b\x32$.skillenv.sessions.v1.ImplementationR\x0eimplementation\x12<\n\rconfiguration\x18\x06 \x01(\x0b\x32\x16.google.protobuf.ValueR\rconfiguration\x12\x1a\n\x08\x61pproval\x18\x07 \x01(\tR\x08\x61pproval\"\xca\x01\n\x14\x43reateSessionRequest\x12\x45\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0c\x65nvironments\x12\x39\n\x05tools\x18\x02 \x03(\x0b\x32#.skillenv.sessions.v1.ToolPlacementR\x05tools\x12\x30\n\x03run\x18\x03 \x01(\x0b\x32\x1e.skillenv.sessions.v1.RunInputR\x03run\"}\n\x15\x43reateSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\x12+\n\x03run\x18\x02 \x01(\x0b\x32\x19.skillenv.sessions.v1.RunR\x03run\"2\n\x11GetSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12GetSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"Q\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"y\n\x14ListSessionsResponse\x12\x39\n\x08sessions\x18\x01 \x03(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Z\n\x17SetupEnvironmentRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12 \n\x0b\x65nvironment\x18\x02 \x01(\tR\x0b\x65nvironment\"\x98\x01\n\x18SetupEnvironmentResponse\x12\x43\n\x0b\x65nvironment\x18\x01 \x01(\x0b\x32!.skillenv.sessions.v1.EnvironmentR\x0b\x65nvironment\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"\xa7\x01\n\x0f\x43\x61llToolRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04tool\x12,\n\x05input\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x05input\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"n\n\x10\x43\x61llToolResponse\x12!\n\x0coperation_id\x18\x01 \x01(\tR\x0boperationId\x12\x37\n\x07receipt\x18\x02 \x01(\x0b\x32\x1d.skillenv.sessions.v1.ReceiptR\x07receipt\"J\n\x13WatchSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n\x05\x61\x66ter\x18\x02 \x01(\x03R\x05\x61\x66ter\"P\n\x14WatchSessionResponse\x12\x38\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".skillenv.sessions.v1.SessionEventR\x05\x65vent\"\xac\x01\n\x0cSessionEvent\x12\x10\n\x03seq\x18\x01 \x01(\x03R\x03seq\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04type\x18\x04 \x01(\tR\x04type\x12+\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x17.google.protobuf.StructR\x04\x64\x61ta\"2\n\x11\x45ndSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"M\n\x12\x45ndSessionResponse\x12\x37\n\x07session\x18\x01 \x01(\x0b\x32\x1d.skillenv.sessions.v1.SessionR\x07session\"5\n\x14\x44\x65leteSessionRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"\x17\n\x15\x44\x65leteSessionResponse2\x8d\t\n\x0eSessionService\x12\x81\x01\n\rCreateSession\x12*.skillenv.sessions.v1.CreateSessionRequest\x1a+.skillenv.sessions.v1.CreateSessionResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\x0c/v1/sessions\x12\x82\x01\n\nGetSession\x12\'.skillenv.sessions.v1.GetSessionRequest\x1a(.skillenv.sessions.v1.GetSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/sessions/{session_id}\x12{\n\x0cListSessions\x12).skillenv.sessions.v1.ListSessionsRequest\x1a*.skillenv.sessions.v1.ListSessionsResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\x0c/v1/sessions\x12\xb5\x01\n\x10SetupEnvironment\x12-.skillenv.sessions.v1.SetupEnvironmentRequest\x1a..skillenv.sessions.v1.SetupEnvironmentResponse\"B\x82\xd3\xe4\x93\x02<\":/v1/sessions/{session_id}/environments/{environment}:setup\x12\x91\x01\n\x08\x43\x61llTool\x12%.skillenv.sessions.v1.CallToolRequest\x1a&.skillenv.sessions.v1.CallToolResponse\"6\x82\xd3\xe4\x93\x02\x30:\x01*\"+/v1/sessions/{session_id}/tools/{tool}:call\x12\x91\x01\n\x0cWatchSession\x12).skillenv.sessions.v1.WatchSessionRequest\x1a*.skillenv.sessions.v1.WatchSessionResponse\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/sessions/{session_id}/events0\x01\x12\x86\x01\n\nEndSession\x12\'.skillenv.sessions.v1.EndSessionRequest\x1a(.skillenv.sessions.v1.EndSessionResponse\"%\x82\xd3\xe4\x93\x02\x1f\"\x1d/v1/sessions/{session_id}/end\x12\x8b\x01\n\rDeleteSession\x12*.skillenv.sessions.v1.DeleteSessionRequest\x1a+.skillenv.sessions.v1.DeleteSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1/sessions/{session_id}b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'skillenv._gen.skillenv.sessions.v1.sessions_pb2', globals())
@@ -57,43 +57,43 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _EXTENSIONENVIRONMENT._serialized_start=1250
   _EXTENSIONENVIRONMENT._serialized_end=1384
   _MCPENVIRONMENT._serialized_start=1386
-  _MCPENVIRONMENT._serialized_end=1474
-  _TOOLPLACEMENT._serialized_start=1477
-  _TOOLPLACEMENT._serialized_end=1780
-  _CREATESESSIONREQUEST._serialized_start=1783
-  _CREATESESSIONREQUEST._serialized_end=1985
-  _CREATESESSIONRESPONSE._serialized_start=1987
-  _CREATESESSIONRESPONSE._serialized_end=2112
-  _GETSESSIONREQUEST._serialized_start=2114
-  _GETSESSIONREQUEST._serialized_end=2164
-  _GETSESSIONRESPONSE._serialized_start=2166
-  _GETSESSIONRESPONSE._serialized_end=2243
-  _LISTSESSIONSREQUEST._serialized_start=2245
-  _LISTSESSIONSREQUEST._serialized_end=2326
-  _LISTSESSIONSRESPONSE._serialized_start=2328
-  _LISTSESSIONSRESPONSE._serialized_end=2449
-  _SETUPENVIRONMENTREQUEST._serialized_start=2451
-  _SETUPENVIRONMENTREQUEST._serialized_end=2541
-  _SETUPENVIRONMENTRESPONSE._serialized_start=2544
-  _SETUPENVIRONMENTRESPONSE._serialized_end=2696
-  _CALLTOOLREQUEST._serialized_start=2699
-  _CALLTOOLREQUEST._serialized_end=2866
-  _CALLTOOLRESPONSE._serialized_start=2868
-  _CALLTOOLRESPONSE._serialized_end=2978
-  _WATCHSESSIONREQUEST._serialized_start=2980
-  _WATCHSESSIONREQUEST._serialized_end=3054
-  _WATCHSESSIONRESPONSE._serialized_start=3056
-  _WATCHSESSIONRESPONSE._serialized_end=3136
-  _SESSIONEVENT._serialized_start=3139
-  _SESSIONEVENT._serialized_end=3311
-  _ENDSESSIONREQUEST._serialized_start=3313
-  _ENDSESSIONREQUEST._serialized_end=3363
-  _ENDSESSIONRESPONSE._serialized_start=3365
-  _ENDSESSIONRESPONSE._serialized_end=3442
-  _DELETESESSIONREQUEST._serialized_start=3444
-  _DELETESESSIONREQUEST._serialized_end=3497
-  _DELETESESSIONRESPONSE._serialized_start=3499
-  _DELETESESSIONRESPONSE._serialized_end=3522
-  _SESSIONSERVICE._serialized_start=3525
-  _SESSIONSERVICE._serialized_end=4690
+  _MCPENVIRONMENT._serialized_end=1502
+  _TOOLPLACEMENT._serialized_start=1505
+  _TOOLPLACEMENT._serialized_end=1836
+  _CREATESESSIONREQUEST._serialized_start=1839
+  _CREATESESSIONREQUEST._serialized_end=2041
+  _CREATESESSIONRESPONSE._serialized_start=2043
+  _CREATESESSIONRESPONSE._serialized_end=2168
+  _GETSESSIONREQUEST._serialized_start=2170
+  _GETSESSIONREQUEST._serialized_end=2220
+  _GETSESSIONRESPONSE._serialized_start=2222
+  _GETSESSIONRESPONSE._serialized_end=2299
+  _LISTSESSIONSREQUEST._serialized_start=2301
+  _LISTSESSIONSREQUEST._serialized_end=2382
+  _LISTSESSIONSRESPONSE._serialized_start=2384
+  _LISTSESSIONSRESPONSE._serialized_end=2505
+  _SETUPENVIRONMENTREQUEST._serialized_start=2507
+  _SETUPENVIRONMENTREQUEST._serialized_end=2597
+  _SETUPENVIRONMENTRESPONSE._serialized_start=2600
+  _SETUPENVIRONMENTRESPONSE._serialized_end=2752
+  _CALLTOOLREQUEST._serialized_start=2755
+  _CALLTOOLREQUEST._serialized_end=2922
+  _CALLTOOLRESPONSE._serialized_start=2924
+  _CALLTOOLRESPONSE._serialized_end=3034
+  _WATCHSESSIONREQUEST._serialized_start=3036
+  _WATCHSESSIONREQUEST._serialized_end=3110
+  _WATCHSESSIONRESPONSE._serialized_start=3112
+  _WATCHSESSIONRESPONSE._serialized_end=3192
+  _SESSIONEVENT._serialized_start=3195
+  _SESSIONEVENT._serialized_end=3367
+  _ENDSESSIONREQUEST._serialized_start=3369
+  _ENDSESSIONREQUEST._serialized_end=3419
+  _ENDSESSIONRESPONSE._serialized_start=3421
+  _ENDSESSIONRESPONSE._serialized_end=3498
+  _DELETESESSIONREQUEST._serialized_start=3500
+  _DELETESESSIONREQUEST._serialized_end=3553
+  _DELETESESSIONRESPONSE._serialized_start=3555
+  _DELETESESSIONRESPONSE._serialized_end=3578
+  _SESSIONSERVICE._serialized_start=3581
+  _SESSIONSERVICE._serialized_end=4746
 # @@protoc_insertion_point(module_scope)

@@ -142,14 +142,16 @@ class ListSessionsResponse(_message.Message):
     def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class McpEnvironment(_message.Message):
-    __slots__ = ["credential", "tools", "url"]
+    __slots__ = ["approval", "credential", "tools", "url"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
+    approval: str
     credential: str
     tools: _containers.RepeatedScalarFieldContainer[str]
     url: str
-    def __init__(self, url: _Optional[str] = ..., credential: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, url: _Optional[str] = ..., credential: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., approval: _Optional[str] = ...) -> None: ...
 
 class ServiceEnvironment(_message.Message):
     __slots__ = ["grants"]
@@ -214,20 +216,22 @@ class SetupEnvironmentResponse(_message.Message):
     def __init__(self, environment: _Optional[_Union[Environment, _Mapping]] = ..., receipt: _Optional[_Union[_common_pb2.Receipt, _Mapping]] = ...) -> None: ...
 
 class ToolPlacement(_message.Message):
-    __slots__ = ["configuration", "description", "environment", "implementation", "input_schema", "name"]
+    __slots__ = ["approval", "configuration", "description", "environment", "implementation", "input_schema", "name"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
     CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     IMPLEMENTATION_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    approval: str
     configuration: _struct_pb2.Value
     description: str
     environment: str
     implementation: _common_pb2.Implementation
     input_schema: _struct_pb2.Struct
     name: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., environment: _Optional[str] = ..., implementation: _Optional[_Union[_common_pb2.Implementation, _Mapping]] = ..., configuration: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., environment: _Optional[str] = ..., implementation: _Optional[_Union[_common_pb2.Implementation, _Mapping]] = ..., configuration: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., approval: _Optional[str] = ...) -> None: ...
 
 class WatchSessionRequest(_message.Message):
     __slots__ = ["after", "session_id"]
