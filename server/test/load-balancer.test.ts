@@ -12,6 +12,7 @@ import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import { promisify } from "node:util";
+import { createNodeTransport, createServiceClient, hostEnv, tool } from "@skillenv/client/node";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
@@ -265,6 +266,29 @@ describe("two replicas behind HAProxy", () => {
     } finally {
       await browser.close();
     }
+  });
+
+  it("serve the project's own clients, TypeScript and Python, each serving a host tool through the balancer", async () => {
+    const client = createServiceClient(createNodeTransport({ baseUrl: balancer, apiKey: KEY_A }));
+    const laptop = hostEnv({ name: "laptop", tools: { clock: () => ({ served: "typescript" }) } });
+    const session = await client.sessions.create({ environments: [laptop], tools: [tool({ name: "clock", environment: laptop })] });
+    try {
+      for (let i = 0; i < 3; i++) expect(await session.callTool("clock", {})).toMatchObject({ outcome: "returned", output: { served: "typescript" } });
+    } finally {
+      await session.delete();
+    }
+    const script = `
+import sys
+from skillenv import Client, host_env, tool
+with Client(sys.argv[1], sys.argv[2]) as client:
+    laptop = host_env("laptop", {"clock": lambda input, context: {"served": "python"}})
+    session = client.sessions.create(environments=[laptop], tools=[tool("clock", environment=laptop)])
+    for _ in range(3):
+        print(session.call_tool("clock", {}).output["served"])
+    session.delete()
+`;
+    const { stdout } = await promisify(execFile)("/usr/bin/python3", ["-c", script, balancer, KEY_A], { env: { ...process.env, PYTHONPATH: PYTHON_SRC } });
+    expect(stdout.trim().split("\n")).toEqual(["python", "python", "python"]);
   });
 
   it("serve buf curl and the Python client (grpcio) through the balancer", async () => {
