@@ -5,7 +5,7 @@
  */
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs/promises";
@@ -23,21 +23,9 @@ import { startPostgres } from "./helpers/postgres.ts";
 import { startS3 } from "./helpers/s3.ts";
 import { bearer, KEY_A, requestLogSince, startTestService, type TestService } from "./helpers/service.ts";
 import { hostClient, TestBrowserHost, TestHost } from "./helpers/hosts.ts";
-import { admitTool, eventsUntil, sessionClient } from "./helpers/sessions.ts";
+import { admitTool, eventsUntil, sessionClient, whenServed } from "./helpers/sessions.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-
-/** Makes the call until a replica serves it, as a client does while a dead owner's lease runs out. */
-async function whenServed<T>(call: () => Promise<T>): Promise<T> {
-  for (;;) {
-    try {
-      return await call();
-    } catch (error) {
-      if (ConnectError.from(error).code !== Code.Unavailable) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-}
 
 /** As server/test/console.test.ts: root has no sandbox here, and the network outside loopback is closed. */
 const CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking"];

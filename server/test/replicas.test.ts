@@ -20,7 +20,7 @@ import { startPostgres } from "./helpers/postgres.ts";
 import { spawnService, type ServiceProcess } from "./helpers/process.ts";
 import { startS3 } from "./helpers/s3.ts";
 import { KEY_A, KEY_B, bearer } from "./helpers/service.ts";
-import { admitTool, eventsUntil, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
+import { admitTool, eventsUntil, refusedWith, runClient, runEnded, sessionClient, whenServed } from "./helpers/sessions.ts";
 import { bundleOf, publish, skillMd } from "./helpers/skills.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import type { TestService } from "./helpers/service.ts";
@@ -71,21 +71,6 @@ type Replayed = Pick<SessionEvent, "seq" | "type" | "data">;
 async function replay(url: string, sessionId: string, until: (event: SessionEvent) => boolean = () => false): Promise<Replayed[]> {
   const events = await eventsUntil(sessionClient(url, KEY_A), sessionId, until);
   return events.map(({ seq, type, data }) => ({ seq, type, data }));
-}
-
-/**
- * Makes the call until a replica serves it: as a client does while a dead owner's lease runs out
- * (`unavailable`) or a session changes hands under a call (`session_moved`, also Unavailable).
- */
-async function whenServed<T>(call: () => Promise<T>): Promise<T> {
-  for (;;) {
-    try {
-      return await call();
-    } catch (error) {
-      if (ConnectError.from(error).code !== Code.Unavailable) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
 }
 
 function appendInput(line: string, holdMs: number) {

@@ -5,7 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionService, type SessionEvent } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
-import { ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { COMPONENTS_DIR } from "./pool.ts";
 import { bearer } from "./service.ts";
 
@@ -81,4 +81,19 @@ export async function filesContaining(dir: string, needle: string): Promise<stri
     if (bytes?.includes(needle)) found.push(file);
   }
   return found;
+}
+
+/**
+ * Makes the call until a replica serves it: as a client does while a dead owner's lease runs out
+ * (`unavailable`) or a session changes hands under a call (`session_moved`, also Unavailable).
+ */
+export async function whenServed<T>(call: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      if (ConnectError.from(error).code !== Code.Unavailable) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 }
