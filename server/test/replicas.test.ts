@@ -41,8 +41,9 @@ beforeAll(async () => {
     SERVICE_DATABASE_URL: await postgres.createDatabase(),
     SERVICE_BLOB_URL: s3.blobUrl(),
     SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
-    // Short, so that takeovers come soon; the tests wait on events, never on this.
-    SERVICE_SESSION_LEASE_SECS: "2",
+    // Short, so that takeovers come soon (the tests wait on events, never on this), and long enough
+    // that a renewal held up on a loaded machine does not lose a live owner its sessions.
+    SERVICE_SESSION_LEASE_SECS: "4",
     SERVICE_ENV_FILESYSTEM_ALLOW: root,
     // On storage every replica reaches, so a workspace outlives its owner (docs/operations.md).
     SERVICE_ENV_WORKSPACE_ROOT: path.join(root, "workspaces"),
