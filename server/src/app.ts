@@ -178,7 +178,10 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
 
     // Without a pool (the service environment unavailable: docs/operations.md) there is nothing to observe.
     const { pool } = environment;
-    if (pool) metrics?.observePool(() => pool.stats());
+    if (pool && metrics) {
+      metrics.observePool(() => pool.stats());
+      pool.observeInvocations((invocation) => metrics.invocation(invocation));
+    }
     metrics?.observeSessions(
       () => sessions.census(),
       () => hosts.attached,

@@ -97,6 +97,11 @@ describe("Prometheus metrics (SERVICE_METRICS_LISTEN)", () => {
     expect(await scraped('sum(skillenv_pool_workers{state="ready"})', (n) => n > 0)).toBeGreaterThan(0);
     expect(await scraped('skillenv_operations_total{operation="execute",environment_kind="service",outcome="returned",code=""}', (n) => n >= 3)).toBe(3);
     expect(await scraped('skillenv_operation_duration_seconds_count{operation="execute",environment_kind="service"}', (n) => n >= 3)).toBe(3);
+    // The same three calls as the pool saw them: each an invocation of a tool, timed, its fuel counted.
+    expect(await scraped('skillenv_pool_invocations_total{kind="tool",outcome="returned"}', (n) => n >= 3)).toBe(3);
+    expect(await scraped('skillenv_pool_invocation_duration_seconds_count{kind="tool"}', (n) => n >= 3)).toBe(3);
+    expect(await scraped('skillenv_pool_invocation_fuel_units_count{kind="tool"}', (n) => n >= 3)).toBe(3);
+    expect(await scraped('skillenv_pool_invocation_fuel_units_sum{kind="tool"}', (n) => n > 0)).toBeGreaterThan(0);
     expect(await scraped('skillenv_sessions{lifecycle="active"}', (n) => n >= 1)).toBeGreaterThanOrEqual(1);
     expect(await scraped("skillenv_operations_in_flight", (n) => n === 0)).toBe(0);
     expect(await scraped("skillenv_hosts_attached", (n) => n === 0)).toBe(0);

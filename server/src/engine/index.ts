@@ -12,6 +12,7 @@ export {
   type ComponentRef,
   type HostServices,
   type Invocation,
+  type InvocationKind,
   type PoolOptions,
   type PoolStats,
   type Receipt,

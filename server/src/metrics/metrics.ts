@@ -1,6 +1,6 @@
 import * as http from "node:http";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { PoolStats } from "../engine/index.ts";
+import type { InvocationKind, PoolStats } from "../engine/index.ts";
 import { isErrorCode } from "../errors/index.ts";
 import type { RequestRecord } from "../http/index.ts";
 
@@ -28,6 +28,9 @@ export class Metrics {
   readonly #commitDuration: Histogram;
   readonly #commitWrites: Histogram;
   readonly #storeWrites: Counter;
+  readonly #invocations: Counter<"kind" | "outcome">;
+  readonly #invocationDuration: Histogram<"kind">;
+  readonly #invocationFuel: Histogram<"kind">;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "skillenv_process_" });
@@ -85,6 +88,26 @@ export class Metrics {
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     });
+    this.#invocations = new Counter({
+      name: "skillenv_pool_invocations_total",
+      help: "Invocations the worker pool answered, by artifact kind (tool, program, agent_loop) and outcome (returned, failure, unknown).",
+      labelNames: ["kind", "outcome"],
+      registers,
+    });
+    this.#invocationDuration = new Histogram({
+      name: "skillenv_pool_invocation_duration_seconds",
+      help: "Invocations from the pool taking them (a preparation on first use included) to their receipt, by artifact kind.",
+      labelNames: ["kind"],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    });
+    this.#invocationFuel = new Histogram({
+      name: "skillenv_pool_invocation_fuel_units",
+      help: "Fuel an invocation used (docs/fuel.md; SERVICE_ENV_FUEL per call), by artifact kind; invocations that ended without a count (unknown) are left out.",
+      labelNames: ["kind"],
+      buckets: [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10],
+      registers,
+    });
     this.#modelCalls = new Counter({
       name: "skillenv_model_calls_total",
       help: "Model calls that ended, by provider and code (ok, or the model error's: model_rate_limited, model_timeout, model_cancelled, ...).",
@@ -133,6 +156,14 @@ export class Metrics {
     const code = receipt.outcome !== "failure" ? "" : receipt.code !== undefined && isErrorCode(receipt.code) ? receipt.code : "tool";
     this.#operations.inc({ operation: kind, environment_kind: environmentKind, outcome: receipt.outcome, code });
     this.#operationDuration.observe({ operation: kind, environment_kind: environmentKind }, operation.seconds);
+  }
+
+  /** One invocation of the worker pool, from its receipt (never its input or output). */
+  invocation(invocation: { kind: InvocationKind; receipt: { outcome: string; durationMs: number; fuelUsed?: number } }): void {
+    const { kind, receipt } = invocation;
+    this.#invocations.inc({ kind, outcome: receipt.outcome });
+    this.#invocationDuration.observe({ kind }, receipt.durationMs / 1000);
+    if (receipt.fuelUsed !== undefined) this.#invocationFuel.observe({ kind }, receipt.fuelUsed);
   }
 
   /** One answered request, from its log record. */

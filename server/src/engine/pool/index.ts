@@ -4,6 +4,8 @@ export type {
   ComponentRef,
   HostServices,
   Invocation,
+  InvocationKind,
+  InvocationObserver,
   PoolOptions,
   PoolStats,
   Receipt,

@@ -9,7 +9,7 @@ import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } f
 import { PAGE_BYTES } from "../wasm/index.ts";
 import type { FailureBody, FromWorker, LeaseRequest, ToWorker, WorkerReceipt, WorkspaceDirectory } from "./protocol.ts";
 import { readSecrets } from "./secrets.ts";
-import type { ComponentRef, HostServices, Invocation, PoolOptions, PoolStats, Receipt, WorkerReport, WorkerStats } from "./types.ts";
+import type { ComponentRef, HostServices, Invocation, InvocationKind, InvocationObserver, PoolOptions, PoolStats, Receipt, WorkerReport, WorkerStats } from "./types.ts";
 import { POOL_DEFAULTS } from "./defaults.ts";
 import { FairQueue } from "./fair-queue.ts";
 import { WorkerProcess } from "./worker-process.ts";
@@ -178,6 +178,7 @@ export class Pool {
   readonly #quotas: WorkspaceQuotas;
   readonly #workers: WorkerHandle[] = [];
   readonly #components = new Map<string, Compiled>();
+  readonly #observers: InvocationObserver[] = [];
   readonly #preparing = new Map<string, Promise<void>>();
   readonly #flights = new Map<number, Flight>();
   /** Each kind of slot shared out between workspaces. */
@@ -279,6 +280,21 @@ export class Pool {
    * slot of its kind it fails at once with `pool_saturated`.
    */
   invoke(invocation: Invocation): Promise<Receipt> {
+    const receipt = this.#invoke(invocation);
+    if (this.#observers.length === 0) return receipt;
+    return receipt.then((settled) => {
+      const kind: InvocationKind = invocation.entrypoint === "turn" ? "agent_loop" : invocation.program ? "program" : "tool";
+      for (const observe of this.#observers) observe({ kind, receipt: settled });
+      return settled;
+    });
+  }
+
+  /** Told of every invocation's receipt (the metrics): its kind, outcome, duration and fuel, nothing of its input or output. */
+  observeInvocations(observer: InvocationObserver): void {
+    this.#observers.push(observer);
+  }
+
+  #invoke(invocation: Invocation): Promise<Receipt> {
     const started = performance.now();
     if (this.#closed) return Promise.resolve(done(started, failure("unavailable", "the worker pool is closed")));
     const compiled = this.#components.get(invocation.component.id);

@@ -129,6 +129,12 @@ export interface Invocation {
   signal?: AbortSignal;
 }
 
+/** What an invocation ran: a tool's `run`, a program's, or an agent loop's `turn`. */
+export type InvocationKind = "tool" | "program" | "agent_loop";
+
+/** Told of each invocation once it has its receipt. */
+export type InvocationObserver = (invocation: { kind: InvocationKind; receipt: Receipt }) => void;
+
 export type Receipt =
   | { outcome: "returned"; output: string; fuelUsed: number; durationMs: number }
   | { outcome: "failure"; code: string; message: string; fuelUsed?: number; durationMs: number }
