@@ -9,7 +9,18 @@ import { asPreparationFailure, memoryPages, Preparer, type PreparedComponent } f
 import { PAGE_BYTES } from "../wasm/index.ts";
 import type { FailureBody, FromWorker, LeaseRequest, ToWorker, WorkerReceipt, WorkspaceDirectory } from "./protocol.ts";
 import { readSecrets } from "./secrets.ts";
-import type { ComponentRef, HostServices, Invocation, InvocationKind, InvocationObserver, PoolOptions, PoolStats, Receipt, WorkerReport, WorkerStats } from "./types.ts";
+import type {
+  ComponentRef,
+  HostServices,
+  Invocation,
+  InvocationKind,
+  InvocationObserver,
+  PoolOptions,
+  PoolStats,
+  Receipt,
+  WorkerReport,
+  WorkerStats,
+} from "./types.ts";
 import { POOL_DEFAULTS } from "./defaults.ts";
 import { FairQueue } from "./fair-queue.ts";
 import { WorkerProcess } from "./worker-process.ts";
