@@ -7,7 +7,17 @@ import type { Settings } from "./config/index.ts";
 import { loadConsole } from "./console/index.ts";
 import { ERROR_DETAILS } from "./errors/index.ts";
 import { Health, HealthState } from "./health/index.ts";
-import { createRequestListener, listen, logWriter, recordingGate, startingListener, type Listener, type LogSink, type RequestListener } from "./http/index.ts";
+import {
+  BodyBudget,
+  createRequestListener,
+  listen,
+  logWriter,
+  recordingGate,
+  startingListener,
+  type Listener,
+  type LogSink,
+  type RequestListener,
+} from "./http/index.ts";
 import {
   createHostService,
   ExtensionEnvironmentKind,
@@ -218,7 +228,13 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });
     serveReflection(router, ERROR_DETAILS, { readMaxBytes: settings.limits.maxPublicRequestBytes });
 
+    const bodyBudget = new BodyBudget({ total: settings.http.maxBodyBytesInFlight, perConnection: settings.http.maxConnectionBodyBytesInFlight });
+    metrics?.observeHttp(
+      () => listener.stats(),
+      () => bodyBudget.stats(),
+    );
     const onRequest = createRequestListener({
+      bodyBudget,
       handlers: router.handlers,
       transcoder: createTranscoder({ services: API_SERVICES, handlers: router.handlers, maxBodyBytes: settings.limits.maxRequestBytes }),
       rawEndpoints: assets.uploads ? [assets.uploads] : [],

@@ -112,6 +112,10 @@ describe("Prometheus metrics (SERVICE_METRICS_LISTEN)", () => {
     const commits = await scraped("skillenv_store_commit_duration_seconds_count", (n) => n > 0);
     expect(commits).toBeLessThanOrEqual(writes);
     expect(await scraped("skillenv_store_commit_writes_sum", (n) => n === writes)).toBe(writes);
+    // The test's clients hold HTTP/2 connections to the API port; no body is held at rest.
+    expect(await scraped("skillenv_http2_connections", (n) => n >= 1)).toBeGreaterThanOrEqual(1);
+    expect(await scraped("skillenv_http_connections", (n) => n >= 1)).toBeGreaterThanOrEqual(await scraped("skillenv_http2_connections", () => true));
+    expect(await scraped("skillenv_request_body_bytes", (n) => n === 0)).toBe(0);
     // A latency histogram per method: the calls are counted in it too.
     expect(await scraped('skillenv_rpc_duration_seconds_count{service="SessionService",method="CallTool"}', (n) => n >= 3)).toBe(3);
   });

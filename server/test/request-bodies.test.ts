@@ -359,8 +359,16 @@ describe("request bodies held in memory", () => {
       SERVICE_MAX_REQUEST_BYTES: String(MiB),
       SERVICE_MAX_CONNECTION_BODY_BYTES_IN_FLIGHT: String(MiB),
       SERVICE_MAX_BODY_BYTES_IN_FLIGHT: String(2 * MiB),
+      SERVICE_METRICS_LISTEN: "127.0.0.1:0",
     });
   });
+
+  /** A sample's value in the service's exposition (its metrics port, scraped as Prometheus would). */
+  async function sample(name: string): Promise<number> {
+    const exposition = await (await fetch(`${service.metricsUrl}/metrics`)).text();
+    const line = exposition.split("\n").find((each) => each.startsWith(`${name} `));
+    return Number(line?.split(" ")[1]);
+  }
   afterAll(async () => {
     for (const call of held) call.abort();
     await service.close();
@@ -380,6 +388,9 @@ describe("request bodies held in memory", () => {
     const refused = () => request(`${service.url}/assets/presign`, presignBody(800 * KiB), bearer(KEY_A));
     await expect.poll(async () => JSON.parse((await refused()).body).code, { timeout: EVENTUALLY_MS }).toBe("server_busy");
     expect((await refused()).status).toBe(503);
+    // The metrics count the refusals and show the two held bodies' bytes.
+    expect(await sample("skillenv_request_body_refusals_total")).toBeGreaterThanOrEqual(2);
+    expect(await sample("skillenv_request_body_bytes")).toBe(2 * 800 * KiB);
     // A small body still fits beside the two held ones.
     expect((await request(`${service.url}/assets/presign`, presignBody(100), bearer(KEY_A))).status).toBe(200);
     first.abort();

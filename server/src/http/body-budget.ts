@@ -16,6 +16,7 @@ export interface BodyBudgetLimits {
 export class BodyBudget {
   readonly #limits: BodyBudgetLimits;
   #used = 0;
+  #refusals = 0;
   readonly #usedBy = new WeakMap<object, number>();
 
   constructor(limits: BodyBudgetLimits) {
@@ -26,16 +27,23 @@ export class BodyBudget {
   take(connection: object, bytes: number): void {
     const connectionUsed = this.#usedBy.get(connection) ?? 0;
     if (connectionUsed + bytes > this.#limits.perConnection) {
+      this.#refusals++;
       throw serviceError(
         "server_busy",
         `this connection's requests already hold ${connectionUsed} body bytes of the ${this.#limits.perConnection} allowed; retry when they are done`,
       );
     }
     if (this.#used + bytes > this.#limits.total) {
+      this.#refusals++;
       throw serviceError("server_busy", `the server holds as many request body bytes as it allows (${this.#limits.total}); retry shortly`);
     }
     this.#used += bytes;
     this.#usedBy.set(connection, connectionUsed + bytes);
+  }
+
+  /** Bytes held now, and requests refused (server_busy) since the server started: the metrics. */
+  stats(): { bytes: number; refusals: number } {
+    return { bytes: this.#used, refusals: this.#refusals };
   }
 
   giveBack(connection: object, bytes: number): void {

@@ -1,4 +1,5 @@
 export { recordingGate } from "./call-record.ts";
+export { BodyBudget } from "./body-budget.ts";
 export { listen, type Listener, type ListenOptions } from "./listener.ts";
 export { LIVENESS_PATH, READINESS_PATH, startingListener } from "./probes.ts";
 export type { NodeRequest, NodeResponse } from "./node-types.ts";

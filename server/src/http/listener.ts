@@ -18,6 +18,8 @@ export interface ListenOptions {
 /** A server on one port; close() stops accepting and waits for in-flight requests up to the grace period. */
 export interface Listener {
   readonly url: string;
+  /** What the port holds now (the metrics): open connections, those speaking HTTP/2, requests in flight. */
+  stats(): { connections: number; http2Connections: number; requestsInFlight: number };
   close(graceMs: number): Promise<void>;
 }
 
@@ -49,6 +51,12 @@ export async function listen(options: ListenOptions, onRequest: RequestListener)
   front.maxConnections = limits.maxConnections;
   const sessions = trackSessions(h2);
   const sockets = trackSockets(front);
+  // Accepted TCP connections (with TLS, `sockets` holds each twice: the socket and its TLS socket).
+  let connections = 0;
+  front.on("connection", (socket: Duplex) => {
+    connections++;
+    socket.once("close", () => connections--);
+  });
 
   await new Promise<void>((resolve, reject) => {
     front.once("error", reject);
@@ -61,6 +69,7 @@ export async function listen(options: ListenOptions, onRequest: RequestListener)
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
     url: `${options.tls ? "https" : "http"}://${host}:${address.port}`,
+    stats: () => ({ connections, http2Connections: sessions.size, requestsInFlight: inFlight.count }),
     async close(graceMs) {
       const closed = new Promise<void>((resolve) => front.close(() => resolve()));
       for (const session of sessions) session.close();
@@ -196,6 +205,10 @@ function trackSockets(server: net.Server): Set<Duplex> {
 class InFlight {
   #count = 0;
   #onIdle: (() => void) | undefined;
+
+  get count(): number {
+    return this.#count;
+  }
 
   start(res: { once(event: "close", listener: () => void): unknown }): void {
     this.#count++;

@@ -29,6 +29,8 @@ export interface RawEndpointResult {
 
 export interface RequestHandlerOptions {
   handlers: readonly UniversalHandler[];
+  /** The request bodies held in memory; default: one made from `limits` (the metrics read a shared one). */
+  bodyBudget?: BodyBudget;
   transcoder: Transcoder;
   rawEndpoints: readonly RawEndpoint[];
   /** Endpoints answering in a protocol of their own (the MCP endpoint), by path. */
@@ -74,7 +76,8 @@ interface Exchange {
 export function createRequestListener(options: RequestHandlerOptions): RequestListener {
   const routes = new Map(options.handlers.map((handler) => [handler.requestPath, handler]));
   const idleMs = options.limits.bodyIdleSecs * 1000;
-  const budget = new BodyBudget({ total: options.limits.maxBodyBytesInFlight, perConnection: options.limits.maxConnectionBodyBytesInFlight });
+  const budget =
+    options.bodyBudget ?? new BodyBudget({ total: options.limits.maxBodyBytesInFlight, perConnection: options.limits.maxConnectionBodyBytesInFlight });
   const heldInMemory: ReadLimits = { idleMs, budget };
 
   return (req, res) => {

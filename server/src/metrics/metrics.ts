@@ -255,6 +255,38 @@ export class Metrics {
     });
   }
 
+  /** The API port's connections and requests, and the request bodies held in memory, read at each scrape. */
+  observeHttp(
+    listener: () => { connections: number; http2Connections: number; requestsInFlight: number },
+    bodies: () => { bytes: number; refusals: number },
+  ): void {
+    const registers = [this.registry];
+    const connections = new Gauge({ name: "skillenv_http_connections", help: "Open connections to the API port (TCP), of all protocols.", registers });
+    const http2 = new Gauge({ name: "skillenv_http2_connections", help: "Open connections to the API port speaking HTTP/2.", registers });
+    const inFlight = new Gauge({
+      name: "skillenv_http_requests_in_flight",
+      help: "Requests (HTTP/2 streams and HTTP/1.1 requests) not answered yet.",
+      registers,
+    });
+    const held = new Gauge({ name: "skillenv_request_body_bytes", help: "Request body bytes held in memory (the body budget in use).", registers });
+    const refused = new Counter({
+      name: "skillenv_request_body_refusals_total",
+      help: "Requests refused server_busy because their body would pass the body budget (in all, or of their connection).",
+      registers,
+    });
+    let refusalsSeen = 0;
+    this.#beforeScrape.push(() => {
+      const port = listener();
+      connections.set(port.connections);
+      http2.set(port.http2Connections);
+      inFlight.set(port.requestsInFlight);
+      const budget = bodies();
+      held.set(budget.bytes);
+      refused.inc(budget.refusals - refusalsSeen);
+      refusalsSeen = budget.refusals;
+    });
+  }
+
   /** The exposition, in Prometheus' text format. */
   async exposition(): Promise<string> {
     for (const update of this.#beforeScrape) update();
