@@ -28,8 +28,6 @@ export interface SessionOwnership {
   lost(sessionId: string): Promise<boolean>;
   /** Drops the lease of a session that is gone (deleted). */
   release(sessionId: string): Promise<void>;
-  /** The replica's address, for a caller that knows only its id. */
-  address(replica: string): Promise<string | undefined>;
   /** Whether the replica's lease is current (a call forwarded to it is given up once not). */
   ownerAlive(replica: string): Promise<boolean>;
   /** SERVICE_SESSION_LEASE_SECS, in milliseconds. */
@@ -61,10 +59,6 @@ export class SoloOwnership implements SessionOwnership {
   }
 
   async release(): Promise<void> {}
-
-  async address(): Promise<string | undefined> {
-    return undefined;
-  }
 
   async ownerAlive(): Promise<boolean> {
     return true;
@@ -202,10 +196,6 @@ export class LeasedOwnership implements SessionOwnership {
     await this.#options.store.write([this.#owners.expectOp(sessionId, owner), this.#owners.deleteOp(sessionId)]);
   }
 
-  async address(replica: string): Promise<string | undefined> {
-    return (await this.#replicas.get(replica))?.address;
-  }
-
   async ownerAlive(replica: string): Promise<boolean> {
     const lease = await this.#replicas.get(replica);
     return lease !== undefined && lease.expiresAt > Date.now();
@@ -231,7 +221,7 @@ export class LeasedOwnership implements SessionOwnership {
    */
   startSweeping(unfinished: () => Promise<Iterable<string>>): void {
     const sweep = async () => {
-      for (const sessionId of await this.orphaned(await unfinished())) await this.route(sessionId).catch(() => undefined);
+      for (const sessionId of await this.#orphaned(await unfinished())) await this.route(sessionId).catch(() => undefined);
     };
     let running = sweep().catch(() => undefined);
     this.#sweeper = setInterval(() => {
@@ -244,7 +234,7 @@ export class LeasedOwnership implements SessionOwnership {
    * Of `sessions` (sessions with work left: operations in flight, a run running, an ending), those
    * whose owner is not alive: the sweep takes them over so that their work is recovered without a call.
    */
-  async orphaned(sessions: Iterable<string>): Promise<string[]> {
+  async #orphaned(sessions: Iterable<string>): Promise<string[]> {
     const orphans: string[] = [];
     for (const sessionId of sessions) {
       if (this.#held.has(sessionId)) continue;

@@ -200,7 +200,7 @@ export class Runs {
 
   /**
    * Runs that were running when the process stopped continue where their turn's log says they
-   * were (docs/runs.md, "A run interrupted by a restart"): a reply that had ended the turn ends
+   * were (docs/runs.md, "Stop, restart and resumption"): a reply that had ended the turn ends
    * the run; otherwise the turn resumes at its next model call. A run that cannot resume (a custom
    * agent loop, resumption off, its turn's time over, its key or snapshot gone) ends failed with
    * code `interrupted` and what its turn had done (its counters and conversation; a tool whose

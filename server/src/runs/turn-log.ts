@@ -48,7 +48,7 @@ export interface LoggedTurn {
 
 /**
  * What a running turn has done so far, kept beside its events so that a restart can rebuild the
- * run instead of losing it (docs/runs.md, "A run interrupted by a restart"). The turn hands the
+ * run instead of losing it (docs/runs.md, "Stop, restart and resumption"). The turn hands the
  * operations to the events it records anyway (model.request, assistant.message, tool.call,
  * tool.result), so keeping the log costs no write of its own: each row is durable with its event.
  * Rows are keyed `<sessionId>/<runId>/<kind>/...` and removed with the run's last event.

@@ -50,7 +50,7 @@ export interface TurnSetup {
   resumed?: ResumedTurn;
 }
 
-/** Where a resumed turn picks up (docs/runs.md, "A run interrupted by a restart"). */
+/** Where a resumed turn picks up (docs/runs.md, "Stop, restart and resumption"). */
 export interface ResumedTurn {
   /** What the turn had added to the conversation, with an unknown-outcome result for each call whose result was not recorded. */
   added: ConversationMessage[];
