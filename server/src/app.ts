@@ -2,7 +2,7 @@ import { createConnectRouter } from "@connectrpc/connect";
 import { AssetService } from "../../gen/skillenv/assets/v1/assets_pb.js";
 import { ArtifactService, createArtifacts } from "./artifacts/index.ts";
 import { CHECKSUM_HEADER, createAssets } from "./assets/index.ts";
-import { ApiKeys, DEV_WORKSPACE, authenticationGate, bearerAuthenticator, loadOrCreateDevKey } from "./auth/index.ts";
+import { ApiKeys, DEV_WORKSPACE, WorkspaceRateLimiter, authenticationGate, bearerAuthenticator, loadOrCreateDevKey } from "./auth/index.ts";
 import type { Settings } from "./config/index.ts";
 import { loadConsole } from "./console/index.ts";
 import { ERROR_DETAILS } from "./errors/index.ts";
@@ -201,8 +201,10 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       health.storageFailed();
       metrics?.storageError();
     };
+    // Every workspace's requests share this process's event loop: each gets its share (docs/operations.md).
+    const workspaceRates = new WorkspaceRateLimiter(settings.workspaceRates);
     const router = createConnectRouter({
-      requestGate: recordingGate(authenticationGate(keys, new Set([Health, ...reflectionServices].map((service) => service.typeName)))),
+      requestGate: recordingGate(authenticationGate(keys, new Set([Health, ...reflectionServices].map((service) => service.typeName)), workspaceRates)),
       interceptors: [storageErrorInterceptor(storageFailed)],
       readMaxBytes: settings.limits.maxRequestBytes,
     });
@@ -240,7 +242,7 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       rawEndpoints: assets.uploads ? [assets.uploads] : [],
       protocolEndpoints: [
         createMcpEndpoint({
-          authenticate: bearerAuthenticator(keys),
+          authenticate: bearerAuthenticator(keys, workspaceRates),
           registry: skills.registry,
           sessions,
           ownership,
@@ -255,6 +257,7 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       log,
       onRequestDone: metrics && ((record, seconds) => metrics.request(record, seconds)),
       readiness,
+      workspaceRates,
     });
     const scrapes = metrics && settings.metricsListen ? await serveMetrics(metrics, settings.metricsListen) : undefined;
     const probe = store.table<true>("readiness-probe");

@@ -47,6 +47,17 @@ describe("settings", () => {
     expect(loadSettings({ SERVICE_ENV_COMPILED_MEMORY_MIB: "0" }).env.compiledMemoryMib).toBe(0);
   });
 
+  it("gives each workspace 200 requests a second in bursts of twice that unless set; 0 turns the limit off", () => {
+    expect(loadSettings({}).workspaceRates).toEqual({ requestsPerSec: 200, burst: 400 });
+    expect(loadSettings({ SERVICE_WORKSPACE_REQUESTS_PER_SEC: "50" }).workspaceRates).toEqual({ requestsPerSec: 50, burst: 100 });
+    expect(loadSettings({ SERVICE_WORKSPACE_REQUESTS_PER_SEC: "50", SERVICE_WORKSPACE_REQUEST_BURST: "10" }).workspaceRates).toEqual({
+      requestsPerSec: 50,
+      burst: 10,
+    });
+    expect(loadSettings({ SERVICE_WORKSPACE_REQUESTS_PER_SEC: "0" }).workspaceRates.requestsPerSec).toBe(0);
+    expect(() => loadSettings({ SERVICE_WORKSPACE_REQUEST_BURST: "0" })).toThrow("SERVICE_WORKSPACE_REQUEST_BURST");
+  });
+
   it("resumes interrupted runs unless SERVICE_RUN_RESUME=off, and takes nothing but on or off", () => {
     expect(loadSettings({}).sessions.runResume).toBe(true);
     expect(loadSettings({ SERVICE_RUN_RESUME: "on" }).sessions.runResume).toBe(true);

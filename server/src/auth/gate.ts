@@ -2,6 +2,7 @@ import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import { serviceError } from "../errors/index.ts";
 import type { ApiKeys } from "./api-keys.ts";
 import { workspaceContextKey } from "./context.ts";
+import type { WorkspaceRateLimiter } from "./workspace-rate.ts";
 
 /** Connect's request gate: runs once a call's headers are in, before any of its body is read. */
 export type RequestGate = NonNullable<UniversalHandlerOptions["requestGate"]>;
@@ -20,10 +21,11 @@ const VERIFIED_HEADERS = 64;
  * the context: the one place a workspace is set. Services listed as public (the gRPC health
  * service) stay open. As a request gate it refuses before the body is read, so a caller without a
  * key cannot make the server read, buffer or parse a body; the refusal leaves in the protocol's
- * own format (gRPC trailers-only, Connect JSON, REST JSON through the transcoder).
+ * own format (gRPC trailers-only, Connect JSON, REST JSON through the transcoder). A workspace
+ * past its share of the server (`rates`) is refused here too, as cheaply.
  */
-export function authenticationGate(keys: ApiKeys, publicServices: ReadonlySet<string>): RequestGate {
-  const workspaceOf = bearerAuthenticator(keys);
+export function authenticationGate(keys: ApiKeys, publicServices: ReadonlySet<string>, rates?: WorkspaceRateLimiter): RequestGate {
+  const workspaceOf = bearerAuthenticator(keys, rates);
   return (context) => {
     if (publicServices.has(context.service.typeName)) return;
     context.values.set(workspaceContextKey, workspaceOf(context.requestHeader.get("authorization")));
@@ -33,16 +35,24 @@ export function authenticationGate(keys: ApiKeys, publicServices: ReadonlySet<st
 /**
  * The workspace of an Authorization header (`Bearer <key>`), or the `unauthenticated` refusal:
  * the one check behind the request gate and the endpoints outside Connect (the MCP endpoint).
+ * With `rates`, each authenticated request also takes its workspace's token, or is refused
+ * `workspace_rate_limited`.
  */
-export function bearerAuthenticator(keys: ApiKeys): (header: string | null | undefined) => string {
+export function bearerAuthenticator(keys: ApiKeys, rates?: WorkspaceRateLimiter): (header: string | null | undefined) => string {
   const verified = new VerifiedHeaders(VERIFIED_HEADERS);
-  return (header) => {
+  const authenticate = (header: string | null | undefined): string => {
     if (header === null || header === undefined) throw unauthenticated("missing Authorization header");
     const remembered = verified.workspaceOf(header);
     if (remembered !== undefined) return remembered;
     const workspace = keys.workspaceOf(bearerKey(header));
     if (workspace === undefined) throw serviceError("unauthenticated", "the API key is not valid");
     verified.remember(header, workspace);
+    return workspace;
+  };
+  if (!rates?.enabled) return authenticate;
+  return (header) => {
+    const workspace = authenticate(header);
+    rates.admit(workspace);
     return workspace;
   };
 }

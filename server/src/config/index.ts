@@ -7,6 +7,7 @@ export {
   type ProgressLimits,
   type SessionSettings,
   type Settings,
+  type WorkspaceRateSettings,
 } from "./settings.ts";
 export { isEnvVarName, isWorkspaceName, type ListenAddress } from "./parsers.ts";
 export { covers, formatOrigin, originAllowed, parseOrigin, type Origin } from "./origins.ts";

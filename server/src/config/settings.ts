@@ -40,12 +40,22 @@ export interface Settings {
   /** Refused host receipts logged per workspace and minute; the rest are counted. */
   logHostRefusalsPerMin: number;
   shutdownGraceSecs: number;
+  /** Each workspace's share of the server's requests (auth/workspace-rate.ts). */
+  workspaceRates: WorkspaceRateSettings;
   limits: Limits;
   http: HttpLimits;
   env: EnvironmentSettings;
   sessions: SessionSettings;
   models: ModelSettings;
   replicas: ReplicaSettings;
+}
+
+/** Each workspace's share of the server's requests: a token bucket (auth/workspace-rate.ts). */
+export interface WorkspaceRateSettings {
+  /** Requests one workspace may make per second, on average; 0 turns the limit off. */
+  requestsPerSec: number;
+  /** Requests one workspace may make at once after a quiet spell (the bucket's size). */
+  burst: number;
 }
 
 /** How replicas on a shared database find each other and own sessions (docs/operations.md, "Scaling"). */
@@ -239,6 +249,10 @@ export function loadSettings(env: Env = process.env): Settings {
     logMaxLineBytes: read("SERVICE_LOG_MAX_LINE_BYTES", parseLogLineBytes, 4096),
     logHostRefusalsPerMin: read("SERVICE_LOG_HOST_REFUSALS_PER_MIN", parsePositiveInt, 10),
     shutdownGraceSecs: read("SERVICE_SHUTDOWN_GRACE_SECS", parsePositiveInt, 10),
+    workspaceRates: {
+      requestsPerSec: read("SERVICE_WORKSPACE_REQUESTS_PER_SEC", parseZeroOrPositiveInt, 200),
+      burst: read("SERVICE_WORKSPACE_REQUEST_BURST", parsePositiveInt, 0),
+    },
     limits: {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),
       maxRequestBytes: read("SERVICE_MAX_REQUEST_BYTES", parsePositiveInt, 32 * MiB),
@@ -327,6 +341,7 @@ export function loadSettings(env: Env = process.env): Settings {
   pool.workspaceToolSlots ||= Math.ceil((pool.workers * pool.toolSlotsPerWorker) / 2);
   pool.workspaceAgentLoopSlots ||= Math.ceil((pool.workers * pool.agentLoopSlotsPerWorker) / 2);
   pool.workspaceWorkers ||= Math.ceil(pool.workers / 2);
+  settings.workspaceRates.burst ||= 2 * settings.workspaceRates.requestsPerSec;
   checkBodyBudgets(settings, problems);
   checkListBudget(settings, problems);
   checkWorkspaceRoot(settings, problems);

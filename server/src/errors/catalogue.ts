@@ -47,6 +47,12 @@ export const errorCatalogue = {
     summary:
       "The server already holds as many request bodies in memory as its budget allows (in all or on this connection); the request was not processed. Retry shortly.",
   },
+  workspace_rate_limited: {
+    code: Code.ResourceExhausted,
+    httpStatus: 429,
+    summary:
+      "This workspace made more requests than its share of the server (SERVICE_WORKSPACE_REQUESTS_PER_SEC, with bursts of SERVICE_WORKSPACE_REQUEST_BURST; large responses count for more); the request was refused before its body was read and nothing ran. Retry after details.retryAfterSecs. Other workspaces are not affected.",
+  },
   request_timeout: {
     code: Code.DeadlineExceeded,
     httpStatus: 408,

@@ -16,6 +16,19 @@ export function serviceError(code: ErrorCode, message: string, metadata: Record<
   return new ConnectError(message, errorCatalogue[code].code, undefined, [{ desc: ErrorInfoSchema, value: { reason: code, domain: ERROR_DOMAIN, metadata } }]);
 }
 
+/** The header of a refusal that says when to ask again (seconds): HTTP's Retry-After, also sent as gRPC and Connect metadata. */
+export const RETRY_AFTER = "retry-after";
+
+/**
+ * A refusal to be retried after `secs`: said in its ErrorInfo (`retryAfterSecs`) and in its
+ * metadata's Retry-After, which leaves as a response header (Connect, REST) or trailer (gRPC).
+ */
+export function retryableRefusal(code: ErrorCode, message: string, secs: number): ConnectError {
+  const error = serviceError(code, message, { retryAfterSecs: String(secs) });
+  error.metadata.set(RETRY_AFTER, String(secs));
+  return error;
+}
+
 /** The JSON body of an error on the HTTP API. */
 export interface ErrorBody {
   code: string;

@@ -1,9 +1,10 @@
 import type { DescMethod } from "@bufbuild/protobuf";
-import { createContextValues, type ContextValues } from "@connectrpc/connect";
+import { ConnectError, createContextValues, type ContextValues } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { WorkspaceRateLimiter } from "../auth/index.ts";
 import type { HttpLimits } from "../config/index.ts";
-import { describeError, serviceError } from "../errors/index.ts";
+import { describeError, RETRY_AFTER, serviceError } from "../errors/index.ts";
 import type { Transcoder } from "../transcoder/index.ts";
 import { BodyBudget } from "./body-budget.ts";
 import { applyCors } from "./cors.ts";
@@ -48,6 +49,8 @@ export interface RequestHandlerOptions {
   onRequestDone?: ((record: RequestRecord, durationSeconds: number) => void) | undefined;
   /** Answers the liveness and readiness probes (probes.ts) from this. */
   readiness: ReadinessOf;
+  /** Each workspace's share of the server: an API method's response bytes are charged to it once sent. */
+  workspaceRates?: WorkspaceRateLimiter | undefined;
 }
 
 export type RequestListener = (req: NodeRequest, res: NodeResponse) => void;
@@ -95,6 +98,7 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
       if (record.code === "ok" && !res.writableFinished) record.code = "canceled";
       options.log?.(requestLogEntry(record, startedAt));
       options.onRequestDone?.(record, Number(process.hrtime.bigint() - startedAt) / 1e9);
+      if (record.workspace !== undefined && record.responseBytes) options.workspaceRates?.charge(record.workspace, record.responseBytes);
     });
   };
 
@@ -183,9 +187,29 @@ function refuseBareResponse(response: UniversalServerResponse, req: NodeRequest,
  * connect-node's writer waits for an "end" event that Node's responses never emit, so its promise
  * never settles on success; the response's close is its end.
  */
-function writeResponse(response: UniversalServerResponse, { res, body, closed }: Exchange): Promise<void> {
+function writeResponse(response: UniversalServerResponse, { res, body, closed, record }: Exchange): Promise<void> {
   body.prepareResponse(res);
-  return Promise.race([universalResponseToNodeResponse(response, res), closed]);
+  return Promise.race([universalResponseToNodeResponse(counted(response, record), res), closed]);
+}
+
+/** The response, adding up its body's bytes in `record.responseBytes` as they are written. */
+function counted(response: UniversalServerResponse, record: RequestRecord): UniversalServerResponse {
+  const { body } = response;
+  if (body === undefined) return response;
+  record.responseBytes = 0;
+  if (body instanceof Uint8Array) {
+    record.responseBytes = body.byteLength;
+    return response;
+  }
+  return {
+    ...response,
+    body: (async function* () {
+      for await (const chunk of body) {
+        record.responseBytes! += chunk.byteLength;
+        yield chunk;
+      }
+    })(),
+  };
 }
 
 function writeError(res: NodeResponse, body: RequestBody, record: RequestRecord, error: unknown): void {
@@ -195,6 +219,8 @@ function writeError(res: NodeResponse, body: RequestBody, record: RequestRecord,
     res.destroy();
     return;
   }
+  const retryAfter = error instanceof ConnectError ? error.metadata.get(RETRY_AFTER) : null;
+  if (retryAfter !== null) res.setHeader(RETRY_AFTER, retryAfter);
   writeJson(res, body, httpStatus, errorBody);
 }
 

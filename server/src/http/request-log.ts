@@ -11,6 +11,8 @@ export interface RequestRecord {
   /** Stable error code, or "ok". */
   code: string;
   httpStatus?: number;
+  /** Bytes of an API method's response body (Connect protocols and REST), as sent. */
+  responseBytes?: number;
 }
 
 export const requestRecordKey = createContextKey<RequestRecord | undefined>(undefined, { description: "request record" });

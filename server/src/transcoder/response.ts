@@ -2,7 +2,7 @@ import { fromBinary, toJson, type DescMethod, type JsonWriteOptions } from "@buf
 import { ConnectError } from "@connectrpc/connect";
 import { createAsyncIterable, type UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { describeError } from "../errors/index.ts";
+import { describeError, RETRY_AFTER } from "../errors/index.ts";
 import { HttpBodySchema } from "../../../gen/google/api/httpbody_pb.js";
 import { isHttpBody } from "./fields.ts";
 
@@ -17,6 +17,8 @@ export interface Reply {
   status: number;
   contentType: string;
   body: Uint8Array;
+  /** When to ask again (seconds), for a refusal that says so: the `Retry-After` header. */
+  retryAfter?: string | undefined;
 }
 
 /**
@@ -39,11 +41,14 @@ export async function replyFromConnect(method: DescMethod, response: UniversalSe
 /** Errors use the API's JSON error shape and HTTP status from the error catalogue. */
 export function errorReply(error: unknown): Reply {
   const { httpStatus, body } = describeError(error);
-  return jsonReply(httpStatus, body);
+  // A refusal's Retry-After rides in the ConnectError's metadata (the Connect response's headers).
+  const retryAfter = error instanceof ConnectError ? (error.metadata.get(RETRY_AFTER) ?? undefined) : undefined;
+  return { ...jsonReply(httpStatus, body), retryAfter };
 }
 
 export function universalResponse(reply: Reply): UniversalServerResponse {
   const header = new Headers({ "content-type": reply.contentType, "content-length": String(reply.body.byteLength) });
+  if (reply.retryAfter !== undefined) header.set(RETRY_AFTER, reply.retryAfter);
   return { status: reply.status, header, body: createAsyncIterable([reply.body]) };
 }
 

@@ -1,0 +1,76 @@
+import type { WorkspaceRateSettings } from "../config/index.ts";
+import { retryableRefusal } from "../errors/index.ts";
+
+/**
+ * Response bytes that cost one request more: a response of 4 MiB (a full List page) costs as much
+ * as 65 small calls, which is about what serving it costs the server's one event loop.
+ */
+export const RESPONSE_BYTES_PER_REQUEST = 64 * 1024;
+/** The most a workspace can owe for past responses, in seconds of its rate. */
+const MAX_DEBT_SECS = 60;
+
+/**
+ * Each workspace's share of the server's event loop, where every request of every workspace is
+ * decoded, journaled and answered: a token bucket per workspace, refilled at `requestsPerSec` up
+ * to `burst`. A request takes one token when it is admitted (at the request gate, before its body
+ * is read); a response takes one more per RESPONSE_BYTES_PER_REQUEST it sent, once it is over, so
+ * that large pages and long event streams count for what they cost. A workspace with no token left
+ * is refused `workspace_rate_limited`, told when to retry, and nothing of its request runs: another
+ * workspace's requests are never refused for it. Workspaces are the configured keys' (a bounded
+ * set), so the buckets are too.
+ */
+export class WorkspaceRateLimiter {
+  readonly #settings: WorkspaceRateSettings;
+  readonly #buckets = new Map<string, Bucket>();
+
+  constructor(settings: WorkspaceRateSettings) {
+    this.#settings = settings;
+  }
+
+  get enabled(): boolean {
+    return this.#settings.requestsPerSec > 0;
+  }
+
+  /** Takes one request's token for `workspace`, or throws `workspace_rate_limited` and takes nothing. */
+  admit(workspace: string): void {
+    if (!this.enabled) return;
+    const bucket = this.#refilled(workspace);
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return;
+    }
+    const retryAfterSecs = Math.max(1, Math.ceil((1 - bucket.tokens) / this.#settings.requestsPerSec));
+    throw retryableRefusal(
+      "workspace_rate_limited",
+      `this workspace has used its share of the server (${this.#settings.requestsPerSec} requests per second, bursts of ${this.#settings.burst}, a request more per ${RESPONSE_BYTES_PER_REQUEST / 1024} KiB answered); retry in ${retryAfterSecs} s`,
+      retryAfterSecs,
+    );
+  }
+
+  /** Charges a finished response's bytes to `workspace`: a token per RESPONSE_BYTES_PER_REQUEST, owed if need be. */
+  charge(workspace: string, responseBytes: number): void {
+    const cost = Math.floor(responseBytes / RESPONSE_BYTES_PER_REQUEST);
+    if (!this.enabled || cost === 0) return;
+    const bucket = this.#refilled(workspace);
+    bucket.tokens = Math.max(bucket.tokens - cost, -MAX_DEBT_SECS * this.#settings.requestsPerSec);
+  }
+
+  #refilled(workspace: string): Bucket {
+    const now = performance.now();
+    let bucket = this.#buckets.get(workspace);
+    if (!bucket) {
+      bucket = { tokens: this.#settings.burst, at: now };
+      this.#buckets.set(workspace, bucket);
+      return bucket;
+    }
+    bucket.tokens = Math.min(this.#settings.burst, bucket.tokens + ((now - bucket.at) / 1000) * this.#settings.requestsPerSec);
+    bucket.at = now;
+    return bucket;
+  }
+}
+
+interface Bucket {
+  tokens: number;
+  /** When `tokens` was last brought up to date (performance.now()). */
+  at: number;
+}
