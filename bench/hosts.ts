@@ -61,6 +61,8 @@ async function run(): Promise<SuiteReport> {
         env: {
           SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`,
           SERVICE_SHUTDOWN_GRACE_SECS: "1",
+          // One workspace with the whole server: throughput, not its share.
+          SERVICE_WORKSPACE_REQUESTS_PER_SEC: "0",
           SERVICE_HOST_MAX_IN_FLIGHT: String(HOST_MAX_IN_FLIGHT),
           SERVICE_ENV_NETWORK_ALLOW: extension.url,
         },

@@ -17,6 +17,7 @@ import { createNodeTransport } from "@skillenv/client/node";
 import { createClient } from "@connectrpc/connect";
 import { RunService } from "../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionService } from "../gen/skillenv/sessions/v1/sessions_pb.js";
+import { loadSettings } from "../server/src/config/index.ts";
 import { BENCH_API_KEY } from "./lib/child.ts";
 import { admitTool, createEchoSession, echoCaller, sessionClient, connectH2, spawnService } from "./lib/services.ts";
 import { summarize } from "./lib/stats.ts";
@@ -182,7 +183,11 @@ async function measure(name: string, call: () => Promise<void>): Promise<ResultR
 
 /** Workspace B's CallTool, unloaded and while workspace A floods the same service. */
 export async function noisyNeighbour(dataDir: string): Promise<{ rows: ResultRow[]; notes: string[] }> {
-  const service = await spawnService(dataDir, { SERVICE_API_KEYS: `bench=${BENCH_API_KEY},noisy=${NOISY_KEY}` });
+  // Two workspaces, each with the share of the server a default deployment gives it.
+  const service = await spawnService(dataDir, {
+    SERVICE_API_KEYS: `bench=${BENCH_API_KEY},noisy=${NOISY_KEY}`,
+    SERVICE_WORKSPACE_REQUESTS_PER_SEC: String(loadSettings({}).workspaceRates.requestsPerSec),
+  });
   try {
     const client = sessionClient(connectH2(service.url));
     const call = echoCaller(client, await createEchoSession(client, await admitTool(service.url, "echo-wat")));

@@ -168,7 +168,13 @@ async function run(): Promise<SuiteReport> {
   const heapBefore = clientHeapMiB();
   return withChildren(async (started) => {
     // The request log is on in production; here its lines go to /dev/null, written as to a file.
-    const serviceEnv = { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1", BENCH_REQUEST_LOG: "/dev/null" };
+    // One workspace with the whole server (a single-tenant deployment): throughput, not its share.
+    const serviceEnv = {
+      SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`,
+      SERVICE_SHUTDOWN_GRACE_SECS: "1",
+      SERVICE_WORKSPACE_REQUESTS_PER_SEC: "0",
+      BENCH_REQUEST_LOG: "/dev/null",
+    };
     const [service, metered, bareConnect, bareHttp2] = await Promise.all([
       spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), { env: serviceEnv, execArgv: cpuProfileArgv() }).then(started),
       // The same service with its Prometheus metrics on (SERVICE_METRICS_LISTEN): what they cost a call.

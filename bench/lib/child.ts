@@ -112,7 +112,8 @@ export async function withServiceBesideBaseline<T>(
   try {
     const [service, baseline] = await Promise.all([
       spawnServer(new URL("../servers/service.ts", import.meta.url).pathname, {
-        env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1" },
+        // One workspace with the whole server: throughput, not its share.
+        env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1", SERVICE_WORKSPACE_REQUESTS_PER_SEC: "0" },
         execArgv: serviceExecArgv,
       }).then(started),
       spawnServer(baselineScript).then(started),

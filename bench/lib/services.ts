@@ -22,12 +22,20 @@ export interface ServiceChild {
 }
 
 /**
- * The service on `dataDir` (kept after it stops), with `env` on top of the bench's API key.
+ * The service on `dataDir` (kept after it stops), with `env` on top of the bench's API key. Its
+ * one workspace has the whole server, as in a single-tenant deployment
+ * (SERVICE_WORKSPACE_REQUESTS_PER_SEC=0): throughput is measured, not the workspace's share.
  * BENCH_CPU_PROF=<dir> profiles it (the profile is written when it stops cleanly).
  */
 export async function spawnService(dataDir: string, env: Record<string, string> = {}): Promise<ServiceChild> {
   const child = await spawnServer(path.join(import.meta.dirname, "service-server.ts"), {
-    env: { SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`, SERVICE_SHUTDOWN_GRACE_SECS: "1", BENCH_DATA_DIR: dataDir, ...env },
+    env: {
+      SERVICE_API_KEYS: `bench=${BENCH_API_KEY}`,
+      SERVICE_SHUTDOWN_GRACE_SECS: "1",
+      SERVICE_WORKSPACE_REQUESTS_PER_SEC: "0",
+      BENCH_DATA_DIR: dataDir,
+      ...env,
+    },
     execArgv: cpuProfileArgv(),
     startTimeoutMs: 60_000,
   });
