@@ -23,7 +23,7 @@ if grep -q EBADENGINE install.log; then
 fi
 
 node --input-type=module -e '
-  for (const entry of ["@skillenv/client", "@skillenv/client/node", "@skillenv/client/web", "@skillenv/client/bundle"]) await import(entry);
+  for (const entry of ["@skillenv/client", "@skillenv/client/node", "@skillenv/client/web", "@skillenv/client/bundle", "@skillenv/client/mcp"]) await import(entry);
 '
 
 # Types, with the repository's TypeScript: an unresolved declaration would make the client any,

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeContent, outputOf } from "../../src/environments/mcp/tool-result.ts";
-import { NameCollision, placementName, placementNames } from "../../src/environments/mcp/tool-names.ts";
+import { describeContent, NameCollision, outputOf, placementName, placementNames } from "@skillenv/client/mcp";
 
 const MODEL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 

@@ -6,8 +6,7 @@ import type { BindingContext } from "../kinds.ts";
 import { deadlineSignal } from "../outgoing.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type TerminalReceipt } from "../port.ts";
 import { CallTrace, traced, wasNotSent, type McpConnection } from "./mcp-connection.ts";
-import { NameCollision, placementNames } from "./tool-names.ts";
-import { describeContent, outputOf, type CallToolResult } from "./tool-result.ts";
+import { describeContent, NameCollision, outputOf, placementNames, type CallToolResult } from "@skillenv/client/mcp";
 
 /** What a setup's returned output lists: the placements the server's tools become. */
 export interface McpSetupOutput {
