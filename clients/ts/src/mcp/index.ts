@@ -1,2 +1,2 @@
 export { isMcpEnvironmentName, MAX_MCP_ENVIRONMENT_NAME, NameCollision, placementName, placementNames } from "./tool-names.ts";
-export { describeContent, outputOf, type CallToolResult, type ContentBlock } from "./tool-result.ts";
+export { describeContent, outputOf, outputValue, type CallToolResult, type ContentBlock } from "./tool-result.ts";

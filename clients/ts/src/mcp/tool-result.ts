@@ -33,8 +33,13 @@ export function describeContent(content: readonly ContentBlock[]): string {
  * beside it when it gave one (JSON the model and callers can read as is).
  */
 export function outputOf(result: CallToolResult): string {
+  return JSON.stringify(outputValue(result));
+}
+
+/** The same output as a value (what a host returns). */
+export function outputValue(result: CallToolResult): { content: string; structuredContent?: Record<string, unknown> } {
   const content = describeContent(result.content ?? []);
-  return JSON.stringify(result.structuredContent === undefined ? { content } : { content, structuredContent: result.structuredContent });
+  return result.structuredContent === undefined ? { content } : { content, structuredContent: result.structuredContent };
 }
 
 function describeBlock(block: ContentBlock): string {
