@@ -7,6 +7,7 @@ import { FORWARDED_HEADER, type SessionOwnership } from "../replicas/index.ts";
 import type { Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
 import { CallsInFlight } from "./calls-in-flight.ts";
+import { MCP_UNREAD_PROCEDURE, mcpProcedure } from "./method-label.ts";
 import { sessionToolsServer } from "./session-tools-server.ts";
 import { SkillEntries } from "./skill-entries.ts";
 import { skillsServer } from "./skills-server.ts";
@@ -43,6 +44,7 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
     matches: (pathname) => pathname === MCP_PATH || pathname.startsWith(MCP_SESSIONS_PREFIX),
     async serve(exchange) {
       const { req, res, url, record } = exchange;
+      record.procedure = MCP_UNREAD_PROCEDURE;
       const workspace = options.authenticate(req.headers.authorization);
       record.workspace = workspace;
       const sessionId = url.pathname === MCP_PATH ? undefined : url.pathname.slice(MCP_SESSIONS_PREFIX.length);
@@ -62,6 +64,7 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
       }
       checkHeaders(req.headers);
       const message = jsonRpcMessage(await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes));
+      record.procedure = mcpProcedure(message);
       // A tool call's progress streams (server-sent events); everything else is one JSON body.
       if (sessionId === undefined) await answer(skillsServer({ workspace, registry: options.registry, entries }), exchange, message, "json");
       else {
