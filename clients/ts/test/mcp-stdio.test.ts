@@ -105,7 +105,10 @@ describe("hostEnv({ name, mcp })", () => {
     });
     // Non-text content is described, as for MCP environments.
     const image = await session.callTool("laptop__get-tiny-image", {});
-    expect(image).toMatchObject({ outcome: "returned", output: { content: expect.stringMatching(/\[image: image\/png, \d+ bytes, not shown\]/) } });
+    expect(image).toMatchObject({
+      outcome: "returned",
+      output: { content: expect.stringMatching(/\[image: image\/png, \d+ bytes, attached\]/), images: [{ mimeType: "image/png" }] },
+    });
 
     // Progress notifications become progress receipts, journaled with the notification's numbers.
     const long = await session.callTool(`laptop__${LONG}`, { duration: 0.3, steps: 3 });

@@ -1,2 +1,12 @@
 export { isMcpEnvironmentName, MAX_MCP_ENVIRONMENT_NAME, NameCollision, placementName, placementNames } from "./tool-names.ts";
-export { describeContent, outputOf, outputValue, type CallToolResult, type ContentBlock } from "./tool-result.ts";
+export {
+  describeContent,
+  isToolImage,
+  MAX_TOOL_IMAGE_CHARS,
+  outputOf,
+  outputValue,
+  TOOL_IMAGE_TYPES,
+  type CallToolResult,
+  type ContentBlock,
+  type ToolImage,
+} from "./tool-result.ts";

@@ -100,7 +100,7 @@ async function listTools(client: Client, environment: string): Promise<ListedToo
  * is the notification's JSON (`{"progress":1,"total":3}`), as an MCP environment's progress data;
  * the command's cancellation (a cancelled run, the deadline) sends notifications/cancelled.
  */
-async function call(client: Client, input: unknown, context: HostToolContext): Promise<JsonValue> {
+async function call(client: Client, input: unknown, context: HostToolContext): Promise<unknown> {
   const tool = mcpToolOf(context.implementation);
   if (tool === undefined)
     throw {
@@ -127,7 +127,7 @@ async function call(client: Client, input: unknown, context: HostToolContext): P
     throw { code: "mcp_error", message: `the MCP server refused the call: ${error.message}`, details: { mcpCode: String(error.code) } };
   }
   if (result.isError) throw { code: "mcp_tool_error", message: describeContent(result.content ?? []) || "the tool reported an error without content" };
-  return outputValue(result) as JsonValue;
+  return outputValue(result);
 }
 
 function mcpToolOf(implementation: JsonValue | undefined): string | undefined {
