@@ -39,11 +39,7 @@ export function stdioMcpServer(options: StdioMcpServerOptions): ToolServer {
 
 /** Spawns the server, initializes an MCP session with it, and lists its tools (every page). */
 async function start(environment: string, description: string, parameters: Required<Omit<StdioMcpServerOptions, "cwd">> & { cwd?: string }) {
-  // Loaded on first use: a client that serves no MCP server never loads the SDK.
-  const [{ Client }, { StdioClientTransport }] = await Promise.all([
-    import("@modelcontextprotocol/sdk/client/index.js"),
-    import("@modelcontextprotocol/sdk/client/stdio.js"),
-  ]);
+  const [{ Client }, { StdioClientTransport }] = await loadSdk(description);
   const client = new Client(CLIENT_INFO, { capabilities: {} });
   let closing = false;
   const exited = new Promise<Error | undefined>((resolve) => {
@@ -62,6 +58,19 @@ async function start(environment: string, description: string, parameters: Requi
   } catch (error) {
     await close();
     throw new Error(`could not start ${description}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/**
+ * The SDK, loaded on first use: it is an optional peer dependency of the client, which a client
+ * serving no MCP server neither installs nor loads.
+ */
+async function loadSdk(description: string) {
+  try {
+    return await Promise.all([import("@modelcontextprotocol/sdk/client/index.js"), import("@modelcontextprotocol/sdk/client/stdio.js")]);
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== "ERR_MODULE_NOT_FOUND") throw error;
+    throw new Error(`could not start ${description}: it needs the MCP SDK beside the client (npm install @modelcontextprotocol/sdk)`, { cause: error });
   }
 }
 
