@@ -1,6 +1,6 @@
-import type { JsonValue } from "@bufbuild/protobuf";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { HostToolContext, ListedTool, RunningToolServer, ToolServer } from "../hosts/index.ts";
+import { listAllTools, mcpToolOf, placedDescription } from "./tool-listing.ts";
 import { NameCollision, placementNames } from "./tool-names.ts";
 import { describeContent, outputValue, type CallToolResult } from "./tool-result.ts";
 
@@ -20,9 +20,6 @@ export interface StdioMcpServerOptions {
 
 /** The client as it introduces itself to the server in `initialize`. */
 const CLIENT_INFO = { name: "skillenv-host", version: "0.1.0" };
-/** As for MCP environments (docs/mcp.md): a server that pages on and on is cut off. */
-const MAX_TOOL_PAGES = 100;
-const MAX_DESCRIPTION_CHARS = 4096;
 
 /** A recipe for starting the server; `hostEnv({ name, mcp })` of `@skillenv/client/node` holds one. */
 export function stdioMcpServer(options: StdioMcpServerOptions): ToolServer {
@@ -75,17 +72,7 @@ async function loadSdk(description: string) {
 }
 
 async function listTools(client: Client, environment: string): Promise<ListedTool[]> {
-  const listed: Array<{ name: string; title?: string; description?: string; inputSchema: Record<string, unknown> }> = [];
-  const cursors = new Set<string>();
-  for (let cursor: string | undefined, page = 0; ; page++) {
-    if (page === MAX_TOOL_PAGES) throw new Error(`its tools/list went on past ${MAX_TOOL_PAGES} pages`);
-    const result = await client.listTools(cursor === undefined ? undefined : { cursor });
-    listed.push(...result.tools);
-    cursor = result.nextCursor;
-    if (cursor === undefined) break;
-    if (cursors.has(cursor)) throw new Error("its tools/list repeated a cursor");
-    cursors.add(cursor);
-  }
+  const listed = await listAllTools(client);
   let names: string[];
   try {
     names = placementNames(
@@ -98,7 +85,7 @@ async function listTools(client: Client, environment: string): Promise<ListedToo
   }
   return listed.map((tool, index) => ({
     name: names[index]!,
-    description: [...(tool.description ?? tool.title ?? "")].slice(0, MAX_DESCRIPTION_CHARS).join(""),
+    description: placedDescription(tool),
     inputSchema: tool.inputSchema,
     implementation: { mcpTool: tool.name },
   }));
@@ -137,9 +124,4 @@ async function call(client: Client, input: unknown, context: HostToolContext): P
   }
   if (result.isError) throw { code: "mcp_tool_error", message: describeContent(result.content ?? []) || "the tool reported an error without content" };
   return outputValue(result);
-}
-
-function mcpToolOf(implementation: JsonValue | undefined): string | undefined {
-  const tool = (implementation as { mcpTool?: unknown } | null | undefined)?.mcpTool;
-  return typeof tool === "string" ? tool : undefined;
 }
