@@ -5,6 +5,7 @@ import type { ResultRow, Suite } from "./lib/suite.ts";
 import { envSuite } from "./env.ts";
 import { hostileSuite } from "./hostile.ts";
 import { hostsSuite } from "./hosts.ts";
+import { mcpSuite } from "./mcp.ts";
 import { modelsSuite } from "./models.ts";
 import { protocolsSuite } from "./protocols.ts";
 import { replicasSuite } from "./replicas.ts";
@@ -13,7 +14,7 @@ import { sessionsSuite } from "./sessions.ts";
 import { skillsSuite } from "./skills.ts";
 
 /** Add new suites here. */
-const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, modelsSuite, hostsSuite, hostileSuite, replicasSuite];
+const SUITES: Suite[] = [protocolsSuite, skillsSuite, envSuite, sessionsSuite, runsSuite, modelsSuite, hostsSuite, hostileSuite, replicasSuite, mcpSuite];
 
 const COLUMNS: Column<ResultRow>[] = [
   { header: "name", value: (r) => r.name, align: "left" },

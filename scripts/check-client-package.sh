@@ -23,7 +23,14 @@ if grep -q EBADENGINE install.log; then
 fi
 
 node --input-type=module -e '
-  for (const entry of ["@skillenv/client", "@skillenv/client/node", "@skillenv/client/web", "@skillenv/client/bundle"]) await import(entry);
+  for (const entry of ["@skillenv/client", "@skillenv/client/node", "@skillenv/client/web", "@skillenv/client/bundle", "@skillenv/client/mcp"]) await import(entry);
+'
+
+# The MCP SDK is an optional peer: without it, a host serving a stdio MCP server says what to install.
+node --input-type=module -e '
+  const { hostEnv } = await import("@skillenv/client/node");
+  const refused = await hostEnv({ name: "local", mcp: { command: "true" } }).server.start("local").then(() => "started", (error) => error.message);
+  if (!refused.includes("npm install @modelcontextprotocol/sdk")) { console.error(`without the MCP SDK, starting a stdio MCP server answered: ${refused}`); process.exit(1); }
 '
 
 # Types, with the repository's TypeScript: an unresolved declaration would make the client any,

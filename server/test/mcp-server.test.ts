@@ -3,6 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, ResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CallsInFlight } from "../src/mcp-server/calls-in-flight.ts";
 import { progressNotifier, toolResult } from "../src/mcp-server/session-tools-server.ts";
 import { readBundle } from "../src/skills/bundle/index.ts";
 import { bearer, KEY_A, KEY_B, postJson, startTestService, type TestService } from "./helpers/service.ts";
@@ -257,6 +258,102 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
       (event) => event.type === "operation.receipt" && event.data?.operationId === operationId,
     );
     expect(events.filter((event) => event.type === "operation.progress" && event.data?.operationId === operationId)).toHaveLength(3);
+  });
+
+  describe("a call the MCP client withdraws is cancelled in the session, as a cancelled run's call is", () => {
+    const long = "trigger-long-running-operation";
+    const sessions = () => sessionClient(service.url, KEY_A);
+
+    async function mountedSession(): Promise<string> {
+      const created = await postJson(service.url, "/v1/sessions", { environments: [{ name: "ev", mcp: { url: everything.url, tools: [long] } }] }, KEY_A);
+      expect(created).toMatchObject({ status: 200, body: { session: { state: "ready" } } });
+      return created.body.session.id as string;
+    }
+
+    /** Once the call has reported progress (the server is running it): its operation id. */
+    async function runningCall(mounted: string): Promise<string> {
+      const events = await eventsUntil(sessions(), mounted, (event) => event.type === "operation.progress");
+      return events.find((event) => event.type === "operation.sent" && event.data?.kind === "execute")?.data?.operationId as string;
+    }
+
+    /** The call's receipt, and the cancel the session sent for it with that cancel's receipt. */
+    async function cancelledCall(mounted: string, operationId: string) {
+      const untilReceipt = (id: string) => (event: { type: string; data?: Record<string, unknown> }) =>
+        event.type === "operation.receipt" && event.data?.operationId === id;
+      const events = await eventsUntil(sessions(), mounted, untilReceipt(operationId));
+      const cancel = events.find((event) => event.type === "operation.sent" && event.data?.kind === "cancel");
+      const cancelEvents = await eventsUntil(sessions(), mounted, untilReceipt(cancel?.data?.operationId as string));
+      return { receipt: events.at(-1)?.data?.receipt, cancel: cancel?.data, cancelReceipt: cancelEvents.at(-1)?.data?.receipt };
+    }
+
+    it("on notifications/cancelled (the SDK's client sends it when its request's signal aborts)", async () => {
+      const mounted = await mountedSession();
+      const client = await connect(`/mcp/sessions/${mounted}`);
+      const abort = new AbortController();
+      const firstProgress = Promise.withResolvers<void>();
+      const call = client
+        .callTool({ name: `ev__${long}`, arguments: { duration: 60, steps: 60 } }, undefined, {
+          signal: abort.signal,
+          onprogress: () => firstProgress.resolve(),
+        })
+        .catch((error: unknown) => error);
+      await firstProgress.promise;
+      const operationId = await runningCall(mounted);
+
+      abort.abort("the user pressed stop");
+
+      // The SDK rejects at once (its own error, carrying the reason), sends the notification, and ignores a late result.
+      expect(await call).toMatchObject({ message: expect.stringContaining("the user pressed stop") });
+      const { receipt, cancel, cancelReceipt } = await cancelledCall(mounted, operationId);
+      expect(receipt).toMatchObject({ failure: { code: "cancelled" } });
+      expect(cancel).toMatchObject({ targetOperationId: operationId });
+      // The MCP environment told its server in turn.
+      expect(cancelReceipt).toMatchObject({ returned: { output: { sent: true } } });
+    });
+
+    it("when the client closes its response stream before the result", async () => {
+      const mounted = await mountedSession();
+      const abort = new AbortController();
+      const response = await fetch(new URL(`/mcp/sessions/${mounted}`, service.url), {
+        method: "POST",
+        headers: { ...bearer(KEY_A), "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 7,
+          method: "tools/call",
+          params: { name: `ev__${long}`, arguments: { duration: 60, steps: 60 }, _meta: { progressToken: "p" } },
+        }),
+        signal: abort.signal,
+      });
+      expect(response.headers.get("content-type")).toContain("text/event-stream");
+      // Read until the first progress notification: the call is running.
+      const reader = response.body!.getReader();
+      let text = "";
+      while (!text.includes("notifications/progress")) text += new TextDecoder().decode((await reader.read()).value);
+      const operationId = await runningCall(mounted);
+
+      abort.abort();
+
+      const { receipt, cancel } = await cancelledCall(mounted, operationId);
+      expect(receipt).toMatchObject({ failure: { code: "cancelled" } });
+      expect(cancel).toMatchObject({ targetOperationId: operationId });
+    });
+  });
+
+  it("ignores a cancellation naming a request id two calls of one session share, rather than stopping another client's call", () => {
+    const calls = new CallsInFlight();
+    const [mine, theirs, other] = [new AbortController(), new AbortController(), new AbortController()];
+    const untrackMine = calls.track("ws", "ses_1", 3, mine);
+    calls.track("ws", "ses_1", 3, theirs);
+    calls.track("ws", "ses_1", "3", other);
+    expect(calls.cancel("ws", "ses_1", 3, "stop")).toBe(false);
+    expect([mine.signal.aborted, theirs.signal.aborted]).toEqual([false, false]);
+    untrackMine();
+    expect(calls.cancel("ws", "ses_1", 3, "stop")).toBe(true);
+    expect([mine.signal.aborted, theirs.signal.aborted, other.signal.aborted]).toEqual([false, true, false]);
+    // Another workspace's or session's id is another call.
+    expect(calls.cancel("other", "ses_1", "3", "stop")).toBe(false);
+    expect(calls.cancel("ws", "ses_2", "3", "stop")).toBe(false);
   });
 
   it("makes any progress report an MCP progress that grows", () => {

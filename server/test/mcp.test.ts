@@ -28,6 +28,8 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     service = await startTestService({
       SERVICE_MCP_ALLOW: `${proxy.origin},${doomed.origin}`,
       SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+      SERVICE_OPENAI_BASE_URL: provider.openaiBaseUrl,
+      SERVICE_OPENAI_API: "responses",
     });
     sessions = sessionClient(service.url, KEY_A);
   });
@@ -104,8 +106,9 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     const invalid = await call(sessionId, "ev__get-sum", { a: "two", b: 2 });
     expect(invalid.receipt?.outcome).toMatchObject({ case: "failure", value: { code: "mcp_tool_error", message: expect.stringContaining("a") } });
     const image = await call(sessionId, "ev__get-tiny-image");
-    const { content } = outputOf(image.receipt) as { content: string };
-    expect(content).toMatch(/\[image: image\/png, \d+ bytes, not shown\]/);
+    const { content, images } = outputOf(image.receipt) as { content: string; images: unknown };
+    expect(content).toMatch(/\[image: image\/png, \d+ bytes, attached\]/);
+    expect(images).toEqual([{ mimeType: "image/png", data: expect.stringMatching(/^[A-Za-z0-9+/]+=*$/) }]);
   });
 
   it("turns the long-running tool's progress notifications into progress events", async () => {
@@ -181,6 +184,41 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     const { run: record } = await runs.getRun({ sessionId, runId: slow!.id });
     expect(toJsonString(RunSchema, record!)).not.toContain(CREDENTIAL);
     await session.delete();
+  });
+
+  it("shows a run's model the server's images in the provider's form: Anthropic's image blocks, the Responses API's input_image", async () => {
+    const sessionId = await mcpSession({ tools: ["get-tiny-image"] });
+    const runs = runClient(service.url, KEY_A);
+    provider.script("mcp-image-model", [{ toolCalls: [{ id: "i1", name: "ev__get-tiny-image", input: {} }] }, { text: "a tiny image" }]);
+    const first = provider.requests.length;
+    const { run } = await runs.createRun({
+      sessionId,
+      run: { model: { provider: "anthropic", name: "mcp-image-model", maxTokens: 0 }, message: "show me", providerKeys: { anthropic: "k" } } as never,
+    });
+    expect((await eventsUntil(sessions, sessionId, runEnded(run!.id))).at(-1)?.type).toBe("turn.completed");
+    const messages = provider.requests.slice(first).at(-1)?.body.messages as Array<{ role: string; content: unknown }>;
+    const [result] = messages.at(-1)!.content as Array<{ type: string; content: Array<Record<string, unknown>> }>;
+    expect(result?.type).toBe("tool_result");
+    // The text without the image's data, then the image as Anthropic takes it.
+    expect(result?.content[0]).toEqual({ type: "text", text: expect.stringMatching(/^\{"content":".*\[image: image\/png, \d+ bytes, attached\]/) });
+    expect(String(result?.content[0]?.text)).not.toContain('"images"');
+    expect(result?.content[1]).toEqual({
+      type: "image",
+      source: { type: "base64", media_type: "image/png", data: expect.stringMatching(/^[A-Za-z0-9+/]+=*$/) },
+    });
+
+    // The OpenAI Responses API takes them too: the function call's output is its text and an input_image.
+    provider.script("mcp-image-openai", [{ toolCalls: [{ id: "i2", name: "ev__get-tiny-image", input: {} }] }, { text: "a tiny image" }]);
+    const before = provider.requests.length;
+    const { run: openai } = await runs.createRun({
+      sessionId,
+      run: { model: { provider: "openai", name: "mcp-image-openai", maxTokens: 0 }, message: "show me", providerKeys: { openai: "k" } } as never,
+    });
+    expect((await eventsUntil(sessions, sessionId, runEnded(openai!.id))).at(-1)?.type).toBe("turn.completed");
+    const input = provider.requests.slice(before).at(-1)?.body.input as Array<Record<string, unknown>>;
+    const output = input.find((item) => item.type === "function_call_output")?.output as Array<Record<string, unknown>>;
+    expect(output[0]).toEqual({ type: "input_text", text: expect.stringContaining("attached") });
+    expect(output[1]).toEqual({ type: "input_image", image_url: expect.stringMatching(/^data:image\/png;base64,[A-Za-z0-9+/]+=*$/) });
   });
 
   it("with approval always, holds a run's call of the server's tools until a person approves it (docs/runs.md, Approvals)", async () => {

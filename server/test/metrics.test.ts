@@ -130,6 +130,26 @@ describe("Prometheus metrics (SERVICE_METRICS_LISTEN)", () => {
     expect(exposition).not.toContain("chosen-by-the-caller");
   });
 
+  it("label MCP requests with service mcp and the JSON-RPC method, from a fixed list", async () => {
+    const post = (message: object) =>
+      fetch(`${service.url}/mcp`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${KEY_A}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", ...message }),
+      });
+    expect((await post({ id: 1, method: "tools/list" })).status).toBe(200);
+    // A method no MCP client sends: a JSON-RPC error, counted under "other", its name never a label.
+    expect((await post({ id: 2, method: "chosen-by-the-caller/x" })).status).toBe(200);
+    // Refused before any message is read.
+    expect((await fetch(`${service.url}/mcp`, { method: "GET", headers: { authorization: `Bearer ${KEY_A}` } })).status).toBe(405);
+    await scraped('skillenv_rpc_requests_total{protocol="mcp",service="mcp",method="tools/list",code="ok"}', (n) => n >= 1);
+    await scraped('skillenv_rpc_requests_total{protocol="mcp",service="mcp",method="other"}', (n) => n >= 1);
+    await scraped('skillenv_rpc_requests_total{protocol="mcp",service="mcp",method="none",code="mcp_method_not_allowed"}', (n) => n >= 1);
+    const exposition = await (await fetch(`${service.metricsUrl}/metrics`)).text();
+    expect(exposition).not.toContain("chosen-by-the-caller");
+    expect(exposition).not.toMatch(/protocol="mcp",service="unknown"/);
+  });
+
   it("pass promtool check metrics, and are served on their own port only", async () => {
     const exposition = await (await fetch(`${service.metricsUrl}/metrics`)).text();
     const check = spawnSync("/usr/bin/promtool", ["check", "metrics"], { input: exposition, encoding: "utf8" });

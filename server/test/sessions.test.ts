@@ -275,6 +275,22 @@ describe("sessions with the service environment", () => {
       "invalid_argument",
     ],
     [
+      "a host tool named <another environment>__<tool>",
+      () => ({
+        environments: [{ name: "h", kind: { case: "host", value: {} } }],
+        tools: [{ name: "x__b", environment: "h" }],
+      }),
+      "invalid_argument",
+    ],
+    [
+      "a host tool with __ in an environment named with __",
+      () => ({
+        environments: [{ name: "h__i", kind: { case: "host", value: {} } }],
+        tools: [{ name: "h__i__b", environment: "h__i" }],
+      }),
+      "invalid_argument",
+    ],
+    [
       "a tool name with a dot",
       ({ echo }) => ({
         environments: [{ name: "x", kind: { case: "service", value: {} } }],

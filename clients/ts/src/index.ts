@@ -12,6 +12,7 @@ export {
   type HostToolContext,
   type HostToolHandler,
   type ReconnectOptions,
+  ToolServerExitedError,
 } from "./hosts/index.ts";
 export {
   Skill,

@@ -1,9 +1,36 @@
 import type { Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { apiKeyInterceptor } from "./auth.ts";
-import { declareHostStreaming } from "./hosts/index.ts";
+import { declareHostStreaming, defineHostEnv, type HostEnvironmentDefinition, type HostEnvOptions } from "./hosts/index.ts";
+import { isMcpEnvironmentName, MAX_MCP_ENVIRONMENT_NAME } from "./mcp/index.ts";
+import { stdioMcpServer, type StdioMcpServerOptions } from "./mcp/stdio-server.ts";
 
 export * from "./index.ts";
+export type { StdioMcpServerOptions } from "./mcp/stdio-server.ts";
+
+export interface NodeHostEnvOptions extends HostEnvOptions {
+  /**
+   * A local MCP server over stdio whose tools this host serves, instead of `tools`: the client
+   * starts it when the session is created (or served), places each tool it lists as
+   * `<name>__<tool>` (the MCP environments' rule, docs/mcp.md), answers each command with a
+   * `tools/call`, and stops it when the host closes.
+   */
+  mcp?: StdioMcpServerOptions;
+}
+
+/**
+ * Defines a host environment (see `hostEnv` of `@skillenv/client`); in Node it may serve a local
+ * MCP server's tools over stdio (`mcp`). Performs no I/O.
+ */
+export function hostEnv(options: NodeHostEnvOptions): HostEnvironmentDefinition {
+  const { mcp, ...rest } = options;
+  if (mcp === undefined) return defineHostEnv(rest, undefined);
+  if (!isMcpEnvironmentName(options.name))
+    throw new TypeError(
+      `host environment ${JSON.stringify(options.name)}: one serving an MCP server is named with at most ${MAX_MCP_ENVIRONMENT_NAME} characters and no "__" (it prefixes its tools' names)`,
+    );
+  return defineHostEnv(rest, stdioMcpServer(mcp));
+}
 
 export interface NodeTransportOptions {
   baseUrl: string;

@@ -6,6 +6,8 @@ import type { ProtocolEndpoint, ProtocolExchange } from "../http/index.ts";
 import { FORWARDED_HEADER, type SessionOwnership } from "../replicas/index.ts";
 import type { Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
+import { CallsInFlight } from "./calls-in-flight.ts";
+import { MCP_UNREAD_PROCEDURE, mcpProcedure } from "./method-label.ts";
 import { sessionToolsServer } from "./session-tools-server.ts";
 import { SkillEntries } from "./skill-entries.ts";
 import { skillsServer } from "./skills-server.ts";
@@ -36,11 +38,13 @@ export interface McpEndpointOptions {
  */
 export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint {
   const entries = new SkillEntries(options.registry);
+  const calls = new CallsInFlight();
   return {
     protocol: "mcp",
     matches: (pathname) => pathname === MCP_PATH || pathname.startsWith(MCP_SESSIONS_PREFIX),
     async serve(exchange) {
       const { req, res, url, record } = exchange;
+      record.procedure = MCP_UNREAD_PROCEDURE;
       const workspace = options.authenticate(req.headers.authorization);
       record.workspace = workspace;
       const sessionId = url.pathname === MCP_PATH ? undefined : url.pathname.slice(MCP_SESSIONS_PREFIX.length);
@@ -60,9 +64,20 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
       }
       checkHeaders(req.headers);
       const message = jsonRpcMessage(await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes));
+      record.procedure = mcpProcedure(message);
       // A tool call's progress streams (server-sent events); everything else is one JSON body.
       if (sessionId === undefined) await answer(skillsServer({ workspace, registry: options.registry, entries }), exchange, message, "json");
-      else await answer(sessionToolsServer({ workspace, sessionId, sessions: options.sessions }), exchange, message, "stream");
+      else {
+        const clientLeft = new AbortController();
+        // Settles when the response has closed: sent (the call is over by then) or the client gone.
+        void exchange.closed.then(() => clientLeft.abort("the MCP client closed its response stream"));
+        await answer(
+          sessionToolsServer({ workspace, sessionId, sessions: options.sessions, calls, clientLeft: clientLeft.signal }),
+          exchange,
+          message,
+          "stream",
+        );
+      }
     },
   };
 }
@@ -117,7 +132,8 @@ async function forward(exchange: ProtocolExchange, address: string, options: Mcp
 /**
  * One JSON-RPC exchange through the SDK's transport, its Response written to the Node response
  * as it comes: one JSON body, or a stream of server-sent events (notifications, then the answer).
- * A client that leaves stops the writing, not the work: a tool call runs on to its receipt.
+ * A client that leaves stops the writing; a tool call it leaves is cancelled (sessionToolsServer)
+ * and still ends by its receipt.
  */
 async function answer(server: Server, exchange: ProtocolExchange, message: unknown, form: "json" | "stream"): Promise<void> {
   const { req, res, url, prepareResponse, closed } = exchange;

@@ -1,9 +1,10 @@
 import { ConnectError } from "@connectrpc/connect";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, CancelledNotificationSchema, ListToolsRequestSchema, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { TerminalReceipt } from "../environments/index.ts";
 import { describeError, stableCodeOf, type ErrorCode } from "../errors/index.ts";
 import type { Sessions, ToolRecord } from "../sessions/index.ts";
+import type { CallsInFlight } from "./calls-in-flight.ts";
 import { asMcpError } from "./mcp-errors.ts";
 import { SERVER_INFO } from "./server-info.ts";
 
@@ -20,6 +21,10 @@ export interface SessionToolsServerOptions {
   workspace: string;
   sessionId: string;
   sessions: Sessions;
+  /** The calls in flight on this process's session endpoints, which a notifications/cancelled names. */
+  calls: CallsInFlight;
+  /** Aborts when the client leaves before the answer is complete (it closed its response stream). */
+  clientLeft: AbortSignal;
 }
 
 /**
@@ -28,8 +33,12 @@ export interface SessionToolsServerOptions {
  * sent once, ended by one terminal receipt that the session's events show like any call's. The
  * receipt becomes the result: returned as content (and structuredContent for an object), a
  * failure as isError with its code, unknown as isError saying the outcome is unknown.
+ *
+ * A call is withdrawn when its client sends notifications/cancelled naming it or leaves before
+ * the answer: the session then sends its environment a journaled cancel (as for a cancelled run),
+ * and the call ends by its own receipt, which the session's events keep.
  */
-export function sessionToolsServer({ workspace, sessionId, sessions }: SessionToolsServerOptions): Server {
+export function sessionToolsServer({ workspace, sessionId, sessions, calls, clientLeft }: SessionToolsServerOptions): Server {
   const server = new Server(SERVER_INFO, {
     capabilities: { tools: {} },
     instructions: `This server serves the tools of session ${sessionId} of the skillenv service: each call runs sandboxed in the session's environments and is journaled in its events.`,
@@ -54,13 +63,28 @@ export function sessionToolsServer({ workspace, sessionId, sessions }: SessionTo
             // Best effort, as progress is: a client that left misses it, the journal keeps it.
             extra.sendNotification({ method: "notifications/progress", params: { progressToken, ...params } }).catch(() => undefined);
           });
+    const withdrawn = new AbortController();
+    const untrack = calls.track(workspace, sessionId, extra.requestId, withdrawn);
+    const signal = AbortSignal.any([withdrawn.signal, extra.signal, clientLeft]);
     try {
-      const { operationId, receipt } = await sessions.callTool(workspace, sessionId, request.params.name, { input, ...(onProgress ? { onProgress } : {}) });
+      const { operationId, receipt } = await sessions.callTool(workspace, sessionId, request.params.name, {
+        input,
+        signal,
+        ...(onProgress ? { onProgress } : {}),
+      });
       return toolResult(operationId, receipt);
     } catch (error) {
       if (error instanceof ConnectError && REFUSED_AS_RESULT.has(stableCodeOf(error))) return refusal(error);
       throw asMcpError(error);
+    } finally {
+      untrack();
     }
+  });
+
+  // The call it names is in flight under another request, answered by another server instance.
+  server.setNotificationHandler(CancelledNotificationSchema, (notification) => {
+    const { requestId, reason } = notification.params;
+    if (requestId !== undefined) calls.cancel(workspace, sessionId, requestId, reason ?? "the MCP client cancelled the call");
   });
 
   return server;

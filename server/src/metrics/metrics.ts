@@ -294,8 +294,15 @@ export class Metrics {
   }
 }
 
-/** `pkg.Service/Method` as its service's short name and the method; "unknown" for anything else (a 404). */
+const MCP_PREFIX = "mcp/";
+
+/**
+ * `pkg.Service/Method` as its service's short name and the method; the MCP endpoint's
+ * `mcp/<JSON-RPC method>` as service `mcp` and the method, which the endpoint bounds to a list
+ * (or `other`, `response`, `none`); "unknown" for anything else (a 404).
+ */
 function procedureLabels(procedure: string | undefined): [service: string, method: string] {
+  if (procedure?.startsWith(MCP_PREFIX)) return ["mcp", procedure.slice(MCP_PREFIX.length)];
   const match = procedure === undefined ? null : /^\/?(?:[a-z0-9_]+\.)*([A-Za-z0-9_]+)\/([A-Za-z0-9_]+)$/.exec(procedure);
   return match ? [match[1]!, match[2]!] : ["unknown", "unknown"];
 }

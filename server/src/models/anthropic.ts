@@ -74,8 +74,11 @@ function wireBlock(block: UserContent | AssistantContent): Array<Record<string, 
   switch (block.type) {
     case "text":
       return [{ type: "text", text: block.text }];
-    case "tool_result":
-      return [{ type: "tool_result", tool_use_id: block.toolCallId, content: block.output, is_error: block.isError }];
+    case "tool_result": {
+      const images = (block.images ?? []).map((image) => ({ type: "image", source: { type: "base64", media_type: image.mimeType, data: image.data } }));
+      const content = images.length === 0 ? block.output : [{ type: "text", text: block.output }, ...images];
+      return [{ type: "tool_result", tool_use_id: block.toolCallId, content, is_error: block.isError }];
+    }
     case "tool_call":
       return [{ type: "tool_use", id: block.id, name: block.name, input: block.input }];
     case "provider_block":

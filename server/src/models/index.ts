@@ -10,6 +10,7 @@ export {
   type ModelResponse,
   type StopReason,
   type ToolDefinition,
+  type ToolResultContent,
   type Usage,
   type UserContent,
 } from "./port.ts";

@@ -9,6 +9,7 @@ import type {
   ToolDefinition,
   Usage,
 } from "./port.ts";
+import { toolResultText } from "./port.ts";
 import { finishContent, type TextDraft, type ToolCallDraft } from "./reply.ts";
 import { cutOff, eventJson, streamedFailure, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
@@ -59,7 +60,7 @@ function wireMessages(message: ConversationMessage): Array<Record<string, unknow
   const results = [];
   const texts = [];
   for (const block of message.content) {
-    if (block.type === "tool_result") results.push({ role: "tool", tool_call_id: block.toolCallId, content: block.output });
+    if (block.type === "tool_result") results.push({ role: "tool", tool_call_id: block.toolCallId, content: toolResultText(block, "OpenAI Chat Completions") });
     else texts.push({ type: "text", text: block.text });
   }
   return texts.length === 0 ? results : [...results, { role: "user", content: texts }];

@@ -9,6 +9,7 @@ import type {
   ToolDefinition,
   Usage,
 } from "./port.ts";
+import type { ToolResultContent } from "./port.ts";
 import { finishContent, type ContentDraft, type ProviderBlockDraft } from "./reply.ts";
 import { cutOff, eventJson, streamedFailure, streamEvents, type ProviderOptions, type ServerSentEvent } from "./transport.ts";
 import { WireMessages } from "./wire-json.ts";
@@ -70,7 +71,7 @@ function wireItems(message: ConversationMessage): Array<Record<string, unknown>>
   const results = [];
   const texts = [];
   for (const block of message.content) {
-    if (block.type === "tool_result") results.push({ type: "function_call_output", call_id: block.toolCallId, output: block.output });
+    if (block.type === "tool_result") results.push({ type: "function_call_output", call_id: block.toolCallId, output: functionCallOutput(block) });
     else texts.push({ type: "input_text", text: block.text });
   }
   return texts.length === 0 ? results : [...results, { role: "user", content: texts }];
@@ -270,4 +271,11 @@ function readUsage(usage: Usage, wire: WireUsage | null | undefined): void {
   if (typeof written === "number") usage.cacheCreationInputTokens = written;
   const reasoning = wire?.output_tokens_details?.reasoning_tokens;
   if (typeof reasoning === "number") usage.reasoningTokens = reasoning;
+}
+
+/** A tool result's output: its text, or with images, a list of its text and each image as a data URL (input_image). */
+function functionCallOutput(block: ToolResultContent): string | Array<Record<string, unknown>> {
+  if (!block.images?.length) return block.output;
+  const images = block.images.map((image) => ({ type: "input_image", image_url: `data:${image.mimeType};base64,${image.data}` }));
+  return [{ type: "input_text", text: block.output }, ...images];
 }

@@ -1,3 +1,5 @@
+import type { ToolImage } from "@skillenv/client/mcp";
+
 /**
  * The model port: what the run engine needs from a model provider, in the service's own terms.
  * An adapter translates one request into its provider's wire format, streams the reply, and
@@ -33,7 +35,21 @@ export interface ToolDefinition {
 /** A message is never changed once it is part of a conversation: adapters remember each one's wire form (wire-json.ts). */
 export type ConversationMessage = { role: "user"; content: UserContent[] } | { role: "assistant"; content: AssistantContent[] };
 
-export type UserContent = { type: "text"; text: string } | { type: "tool_result"; toolCallId: string; output: string; isError: boolean };
+export type UserContent = { type: "text"; text: string } | ToolResultContent;
+
+/**
+ * A tool's result. `images` (a returned result's, docs/mcp.md "Content") go to a provider that
+ * takes images in tool results in its form (Anthropic's image blocks); another provider's request
+ * says in the text that they are not shown.
+ */
+export type ToolResultContent = { type: "tool_result"; toolCallId: string; output: string; isError: boolean; images?: ToolImage[] };
+
+/** The text of a tool result for a provider that takes no images in tool results: theirs noted, not shown. */
+export function toolResultText(result: ToolResultContent, provider: string): string {
+  const count = result.images?.length ?? 0;
+  if (count === 0) return result.output;
+  return `${result.output}\n[${count} image${count === 1 ? "" : "s"} of this result not shown: ${provider} takes no images in tool results here]`;
+}
 
 export type AssistantContent = { type: "text"; text: string } | { type: "tool_call"; id: string; name: string; input: unknown } | ProviderBlock;
 

@@ -1,4 +1,4 @@
-import type { AssistantContent, ConversationMessage, ModelResponse } from "../models/index.ts";
+import type { AssistantContent, ConversationMessage, ModelResponse, ToolResultContent } from "../models/index.ts";
 
 /** What an agent loop may ask of the run (the same services a custom loop reaches through wit/env.wit). */
 export interface LoopHost {
@@ -9,7 +9,7 @@ export interface LoopHost {
 }
 
 export type ToolCall = Extract<AssistantContent, { type: "tool_call" }>;
-export type ToolResult = { type: "tool_result"; toolCallId: string; output: string; isError: boolean };
+export type ToolResult = ToolResultContent;
 
 export interface LoopInput {
   history: readonly ConversationMessage[];

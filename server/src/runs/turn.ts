@@ -30,6 +30,7 @@ import { DEFAULT_DENIAL_MESSAGE, DENIED_CODE, type ApprovalRecord, type Decision
 import { newId } from "../ids/index.ts";
 import { callSkillsTool, SKILLS_DIRECTORY, skillsTool, STAGED_SKILL_FILES, type RunSkill } from "./skills-tool.ts";
 import type { Submission } from "./submission.ts";
+import { withImages } from "./tool-images.ts";
 import { callsFromWit, conversationFromWit, parseHostRequest, parseJson, replyToWit, resultsToWit } from "./wit-loop.ts";
 
 /** Everything a turn needs, resolved at submit. */
@@ -328,7 +329,9 @@ export class Turn implements LoopHost {
   async #settle(call: ToolCall, round: number, index: number, approval?: ApprovalRecord): Promise<ToolResult> {
     const { log } = this.#deps;
     const result = approval || this.#setup.approvalTools.has(call.name) ? await this.#approved(call, round, index, approval) : await this.#callTool(call);
-    const toolResult: ToolResult = { type: "tool_result", toolCallId: call.id, output: result.output, isError: result.event.outcome !== "returned" };
+    const returned = result.event.outcome === "returned";
+    const { output, images } = returned ? withImages(result.output) : { output: result.output, images: undefined };
+    const toolResult: ToolResult = { type: "tool_result", toolCallId: call.id, output, isError: !returned, ...(images ? { images } : {}) };
     this.#events.record("tool.result", { round, callId: call.id, name: call.name, ...result.event }, [log.result(toolResult)]);
     return toolResult;
   }

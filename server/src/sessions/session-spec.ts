@@ -11,6 +11,7 @@ import {
   type ToolPlacement,
 } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { BindingContext, DiscoveredTool, EnvironmentKindName, EnvironmentKinds } from "../environments/index.ts";
+import { isMcpEnvironmentName } from "@skillenv/client/mcp";
 import { serviceError } from "../errors/index.ts";
 import { checkJsonSize, checkTextChars, checkTextSize, FIELD_SETTING } from "./field-limits.ts";
 import type { EnvironmentRecord, ToolRecord } from "./records.ts";
@@ -107,11 +108,15 @@ async function checkPlacement(
   limits: SessionSizeLimits,
 ): Promise<ToolRecord> {
   const { name } = placement;
-  if (!TOOL_NAME.test(name) || name.includes("__")) invalid(`tool name ${JSON.stringify(name)} must match ${TOOL_NAME.source} without "__"`);
+  if (!TOOL_NAME.test(name)) invalid(`tool name ${JSON.stringify(name)} must match ${TOOL_NAME.source}`);
   if (name === SKILLS_TOOL_NAME) invalid(`tool name "${SKILLS_TOOL_NAME}" is reserved for the skills meta-tool`);
   checkTextChars(`${field}.description`, placement.description, MAX_TOOL_DESCRIPTION_CHARS);
   const environment = environments.find((known) => known.name === placement.environment);
   if (!environment) invalid(`tool ${name} is placed in environment ${JSON.stringify(placement.environment)}, which the session does not bind`);
+  if (name.includes("__") && !isBridgedMcpTool(name, environment))
+    invalid(
+      `tool name ${JSON.stringify(name)} contains "__", which is reserved for MCP tools: only a host environment's tool may have it, named ${JSON.stringify(`${environment.name}__<tool>`)}`,
+    );
   const kind = kinds[environment.kind];
   const inputSchema = JSON.stringify(placement.inputSchema ?? { type: "object" });
   checkTextSize(`${field}.inputSchema`, inputSchema, limits.maxFieldBytes, FIELD_SETTING);
@@ -149,6 +154,16 @@ export function withDiscoveredTools(spec: SessionSpec, environment: string, disc
   }
   checkJsonSize("session", { environments: spec.environments, tools }, limits.sessionMaxBytes, "SERVICE_SESSION_MAX_BYTES");
   return tools;
+}
+
+/**
+ * `__` is reserved for MCP tools (SPEC 2.1). A host environment may serve an MCP server's tools
+ * (the TypeScript client's stdio bridge, docs/mcp.md), which it places by the MCP environments'
+ * rule, `<environment>__<tool>`: so the part before the first `__` is the environment's, whose name
+ * then has no `__` of its own, and no two environments' tools can share a name.
+ */
+function isBridgedMcpTool(name: string, environment: EnvironmentRecord): boolean {
+  return environment.kind === "host" && isMcpEnvironmentName(environment.name) && name.startsWith(`${environment.name}__`);
 }
 
 function invalid(message: string): never {

@@ -62,6 +62,12 @@ export interface CallToolOptions {
    * them on live (the MCP endpoint); the journal keeps those within its progress budget.
    */
   onProgress?: (data: string) => void;
+  /**
+   * The caller withdrew (the MCP endpoint: its client sent notifications/cancelled or left):
+   * once the call has been dispatched, a journaled cancel is sent to its environment, as a run's
+   * cancellation sends one, and the call still ends by its own terminal receipt.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ToolCallResult {
@@ -388,7 +394,7 @@ export class Sessions {
               if (interim.outcome === "progress") onProgress(interim.data);
             }
           : journal;
-        return binding.execute({
+        const receipt = binding.execute({
           operationId: operation.operationId,
           seq,
           tool: target.name ?? "",
@@ -399,6 +405,8 @@ export class Sessions {
           report,
           ...(target.loopHost ? { loopHost: target.loopHost } : {}),
         });
+        if (options.signal) this.#cancelOnAbort(live, operation, options.signal, receipt);
+        return receipt;
       });
       return { operationId: operation.operationId, receipt };
     } finally {
@@ -442,6 +450,23 @@ export class Sessions {
       const { body } = describeError(error);
       return { error: { code: body.code, message: body.message } };
     }
+  }
+
+  /**
+   * Sends the operation's cancel when `signal` aborts before its receipt (at once when it had
+   * aborted already): only once it was dispatched, so that the environment knows what to stop.
+   */
+  #cancelOnAbort(live: LiveSession, operation: SentOperation, signal: AbortSignal, receipt: Promise<TerminalReceipt>): void {
+    const cancel = () => {
+      // The cancel's own receipt is journaled; nobody waits for it here.
+      if (live.inFlight.has(operation.operationId)) void this.#cancel(live, operation).catch(() => undefined);
+    };
+    if (signal.aborted) {
+      cancel();
+      return;
+    }
+    signal.addEventListener("abort", cancel, { once: true });
+    void receipt.finally(() => signal.removeEventListener("abort", cancel)).catch(() => undefined);
   }
 
   #cancel(live: LiveSession, target: SentOperation): Promise<TerminalReceipt> {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { describeContent, outputOf } from "../../src/environments/mcp/tool-result.ts";
-import { NameCollision, placementName, placementNames } from "../../src/environments/mcp/tool-names.ts";
+import { describeContent, MAX_TOOL_IMAGE_CHARS, NameCollision, outputOf, placementName, placementNames } from "@skillenv/client/mcp";
+import { toolResultText } from "../../src/models/port.ts";
+import { withImages } from "../../src/runs/tool-images.ts";
 
 const MODEL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
@@ -63,5 +64,32 @@ describe("MCP tool results as text", () => {
       structuredContent: { sum: 3 },
     });
     expect(JSON.parse(outputOf({ content: [] }))).toEqual({ content: "" });
+  });
+
+  it("carries images of the types models take beside the text, while they fit, and describes the rest", () => {
+    const png = { type: "image", mimeType: "image/png", data: "iVBORw0KGgo=" };
+    const tiff = { type: "image", mimeType: "image/tiff", data: "AAAA" };
+    const large = { type: "image", mimeType: "image/jpeg", data: "A".repeat(MAX_TOOL_IMAGE_CHARS) };
+    expect(JSON.parse(outputOf({ content: [{ type: "text", text: "look" }, png, tiff, large] }))).toEqual({
+      content: "look\n[image: image/png, 8 bytes, attached]\n[image: image/tiff, 3 bytes, not shown]\n[image: image/jpeg, 196608 bytes, not shown]",
+      images: [{ mimeType: "image/png", data: "iVBORw0KGgo=" }],
+    });
+    // Not base64: never passed on as an image.
+    expect(JSON.parse(outputOf({ content: [{ ...png, data: "not base64!" }] }))).toEqual({ content: "[image: image/png, 8 bytes, not shown]" });
+  });
+
+  it("takes a returned output's images out of the text a model reads, and leaves any other output as it is", () => {
+    const image = { mimeType: "image/png", data: "iVBORw0KGgo=" };
+    expect(withImages(JSON.stringify({ content: "look", images: [image] }))).toEqual({ output: '{"content":"look"}', images: [image] });
+    for (const output of ['"images"', JSON.stringify({ images: [] }), JSON.stringify({ images: [{ ...image, mimeType: "image/tiff" }] }), "not json images"])
+      expect(withImages(output)).toEqual({ output, images: undefined });
+  });
+
+  it("notes images in the text of a provider that takes none in tool results", () => {
+    const result = { type: "tool_result" as const, toolCallId: "c1", output: "{}", isError: false };
+    expect(toolResultText(result, "P")).toBe("{}");
+    expect(toolResultText({ ...result, images: [{ mimeType: "image/png", data: "AA==" }] }, "P")).toBe(
+      "{}\n[1 image of this result not shown: P takes no images in tool results here]",
+    );
   });
 });

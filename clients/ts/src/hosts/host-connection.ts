@@ -6,6 +6,7 @@ import { openCommandStream, type CommandStream, type HostRpc } from "./command-s
 import { runCommand } from "./commands.ts";
 import { handlerOf, type HostEnvironmentDefinition } from "./host-env.ts";
 import type { HostStreaming } from "./streaming.ts";
+import type { RunningToolServer } from "./tool-server.ts";
 
 /** "connecting": opening the command stream, or waiting to open it again; "connected": attached and serving; "closed": for good. */
 export type HostState = "connecting" | "connected" | "closed";
@@ -42,6 +43,11 @@ export class HostClosedError extends Error {
   }
 }
 
+/** The tool server a host serves by ended; the host closes with it. */
+export class ToolServerExitedError extends Error {
+  override name = "ToolServerExitedError";
+}
+
 /** How one stream ended: whether to open another, and why it ended. */
 type StreamEnd = { reconnect: boolean; error: Error | undefined };
 
@@ -50,6 +56,11 @@ type StreamEnd = { reconnect: boolean; error: Error | undefined };
  * command's handler (concurrently), and opens the stream again with backoff whenever it drops,
  * until `stop()` or a refusal that says the binding cannot be served. The service never sends
  * an old command again after a reconnect; commands in flight when a stream drops are aborted.
+ *
+ * A definition with a tool server (an MCP server over stdio) is served by a started program: the
+ * one handed over (the client started it to list its tools when it created the session), or one
+ * started here. It lives across reconnects, is closed when the host closes, and closes the host
+ * when it ends by itself.
  */
 export class HostConnection {
   readonly sessionId: string;
@@ -60,11 +71,15 @@ export class HostConnection {
   readonly #done: Promise<void>;
   #state: HostState = "connecting";
   #error: Error | undefined;
+  /** Why the host closed other than by `stop()`: its tool server ended. */
+  #halted: Error | undefined;
+  #server: RunningToolServer | undefined;
 
-  constructor(deps: HostDeps, sessionId: string, definition: HostEnvironmentDefinition) {
+  constructor(deps: HostDeps, sessionId: string, definition: HostEnvironmentDefinition, started?: RunningToolServer) {
     this.sessionId = sessionId;
     this.definition = definition;
     this.#deps = deps;
+    this.#server = started;
     this.#done = this.#serve();
   }
 
@@ -112,6 +127,28 @@ export class HostConnection {
   }
 
   async #serve(): Promise<void> {
+    try {
+      if (this.definition.server && !this.#server) this.#server = await this.definition.server.start(this.environment);
+    } catch (error) {
+      this.#error = error instanceof Error ? error : new Error(String(error));
+      this.#setState("closed");
+      return;
+    }
+    void this.#server?.exited.then((why) => {
+      if (!why) return;
+      this.#halted = new ToolServerExitedError(`${this.definition.server?.description ?? "the tool server"} ended: ${why.message}`, { cause: why });
+      this.#stop.abort();
+    });
+    try {
+      await this.#serveStreams();
+    } finally {
+      // Before "closed": whoever waits for the host to close finds its server's program ended.
+      await this.#server?.close();
+    }
+    this.#setState("closed");
+  }
+
+  async #serveStreams(): Promise<void> {
     let attempt = 0;
     const attached = () => {
       attempt = 0;
@@ -126,8 +163,7 @@ export class HostConnection {
       await sleep(reconnectDelay(attempt++, this.#deps.reconnect), this.#stop.signal);
     }
     // Stopped by the caller: what ended the last stream was the stop, not a failure.
-    if (this.#stop.signal.aborted) this.#error = undefined;
-    this.#setState("closed");
+    if (this.#stop.signal.aborted) this.#error = this.#halted;
   }
 
   /** One command stream, from opening it to its end. */
@@ -161,8 +197,10 @@ export class HostConnection {
   #run(command: Command, stream: CommandStream, inFlight: Map<string, AbortController>): void {
     const operation = new AbortController();
     inFlight.set(command.operationId, operation);
-    const handler = handlerOf(this.definition, command.tool);
-    void runCommand(command, handler, Object.keys(this.definition.tools), operation.signal, stream.send).finally(() => inFlight.delete(command.operationId));
+    const server = this.#server;
+    const handler = server ? server.call : handlerOf(this.definition, command.tool);
+    const served = server ? server.tools.map((tool) => tool.name) : Object.keys(this.definition.tools);
+    void runCommand(command, handler, served, operation.signal, stream.send).finally(() => inFlight.delete(command.operationId));
   }
 
   #setState(state: HostState): void {

@@ -1,5 +1,6 @@
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { SetupMode } from "../sessions/environments.ts";
+import type { ToolServer } from "./tool-server.ts";
 
 /** What a host tool's handler gets besides its input. */
 export interface HostToolContext {
@@ -56,19 +57,36 @@ export interface HostEnvironmentDefinition {
   readonly name: string;
   readonly setup: SetupMode;
   readonly tools: Readonly<Record<string, HostToolHandler>>;
+  /**
+   * Set when a program the client starts serves the tools instead of `tools` (an MCP server over
+   * stdio): the client places what it lists when it creates a session, and serves every command
+   * by it.
+   */
+  readonly server?: ToolServer;
 }
 
 /**
  * Defines a host environment. Performs no I/O: the tools are served once a session binds it
  * (`client.sessions.create` serves it unless told not to, `session.serve` serves it on demand).
- * The definition is frozen, so one value can serve several sessions.
+ * The definition is frozen, so one value can serve several sessions. An MCP server's tools over
+ * stdio (`mcp`) need Node: `hostEnv` of `@skillenv/client/node`.
  */
 export function hostEnv(options: HostEnvOptions): HostEnvironmentDefinition {
+  if ((options as { mcp?: unknown }).mcp !== undefined)
+    throw new TypeError(`host environment ${options.name}: serving an MCP server over stdio needs Node; import hostEnv from @skillenv/client/node`);
+  return defineHostEnv(options, undefined);
+}
+
+/** A host environment served by handlers, or (with `server`) by a program the client starts. */
+export function defineHostEnv(options: HostEnvOptions, server: ToolServer | undefined): HostEnvironmentDefinition {
   const tools = { ...options.tools };
   for (const [name, handler] of Object.entries(tools)) {
     if (typeof handler !== "function") throw new TypeError(`host environment ${options.name}: the handler of tool ${name} is not a function`);
   }
-  return Object.freeze({ kind: "host", name: options.name, setup: options.setup ?? "automatic", tools: Object.freeze(tools) });
+  if (server && Object.keys(tools).length > 0)
+    throw new TypeError(`host environment ${options.name}: serves ${server.description}, whose tools it lists; it takes no handlers besides`);
+  const definition = { kind: "host" as const, name: options.name, setup: options.setup ?? "automatic", tools: Object.freeze(tools) };
+  return Object.freeze(server ? { ...definition, server } : definition);
 }
 
 /** The handler of a placed tool, if this definition serves it (own properties only: a tool may be called "constructor"). */

@@ -3,6 +3,7 @@ import type { Client } from "@connectrpc/connect";
 import type { Session as SessionMessage, SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { HostConnection, type HostDeps } from "../hosts/host-connection.ts";
 import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
+import type { RunningToolServer } from "../hosts/tool-server.ts";
 import { agentLoopEnvironmentName, checkAgentLoop, checkAgentLoopBinding } from "../runs/agent-loop.ts";
 import { createSessionRuns, prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type SessionRuns } from "../runs/index.ts";
 import { PlacementError } from "./placement-error.ts";
@@ -59,13 +60,16 @@ export class Session {
   readonly #runDeps: RunsDeps;
   readonly #hostDeps: HostDeps;
   readonly #hosts = new Map<string, HostConnection>();
+  /** Tool servers the client started to list their tools when it created the session, each for its host's first `serve`. */
+  readonly #started: Map<string, RunningToolServer>;
   #record: SessionRecord;
 
-  constructor(rpc: SessionRpc, record: SessionRecord, runDeps: RunsDeps, hostDeps: HostDeps) {
+  constructor(rpc: SessionRpc, record: SessionRecord, runDeps: RunsDeps, hostDeps: HostDeps, started = new Map<string, RunningToolServer>()) {
     this.id = record.id;
     this.#rpc = rpc;
     this.#runDeps = runDeps;
     this.#hostDeps = hostDeps;
+    this.#started = started;
     this.#record = record;
     this.runs = createSessionRuns(runDeps.rpc, this);
   }
@@ -145,6 +149,8 @@ export class Session {
    * command stream open (reconnecting when it drops) until `stop()` on the answer, the end or
    * deletion of the session, or a refusal. Serving an environment this handle serves already
    * answers the same connection. The session must bind `definition.name` as a host environment.
+   * A definition serving an MCP server over stdio starts it (unless this handle's creation did
+   * already) and stops it when the host closes.
    */
   serve(definition: HostEnvironmentDefinition): HostConnection {
     const serving = this.#hosts.get(definition.name);
@@ -154,7 +160,9 @@ export class Session {
     }
     const bound = this.#record.environments.find((environment) => environment.name === definition.name);
     if (bound?.kind !== "host") throw new PlacementError(`session ${this.id} has no host environment named ${definition.name}`);
-    const host = new HostConnection(this.#hostDeps, this.id, definition);
+    const started = this.#started.get(definition.name);
+    this.#started.delete(definition.name);
+    const host = new HostConnection(this.#hostDeps, this.id, definition, started);
     this.#hosts.set(definition.name, host);
     return host;
   }

@@ -2,6 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CreateSessionRequestSchema, Session as SessionMessage } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import type { HostDeps } from "../hosts/host-connection.ts";
 import type { HostEnvironmentDefinition } from "../hosts/host-env.ts";
+import { closeAll, startToolServers, type RunningToolServer } from "../hosts/tool-server.ts";
 import { mapBounded } from "../map-bounded.ts";
 import { prepareRunInput, runHandle, submitRun, type Run, type RunOptions, type RunsDeps, type RunSubmission } from "../runs/index.ts";
 import type { EnvironmentDefinition } from "./environments.ts";
@@ -69,7 +70,8 @@ export interface SessionsClient {
 }
 
 export function createSessionsClient(rpc: SessionRpc, resolveImplementation: ImplementationResolver, runs: RunsDeps, hosts: HostDeps): SessionsClient {
-  const session = (message: SessionMessage | undefined) => new Session(rpc, recordFrom(required(message, "the session")), runs, hosts);
+  const session = (message: SessionMessage | undefined, started?: Map<string, RunningToolServer>) =>
+    new Session(rpc, recordFrom(required(message, "the session")), runs, hosts, started);
 
   /** Admits the tools' implementations and uploads the first run's skills and files, all at once (spec §4.1 rule 4). */
   function create(definition: SessionWithRunDefinition): Promise<{ session: Session; run: Run }>;
@@ -80,16 +82,37 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
     for (const placement of placements) checkPlacedIn(placement, definition.environments);
     const firstRun = "run" in definition ? definition.run : undefined;
     if (firstRun?.agentLoop) checkAgentLoopPlacedIn(firstRun.agentLoop, definition.environments);
-    const [tools, run] = await Promise.all([
-      mapBounded(placements, RESOLVE_CONCURRENCY, async (placement) => toolMessage(placement, await placedImplementation(placement, resolveImplementation))),
-      firstRun && prepareRunInput(firstRun, runs.uploads),
-    ]);
+    // Host environments serving a tool server (an MCP server over stdio) start it now: what it lists is placed.
+    const starting = startToolServers(
+      definition.environments.flatMap((environment) =>
+        environment.kind === "host" && environment.server ? [{ name: environment.name, server: environment.server }] : [],
+      ),
+    );
+    let started: Map<string, RunningToolServer>;
+    let tools: ToolMessages;
+    let run: RunSubmission | undefined;
+    try {
+      [tools, run, started] = await Promise.all([
+        mapBounded(placements, RESOLVE_CONCURRENCY, async (placement) => toolMessage(placement, await placedImplementation(placement, resolveImplementation))),
+        firstRun && prepareRunInput(firstRun, runs.uploads),
+        starting,
+      ]);
+    } catch (error) {
+      await closeAll((await starting.catch(() => undefined))?.values() ?? []);
+      throw error;
+    }
+    tools = [...(tools ?? []), ...listedPlacements(started)];
     const served = definition.serveHosts === false ? [] : definition.environments.filter((environment) => environment.kind === "host");
     const environments = definition.environments.map(environmentMessage);
-    if (served.length > 0) return createServed(environments, tools, served, run);
-    const response = await rpc.createSession({ environments, tools, run });
-    const created = session(response.session);
-    return run ? { session: created, run: runHandle(runs.rpc, created, response.run) } : created;
+    if (served.length > 0) return createServed(environments, tools, served, run, started);
+    try {
+      const response = await rpc.createSession({ environments, tools, run });
+      const created = session(response.session);
+      return run ? { session: created, run: runHandle(runs.rpc, created, response.run) } : created;
+    } finally {
+      // Listed for the placements only: a host serving them later starts its own.
+      await closeAll(started.values());
+    }
   }
 
   /** The session, then its hosts, then its first run: nothing is left behind when a step fails. */
@@ -98,8 +121,15 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
     tools: ToolMessages,
     served: HostEnvironmentDefinition[],
     run: RunSubmission | undefined,
+    started: Map<string, RunningToolServer>,
   ): Promise<Session | { session: Session; run: Run }> {
-    const created = session((await rpc.createSession({ environments, tools })).session);
+    let created: Session;
+    try {
+      created = session((await rpc.createSession({ environments, tools })).session, started);
+    } catch (error) {
+      await closeAll(started.values());
+      throw error;
+    }
     try {
       await Promise.all(served.map((host) => created.serve(host).connected()));
       if (!run) return created;
@@ -117,7 +147,7 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
     },
     async list(options = {}) {
       const page = await rpc.listSessions({ pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" });
-      return { sessions: page.sessions.map(session), nextPageToken: page.nextPageToken };
+      return { sessions: page.sessions.map((message) => session(message)), nextPageToken: page.nextPageToken };
     },
     async *all(options = {}) {
       let pageToken = "";
@@ -132,4 +162,15 @@ export function createSessionsClient(rpc: SessionRpc, resolveImplementation: Imp
     },
   };
   return client;
+}
+
+/** The placements of what each started tool server lists, in its host environment. */
+function listedPlacements(started: ReadonlyMap<string, RunningToolServer>): NonNullable<ToolMessages> {
+  return [...started].flatMap(([environment, server]) =>
+    server.tools.map((listed) => {
+      const { name, description, inputSchema, implementation } = listed;
+      const placement = { name, description, inputSchema, environment, implementation: undefined, configuration: undefined, approval: "never" as const };
+      return toolMessage(placement, { opaque: implementation });
+    }),
+  );
 }

@@ -103,6 +103,8 @@ export function environmentName(placement: ToolPlacement): string {
 export function checkFits(name: string, environment: EnvironmentDefinition, implementation: ToolImplementation | undefined): void {
   const where = `tool ${name} is placed in the ${environment.kind} environment ${environment.name}`;
   if (environment.kind === "mcp") throw new PlacementError(`${where}, whose tools come from its server when the session sets it up`);
+  if (environment.kind === "host" && environment.server)
+    throw new PlacementError(`${where}, which serves ${environment.server.description}: its tools are those the server lists`);
   if (environment.kind === "service") {
     if (implementation === undefined || isOpaque(implementation)) throw new PlacementError(`${where}, which runs a tool id, a component or a program`);
   } else if (implementation !== undefined && !isOpaque(implementation)) {

@@ -1,2 +1,2 @@
 export { McpEnvironmentKind, type McpKindOptions, type McpOptions } from "./mcp-environment.ts";
-export { placementName } from "./tool-names.ts";
+export { placementName } from "@skillenv/client/mcp";

@@ -1,13 +1,22 @@
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { CallToolResultSchema, ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolResultSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { CredentialUnreadable } from "../extension/sealer.ts";
 import type { BindingContext } from "../kinds.ts";
 import { deadlineSignal } from "../outgoing.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type TerminalReceipt } from "../port.ts";
 import { CallTrace, traced, wasNotSent, type McpConnection } from "./mcp-connection.ts";
-import { NameCollision, placementNames } from "./tool-names.ts";
-import { describeContent, outputOf, type CallToolResult } from "./tool-result.ts";
+import {
+  describeContent,
+  listAllTools,
+  mcpToolOf,
+  NameCollision,
+  outputOf,
+  placedDescription,
+  placementNames,
+  ToolListingError,
+  type CallToolResult,
+} from "@skillenv/client/mcp";
 
 /** What a setup's returned output lists: the placements the server's tools become. */
 export interface McpSetupOutput {
@@ -18,9 +27,6 @@ export interface McpSetupOutput {
 
 /** How long past an operation's deadline the SDK's own request timer may run: the binding's deadline always fires first. */
 const SDK_TIMEOUT_SLACK_MS = 60_000;
-/** A server that keeps answering tools/list with a next cursor is cut off here. */
-const MAX_TOOL_PAGES = 100;
-const MAX_DESCRIPTION_CHARS = 4096;
 
 /** A call in flight: how to stop it, and what the transport saw of it. */
 interface InFlight {
@@ -53,17 +59,7 @@ export class McpBinding implements EnvironmentBinding {
     const { signal, cancel: done, timedOut } = deadlineSignal(deadlineMs);
     try {
       const client = await this.#connection.client(signal, sdkTimeout(deadlineMs));
-      const listed: Tool[] = [];
-      const cursors = new Set<string>();
-      for (let cursor: string | undefined, page = 0; ; page++) {
-        if (page === MAX_TOOL_PAGES) return failure("mcp_error", `the server's tools/list went on past ${MAX_TOOL_PAGES} pages`);
-        const result = await client.listTools(cursor === undefined ? undefined : { cursor }, { signal, timeout: sdkTimeout(deadlineMs) });
-        listed.push(...result.tools);
-        cursor = result.nextCursor;
-        if (cursor === undefined) break;
-        if (cursors.has(cursor)) return failure("mcp_error", "the server's tools/list repeated a cursor");
-        cursors.add(cursor);
-      }
+      const listed = await listAllTools(client, { signal, timeout: sdkTimeout(deadlineMs) });
       const offered = new Set(listed.map((tool) => tool.name));
       const missing = this.#tools.filter((name) => !offered.has(name));
       if (missing.length > 0) {
@@ -82,7 +78,7 @@ export class McpBinding implements EnvironmentBinding {
         tools: exposed.map((tool, index) => ({
           name: names[index]!,
           tool: tool.name,
-          description: [...(tool.description ?? tool.title ?? "")].slice(0, MAX_DESCRIPTION_CHARS).join(""),
+          description: placedDescription(tool),
           inputSchema: tool.inputSchema,
         })),
       };
@@ -90,6 +86,7 @@ export class McpBinding implements EnvironmentBinding {
     } catch (error) {
       this.#connection.reset();
       if (error instanceof NameCollision) return failure("mcp_tool_names_collide", error.message);
+      if (error instanceof ToolListingError) return failure("mcp_error", error.message);
       if (timedOut()) return failure("timeout", "the MCP server did not answer its setup before the deadline");
       return setupFailure(error);
     } finally {
@@ -219,11 +216,6 @@ function setupFailure(error: unknown): TerminalReceipt {
 function notSentFailure(error: unknown): TerminalReceipt {
   if (error instanceof CredentialUnreadable) return failure("credential_unavailable", error.message);
   return failure("mcp_unavailable", `the MCP server could not be reached or initialized: ${messageOf(error)}`, true);
-}
-
-function mcpToolOf(implementation: unknown): string | undefined {
-  const tool = (implementation as { mcpTool?: unknown } | undefined)?.mcpTool;
-  return typeof tool === "string" ? tool : undefined;
 }
 
 function parseObject(text: string): Record<string, unknown> | undefined {

@@ -6,7 +6,7 @@ import type { EnvironmentBinding } from "../port.ts";
 import { redactingBinding } from "../redacting-binding.ts";
 import { McpBinding, type McpSetupOutput } from "./mcp-binding.ts";
 import { McpConnection } from "./mcp-connection.ts";
-import { isMcpEnvironmentName, MAX_MCP_ENVIRONMENT_NAME } from "./tool-names.ts";
+import { isMcpEnvironmentName, MAX_MCP_ENVIRONMENT_NAME } from "@skillenv/client/mcp";
 
 /** An MCP binding as a session stores it: the credential only sealed. */
 export interface McpOptions {
