@@ -2,8 +2,9 @@ import type { WorkspaceRateSettings } from "../config/index.ts";
 import { retryableRefusal } from "../errors/index.ts";
 
 /**
- * Response bytes that cost one request more: a response of 4 MiB (a full List page) costs as much
- * as 65 small calls, which is about what serving it costs the server's one event loop.
+ * Response bytes that cost one request more: a full List page of 4 MiB costs 65 requests. Measured
+ * (bench, November 2026): a 2.8 MiB ListSessions page took the server's CPU of 20-24 CallTools of
+ * a WAT echo, so a large response is charged about twice its cost; an error toward the others.
  */
 export const RESPONSE_BYTES_PER_REQUEST = 64 * 1024;
 /** The most a workspace can owe for past responses, in seconds of its rate. */

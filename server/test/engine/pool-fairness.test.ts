@@ -127,6 +127,34 @@ describe("a workspace's share of the workers", () => {
   }, 120_000);
 });
 
+describe("a workspace's share while its worker is replaced", () => {
+  it("keeps what the workspace had waiting to the replacement of the worker its guest overran on, as that worker's invocations end", async () => {
+    pool = await startPool({ workers: 2, toolSlotsPerWorker: 4, workspaceWorkers: 1, workspaceToolSlots: 2 });
+    await Promise.all([loop, echo].map((ref) => pool!.prepare(ref)));
+    // a's share of two slots: two loops, the first overrunning a short deadline, the second behind
+    // it; two more loops wait in a's queue for a slot.
+    const overrunning = run(pool, loop, {}, { tenant: "a", deadlineMs: Date.now() + 1_500 });
+    const behind = run(pool, loop, {}, { tenant: "a", deadlineMs: Date.now() + 60_000 });
+    await waitFor(() => pool!.stats().inFlight.tools === 2, 30_000, "a's first two loops sent");
+    const lost = pool.stats().workers.findIndex((worker) => worker.tools === 2);
+    const before = pool.stats().workers[lost]!.pid;
+    const waiting = [1, 2].map(() => run(pool!, loop, {}, { tenant: "a", deadlineMs: Date.now() + 60_000 }));
+    expect(pool.stats().waiting.tools).toBe(2);
+    // The watchdog stops the worker; ending its two invocations frees a's slots, and the two
+    // waiting loops start: on the replacement, not on the worker that serves everyone else.
+    expect(await overrunning).toMatchObject({ outcome: "failure", code: "timeout" });
+    expect(await behind).toMatchObject({ outcome: "failure", code: "unavailable" });
+    await waitFor(() => pool!.stats().workers[lost]!.pid !== before && pool!.stats().waiting.tools === 0, 30_000, "a's waiting loops sent");
+    expect(pool.stats().workers[lost]!.tools).toBe(2);
+    expect(pool.stats().workers[1 - lost]!.tools).toBe(0);
+    // So b's calls find a worker no guest of a holds.
+    for (let i = 0; i < 4; i++) expect(output(await run(pool, echo, { v: i }, { tenant: "b" }))).toEqual({ v: i });
+    killWorker(pool, lost);
+    for (const receipt of await Promise.all(waiting))
+      expect(receipt.outcome === "unknown" || (receipt.outcome === "failure" && receipt.code === "unavailable")).toBe(true);
+  }, 120_000);
+});
+
 describe("work that never started", () => {
   it("sent to a worker that was lost before starting it, ends unavailable (it did not run); what ran ends unknown", async () => {
     pool = await startPool({ workers: 1, toolSlotsPerWorker: 4, workspaceToolSlots: 4 });

@@ -119,6 +119,12 @@ class WorkerHandle {
    * the replacement instead of taking another workspace's worker meanwhile.
    */
   readonly inherited: ReadonlySet<string>;
+  /**
+   * Once it is dead, the workspaces its replacement inherits: until the replacement takes its
+   * place, the dead worker counts as theirs in their share, so that the invocations its loss
+   * ends or frees do not send them to another workspace's worker meanwhile.
+   */
+  heirs: ReadonlySet<string> = new Set();
   /** What its invocations in flight are told when it is lost. */
   lostReason = "";
 
@@ -153,6 +159,13 @@ interface Flight {
   /** Progress events passed on to its host, and dropped past the limits (here, or in its worker). */
   emits: number;
   emitsDropped: number;
+  /** Its caller has its receipt: nothing more of it reaches the host. */
+  answered: boolean;
+  /**
+   * Its place in the pool is given back: its slot, its workspace's share and its place among its
+   * worker's tenants. Later than `answered` for an invocation the pool timed out itself, whose
+   * guest still holds its worker until the worker acknowledges or is stopped.
+   */
   settled: boolean;
   resolve(receipt: Receipt): void;
 }
@@ -636,6 +649,7 @@ export class Pool {
       overran: false,
       emits: 0,
       emitsDropped: 0,
+      answered: false,
       settled: false,
       resolve,
     };
@@ -669,7 +683,7 @@ export class Pool {
 
   /** Before it was sent, nothing ran; after, the worker stops it when its guest is not on the thread. */
   #cancel(flight: Flight): void {
-    if (flight.settled) return;
+    if (flight.answered) return;
     if (!flight.posted) this.#settle(flight, failure("cancelled", "the invocation was cancelled before it started; it did not run"));
     else this.#post(flight.handle, { type: "cancel", invocation: flight.n });
   }
@@ -715,7 +729,8 @@ export class Pool {
     const cap = kind === "tool" ? this.#options.toolSlotsPerWorker : this.#options.agentLoopSlotsPerWorker;
     const live = this.#workers.filter((handle) => handle.state !== "dead");
     const own = live.filter((handle) => handle.tenants.has(tenant) || (handle.state === "starting" && handle.inherited.has(tenant)));
-    const allowed = own.length >= this.#options.workspaceWorkers ? own : live;
+    const beingReplaced = this.#workers.filter((handle) => handle.state === "dead" && handle.heirs.has(tenant)).length;
+    const allowed = own.length + beingReplaced >= this.#options.workspaceWorkers ? own : live;
     const count = allowed.length;
     const first = count === 0 ? 0 : this.#rotation++ % count;
     let best: WorkerHandle | undefined;
@@ -746,8 +761,10 @@ export class Pool {
    * it. Should the worker not acknowledge it at all, it is unresponsive and is stopped.
    */
   #overran(flight: Flight): void {
-    if (flight.settled) return;
-    this.#settle(flight, failure("timeout", "the invocation passed its deadline"));
+    if (flight.answered) return;
+    // Answered, but it keeps its place until its worker lets go of it: its guest may still hold
+    // the worker's thread, and the worker is then its workspace's (and busy) for #pick.
+    this.#answer(flight, failure("timeout", "the invocation passed its deadline"));
     this.#post(flight.handle, { type: "cancel", invocation: flight.n });
     const handle = flight.handle;
     this.#unacknowledged.set(
@@ -765,9 +782,29 @@ export class Pool {
    * workspace is measured again before its next use.
    */
   #settle(flight: Flight, outcome: Outcome, growth?: number): void {
+    this.#answer(flight, outcome);
+    this.#release(flight, growth);
+  }
+
+  /** Gives the caller its receipt (once). */
+  #answer(flight: Flight, outcome: Outcome): void {
+    if (flight.answered) return;
+    flight.answered = true;
+    clearTimeout(flight.timer);
+    if (flight.emitsDropped > 0) {
+      try {
+        flight.host?.dropped?.(flight.emitsDropped);
+      } catch {
+        // best effort, as emit
+      }
+    }
+    flight.resolve(done(flight.started, outcome));
+  }
+
+  /** Gives back the flight's place in the pool (once), and its slot to the next invocation waiting. */
+  #release(flight: Flight, growth?: number): void {
     if (flight.settled) return;
     flight.settled = true;
-    clearTimeout(flight.timer);
     this.#flights.delete(flight.n);
     flight.handle.flights.delete(flight);
     if (flight.kind === "tool") flight.handle.tools--;
@@ -778,14 +815,6 @@ export class Pool {
     else flight.handle.tenants.delete(flight.tenant);
     if (flight.inLedger && flight.workspace !== undefined) this.#quotas.end(flight.workspace, flight.leased, flight.posted ? growth : 0);
     if (flight.network.length > 0) flight.handle.process.revokeEgress();
-    if (flight.emitsDropped > 0) {
-      try {
-        flight.host?.dropped?.(flight.emitsDropped);
-      } catch {
-        // best effort, as emit
-      }
-    }
-    flight.resolve(done(flight.started, outcome));
     this.#unpin(flight.id);
     // Its slot is free: the next invocation waiting for one, whichever workspace's turn it is.
     this.#drain(flight.kind);
@@ -853,9 +882,13 @@ export class Pool {
    */
   #retire(handle: WorkerHandle, reason: string, replace: boolean): void {
     if (handle.state === "dead") return;
-    // Read before its invocations are settled (which takes them out of `tenants`).
-    const heirs: ReadonlySet<string> = new Set(handle.tenants.keys());
+    // Read before its invocations are settled (which takes them out of `tenants`). When its
+    // watchdog named the guests that computed past their deadline, their workspaces alone inherit
+    // the replacement: another workspace's call that only waited there is not held to it.
+    const overran = [...handle.flights].filter((flight) => flight.overran).map((flight) => flight.tenant);
+    const heirs: ReadonlySet<string> = new Set(overran.length > 0 ? overran : handle.tenants.keys());
     handle.state = "dead";
+    if (replace && !this.#closed) handle.heirs = heirs;
     handle.lostReason = reason;
     // Its invocations are settled once the process is gone (#exited): only then does its start
     // register hold every start it will ever record.
@@ -877,6 +910,9 @@ export class Pool {
       this.#workers[handle.index] = this.#spawn(handle.index, heirs, new Set(handle.loads.keys()));
       this.#replacements++;
       handle.replaced.resolve();
+      // What its heirs have waiting goes to it now, to wait for it there.
+      this.#drain("tool");
+      this.#drain("loop");
     };
     if (delay === 0) respawn();
     else setTimeout(respawn, delay).unref();
@@ -1019,7 +1055,7 @@ export class Pool {
       case "emit": {
         const flight = this.#flights.get(message.invocation);
         // The worker drops what is past the limits already; a worker that did not is not believed.
-        if (!flight?.host || flight.settled || flight.handle !== handle) break;
+        if (!flight?.host || flight.answered || flight.handle !== handle) break;
         if (flight.emits >= this.#options.maxEmits || Buffer.byteLength(message.payload) > this.#options.maxEmitBytes) flight.emitsDropped++;
         else {
           flight.emits++;
@@ -1036,10 +1072,10 @@ export class Pool {
 
   #hostCall(handle: WorkerHandle, message: Extract<FromWorker, { type: "host-call" }>): void {
     const flight = this.#flights.get(message.invocation);
-    if (!flight || flight.handle !== handle || flight.settled) return;
+    if (!flight || flight.handle !== handle || flight.answered) return;
     const host = flight.host;
     const reply = (result: { ok: true; value: string } | { ok: false; error: FailureBody }) => {
-      if (flight.settled || handle.state === "dead") return;
+      if (flight.answered || handle.state === "dead") return;
       this.#post(handle, { type: "host-result", invocation: message.invocation, call: message.call, ...result });
     };
     if (!host) {
