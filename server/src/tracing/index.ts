@@ -1,0 +1,2 @@
+export { startTracing, type Tracing } from "./provider.ts";
+export { inSpan, markFailed, runWithin, SpanKind, startClientSpan, startServerSpan, traceHeaders, type Attributes, type Context, type Span } from "./spans.ts";
