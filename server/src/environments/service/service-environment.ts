@@ -9,6 +9,7 @@ import { componentRef, SANDBOX_UNAVAILABLE } from "./startup.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { ConfinementError, removeConfined, writeConfined } from "./confined-write.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
+import { inReceiptSpan } from "../receipt-span.ts";
 
 /**
  * What runs in the service environment: an admitted tool or agent-loop component, or a program
@@ -176,23 +177,31 @@ class ServiceBinding implements EnvironmentBinding {
     }
     const controller = new AbortController();
     this.#inFlight.set(operation.operationId, controller);
-    const receipt = await this.#options.pool.invoke({
-      signal: controller.signal,
-      tenant: this.#context.workspace,
-      component: componentRef(this.#options.artifacts, componentOf(implementation)),
-      entrypoint: operation.loopHost ? "turn" : "run",
-      input: operation.input,
-      configuration: operation.configuration,
-      deadlineMs: operation.deadlineMs,
-      grants: this.#grants,
-      workspaceDir: this.#workspaceDir,
-      // Read by the pool at dispatch, so a secret set or changed later applies to the next call.
-      secretSource: this.#options.secrets ?? process.env,
-      ...(program ? { program } : {}),
-      ...(operation.loopHost ? { host: operation.loopHost } : {}),
-    });
+    const attributes = {
+      "skillenv.operation.id": operation.operationId,
+      "skillenv.pool.kind": program ? "program" : operation.loopHost ? "agent_loop" : "tool",
+    };
+    const receipt = await inReceiptSpan("pool invoke", attributes, async () =>
+      fromPool(
+        await this.#options.pool.invoke({
+          signal: controller.signal,
+          tenant: this.#context.workspace,
+          component: componentRef(this.#options.artifacts, componentOf(implementation)),
+          entrypoint: operation.loopHost ? "turn" : "run",
+          input: operation.input,
+          configuration: operation.configuration,
+          deadlineMs: operation.deadlineMs,
+          grants: this.#grants,
+          workspaceDir: this.#workspaceDir,
+          // Read by the pool at dispatch, so a secret set or changed later applies to the next call.
+          secretSource: this.#options.secrets ?? process.env,
+          ...(program ? { program } : {}),
+          ...(operation.loopHost ? { host: operation.loopHost } : {}),
+        }),
+      ),
+    );
     this.#inFlight.delete(operation.operationId);
-    return fromPool(receipt);
+    return receipt;
   }
 
   /**
