@@ -8,11 +8,15 @@
 import { randomBytes } from "node:crypto";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { trace } from "@opentelemetry/api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SessionService } from "../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { Span_SpanKind, Status_StatusCode } from "./gen/opentelemetry/proto/trace/v1/trace_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { TestExtension } from "./helpers/extension.ts";
+import { startEverything, startRecordingProxy } from "./helpers/mcp.ts";
 import { OtlpReceiver, type ReceivedSpan } from "./helpers/otlp-receiver.ts";
 import { buildTestComponents } from "./helpers/pool.ts";
 import { KEY_A, startTestService, type TestService } from "./helpers/service.ts";
@@ -231,6 +235,72 @@ describe("with OTEL_EXPORTER_OTLP_ENDPOINT", () => {
     const modelCalls = spans.filter((span) => span.name === "chat traced-model");
     const sent = provider.requests.filter((request) => JSON.stringify(request.body).includes(PROMPT)).map((request) => request.headers.traceparent);
     expect(sent).toEqual(expect.arrayContaining(modelCalls.map((call) => `00-${client.traceId}-${call.spanId}-01`)));
+  });
+
+  it("gives a gRPC call and a JSON API call their RPC span, under the client's traceparent", async () => {
+    const grpc = clientTraceparent();
+    const sessions = createClient(
+      SessionService,
+      createGrpcTransport({
+        baseUrl: service.url,
+        interceptors: [(next) => (request) => (request.header.set("authorization", `Bearer ${KEY_A}`), next(request))],
+      }),
+    );
+    await sessions.listSessions({}, { headers: { traceparent: grpc.header } });
+    const rest = clientTraceparent();
+    const missing = await fetch(`${service.url}/v1/sessions/ses_00000000000000000000000000`, {
+      headers: { authorization: `Bearer ${KEY_A}`, traceparent: rest.header },
+    });
+    expect(missing.status).toBe(404);
+    const received = await receiver.until((all) =>
+      [grpc, rest].every((client) => all.some((span) => span.traceId === client.traceId && span.kind === Span_SpanKind.SERVER)),
+    );
+    const rootOf = (client: { traceId: string; spanId: string }) =>
+      received.find((span) => span.traceId === client.traceId && span.parentSpanId === client.spanId)!;
+    expect(rootOf(grpc)).toMatchObject({
+      name: "skillenv.sessions.v1.SessionService/ListSessions",
+      attributes: { "rpc.system": "grpc", "rpc.service": "skillenv.sessions.v1.SessionService", "rpc.method": "ListSessions", "rpc.grpc.status_code": 0 },
+    });
+    // A refusal is the caller's, not a fault: its code, and no error status.
+    const refused = rootOf(rest);
+    expect(refused).toMatchObject({
+      name: "skillenv.sessions.v1.SessionService/GetSession",
+      attributes: { "skillenv.protocol": "rest", "rpc.method": "GetSession", "http.response.status_code": 404, "error.type": "session_not_found" },
+    });
+    expect(refused.attributes["rpc.system"]).toBeUndefined();
+    expect(refused.status).not.toBe(Status_StatusCode.ERROR);
+  });
+
+  it("sends the trace on to an MCP server, from a CallTool through its tools/call span", async () => {
+    const everything = await startEverything();
+    const proxy = await startRecordingProxy(everything);
+    try {
+      // The MCP allow-list is a setting: this session's server is allowed by a service of its own.
+      await service.close();
+      service = await startTestService({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "20", SERVICE_MCP_ALLOW: proxy.origin });
+      const sessions = sessionClient(service.url, KEY_A);
+      const { session } = await sessions.createSession({ environments: [{ name: "ev", kind: { case: "mcp", value: { url: proxy.url, tools: [] } } }] });
+      const mcpClient = clientTraceparent();
+      const { receipt } = await sessions.callTool(
+        { sessionId: session!.id, tool: "ev__echo", input: fromJson(ValueSchema, { message: TOOL_INPUT }) },
+        { headers: { traceparent: mcpClient.header } },
+      );
+      expect(receipt?.outcome.case).toBe("returned");
+      // The call's span ends last, once its answer is out.
+      const received = await receiver.until((all) => all.some((span) => span.traceId === mcpClient.traceId && span.parentSpanId === mcpClient.spanId));
+      const rpc = received.find((span) => span.traceId === mcpClient.traceId && span.parentSpanId === mcpClient.spanId)!;
+      expect(rpc.name).toBe("skillenv.sessions.v1.SessionService/CallTool");
+      const toolCall = received.find((span) => span.traceId === mcpClient.traceId && span.name === "execute_tool ev__echo")!;
+      expect(toolCall.parentSpanId).toBe(rpc.spanId);
+      const mcpCall = received.find((span) => span.parentSpanId === toolCall.spanId && span.name === "tools/call echo")!;
+      expect(mcpCall).toMatchObject({ kind: Span_SpanKind.CLIENT, attributes: { "mcp.method.name": "tools/call", "gen_ai.tool.name": "echo" } });
+      const sent = await proxy.whenSeen((request) => request.message?.method === "tools/call" && request.traceparent?.includes(mcpClient.traceId) === true);
+      expect(sent.traceparent).toBe(`00-${mcpClient.traceId}-${mcpCall.spanId}-01`);
+      expect(JSON.stringify(received.filter((span) => span.traceId === mcpClient.traceId).map((span) => span.attributes))).not.toContain(TOOL_INPUT);
+    } finally {
+      await proxy.close();
+      await everything.kill();
+    }
   });
 
   it("records no key, credential, prompt, tool input or output in any attribute", () => {
