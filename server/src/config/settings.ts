@@ -24,7 +24,7 @@ export interface Settings {
   listen: ListenAddress;
   /** Where Prometheus scrapes `GET /metrics`; undefined: no metrics. */
   metricsListen: ListenAddress | undefined;
-  /** Where spans are exported, from the standard OTEL_* variables; undefined: no tracing (config/tracing.ts). */
+  /** Where spans are exported, from the standard OpenTelemetry variables; undefined: no tracing (config/tracing.ts). */
   tracing: TracingSettings | undefined;
   dataDir: string;
   /** The S3-compatible bucket holding blobs, which clients upload to directly; undefined: files in the data directory. */

@@ -1,5 +1,5 @@
 /**
- * Traces are exported only when the standard `OTEL_*` variables configure an exporter
+ * Traces are exported only when the standard OpenTelemetry variables configure an exporter
  * (docs/operations.md, "Traces"). The variables mean what the OpenTelemetry specification's
  * "Environment Variable Specification" and "OTLP Exporter Configuration" say, with one departure:
  * the specification's default exporter is `otlp` to localhost, which would make every
@@ -27,7 +27,7 @@ export interface SamplerSetting {
   ratio: number;
 }
 
-/** The batch span processor (OTEL_BSP_*), in the SDK's own terms. */
+/** The batch span processor's settings, in the SDK's own terms. */
 export interface BatchSettings {
   scheduledDelayMillis: number;
   exportTimeoutMillis: number;
