@@ -237,6 +237,35 @@ describe("with OTEL_EXPORTER_OTLP_ENDPOINT", () => {
     expect(sent).toEqual(expect.arrayContaining(modelCalls.map((call) => `00-${client.traceId}-${call.spanId}-01`)));
   });
 
+  it("keeps a custom agent loop's model calls in the run's trace, under the loop's operation", async () => {
+    const loop = await admitTool(service.url, KEY_A, "agent-loop-js", "agentloops");
+    const sessions = sessionClient(service.url, KEY_A);
+    const { session } = await sessions.createSession({ environments: [{ name: "box", kind: { case: "service", value: {} } }] });
+    provider.script("loop-model", [{ text: "loop done" }]);
+    const loopClient = clientTraceparent();
+    const agentloop = { environment: "box", implementation: { kind: { case: "agentloop", value: loop } } };
+    const { run } = await runClient(service.url, KEY_A).createRun(
+      {
+        sessionId: session!.id,
+        run: {
+          model: { provider: "anthropic", name: "loop-model", maxTokens: 0 },
+          message: PROMPT,
+          providerKeys: { anthropic: PROVIDER_KEY },
+          agentloop,
+        } as never,
+      },
+      { headers: { traceparent: loopClient.header } },
+    );
+    await eventsUntil(sessions, session!.id, runEnded(run!.id));
+    const received = await receiver.until((all) => all.some((span) => span.name === "invoke_agent skillenv" && span.attributes["skillenv.run.id"] === run!.id));
+    const inTrace = new Map(received.filter((span) => span.traceId === loopClient.traceId).map((span) => [span.spanId, span]));
+    // The loop's host calls arrive as a worker process's messages: still spans of this run.
+    const chat = [...inTrace.values()].find((span) => span.name === "chat loop-model")!;
+    const ancestors: string[] = [];
+    for (let span = inTrace.get(chat.parentSpanId); span; span = inTrace.get(span.parentSpanId)) ancestors.push(span.name);
+    expect(ancestors).toEqual(["pool invoke", "execute agent_loop", "invoke_agent skillenv", "skillenv.sessions.v1.RunService/CreateRun"]);
+  });
+
   it("gives a gRPC call and a JSON API call their RPC span, under the client's traceparent", async () => {
     const grpc = clientTraceparent();
     const sessions = createClient(

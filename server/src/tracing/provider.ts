@@ -35,10 +35,16 @@ export function startTracing(settings: TracingSettings): Tracing {
     sampler: samplerOf(settings.sampler),
     spanProcessors: [new BatchSpanProcessor({ exporter, ...settings.batch })],
   });
-  const contextManager = new AsyncLocalStorageContextManager();
-  if (!trace.setGlobalTracerProvider(provider) || !context.setGlobalContextManager(contextManager.enable())) {
-    trace.disable();
+  // Registered one by one, and a failure undoes only what this call registered.
+  const contextManager = new AsyncLocalStorageContextManager().enable();
+  if (!context.setGlobalContextManager(contextManager)) {
+    contextManager.disable();
+    void provider.shutdown();
+    throw new Error("tracing is already installed in this process: one traced service per process");
+  }
+  if (!trace.setGlobalTracerProvider(provider)) {
     context.disable();
+    void provider.shutdown();
     throw new Error("tracing is already installed in this process: one traced service per process");
   }
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());

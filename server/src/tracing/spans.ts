@@ -75,6 +75,14 @@ export function startClientSpan(name: string, attributes: Attributes): { span: S
   return { span, headers };
 }
 
+/**
+ * `work`, made to run in the context current now wherever it is called from: for callbacks that
+ * arrive on a channel opened in some other request's context (a worker process's messages).
+ */
+export function bindToCurrentContext<A extends unknown[], R>(work: (...args: A) => R): (...args: A) => R {
+  return context.bind(context.active(), work);
+}
+
 /** Runs `work` with `within` as the current context. */
 export function runWithin<T>(within: Context, work: () => T): T {
   return context.with(within, work);
