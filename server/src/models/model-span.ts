@@ -1,4 +1,4 @@
-import { inSpan, SpanKind } from "../tracing/index.ts";
+import { inSpan, serverAttributes, SpanKind } from "../tracing/index.ts";
 import type { ModelProvider } from "./port.ts";
 
 /**
@@ -9,8 +9,7 @@ import type { ModelProvider } from "./port.ts";
  * call runs, so the request carries its `traceparent` (transport.ts).
  */
 export function tracedModelCalls(provider: ModelProvider, baseUrl: string): ModelProvider {
-  const url = new URL(baseUrl);
-  const server = { "server.address": url.hostname, "server.port": Number(url.port) || (url.protocol === "https:" ? 443 : 80) };
+  const server = serverAttributes(baseUrl);
   return {
     name: provider.name,
     complete: (request, options) =>

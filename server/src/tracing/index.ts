@@ -4,6 +4,7 @@ export {
   inSpan,
   markFailed,
   runWithin,
+  serverAttributes,
   SpanKind,
   startClientSpan,
   startServerSpan,

@@ -1,16 +1,15 @@
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from "@opentelemetry/api";
-
-export { SpanKind, type Attributes, type Context, type Span };
-
-/** The instrumentation scope of every span the service makes. */
-const SCOPE = "skillenv";
-
 /**
  * What a span may carry (docs/operations.md, "Traces"): names, kinds, ids, counts, codes, the
  * semantic conventions' attributes. Never a key, a credential, a tool's input or output, a
  * prompt or a model's text, nor an error's message (a peer wrote it, and it may quote any of
  * those): a failure is told by its stable code (`error.type`) only.
  */
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from "@opentelemetry/api";
+
+export { SpanKind, type Attributes, type Context, type Span };
+
+/** The instrumentation scope of every span the service makes. */
+const SCOPE = "skillenv";
 
 /**
  * Asked of the API each time, not kept: the provider is installed after modules load, and a
@@ -81,6 +80,12 @@ export function startClientSpan(name: string, attributes: Attributes): { span: S
  */
 export function bindToCurrentContext<A extends unknown[], R>(work: (...args: A) => R): (...args: A) => R {
   return context.bind(context.active(), work);
+}
+
+/** `server.address` and `server.port` of a peer at `baseUrl`, as client spans carry them. */
+export function serverAttributes(baseUrl: string): Attributes {
+  const url = new URL(baseUrl);
+  return { "server.address": url.hostname, "server.port": Number(url.port) || (url.protocol === "https:" ? 443 : 80) };
 }
 
 /** Runs `work` with `within` as the current context. */

@@ -1,7 +1,7 @@
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import { ExtensionEnvironmentService } from "../../../../gen/skillenv/extension/v1/extension_pb.js";
-import { inSpan, markFailed, SpanKind, startClientSpan, traceHeaders, type Attributes } from "../../tracing/index.ts";
+import { inSpan, markFailed, serverAttributes, SpanKind, startClientSpan, traceHeaders, type Attributes } from "../../tracing/index.ts";
 
 /**
  * Each call to an extension as a client span of the RPC conventions (rpc.system connect_rpc,
@@ -12,8 +12,7 @@ export class TracedCalls {
   readonly #server: Attributes;
 
   constructor(baseUrl: string) {
-    const url = new URL(baseUrl);
-    this.#server = { "server.address": url.hostname, "server.port": Number(url.port) || (url.protocol === "https:" ? 443 : 80) };
+    this.#server = serverAttributes(baseUrl);
   }
 
   /**
