@@ -23,6 +23,9 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { createNodeTransport, createServiceClient, type NodeTransportOptions } from "@skillenv/client/node";
 import { Health, HealthCheckResponse_ServingStatus } from "../gen/grpc/health/v1/health_pb.js";
 import { AssetService } from "../gen/skillenv/assets/v1/assets_pb.js";
+import { endRequestSpan, startRequestSpan } from "../server/src/http/request-span.ts";
+import type { NodeRequest, RequestRecord } from "../server/src/http/index.ts";
+import { runWithin } from "../server/src/tracing/index.ts";
 import { BENCH_API_KEY, spawnServer } from "./lib/child.ts";
 import { formatFigures, type Figure } from "./lib/figures.ts";
 import { cpuProfileArgv, withChildren } from "./lib/services.ts";
@@ -175,10 +178,14 @@ async function run(): Promise<SuiteReport> {
       SERVICE_WORKSPACE_REQUESTS_PER_SEC: "0",
       BENCH_REQUEST_LOG: "/dev/null",
     };
-    const [service, metered, bareConnect, bareHttp2] = await Promise.all([
+    const sink = await spawnServer(path.join(import.meta.dirname, "servers", "otlp-sink.ts")).then(started);
+    const [service, metered, traced, bareConnect, bareHttp2] = await Promise.all([
+      // No OTEL_* variables: tracing off, as in every other row.
       spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), { env: serviceEnv, execArgv: cpuProfileArgv() }).then(started),
       // The same service with its Prometheus metrics on (SERVICE_METRICS_LISTEN): what they cost a call.
       spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), { env: { ...serviceEnv, SERVICE_METRICS_LISTEN: "127.0.0.1:0" } }).then(started),
+      // And with tracing on, every call's span exported to a collector that drops them: what tracing costs a call.
+      spawnServer(path.join(import.meta.dirname, "servers", "service.ts"), { env: { ...serviceEnv, OTEL_EXPORTER_OTLP_ENDPOINT: sink.url } }).then(started),
       spawnServer(path.join(import.meta.dirname, "servers", "bare-connect.ts")).then(started),
       spawnServer(path.join(import.meta.dirname, "servers", "bare-http2.ts")).then(started),
     ]);
@@ -187,7 +194,8 @@ async function run(): Promise<SuiteReport> {
 
     const bytes = randomBytes(1024);
     const asset = { sha256: createHash("sha256").update(bytes).digest("hex"), sizeBytes: bytes.byteLength };
-    for (const server of [service, metered]) await createServiceClient(createNodeTransport({ baseUrl: server.url, apiKey: BENCH_API_KEY })).uploadAsset(bytes);
+    for (const server of [service, metered, traced])
+      await createServiceClient(createNodeTransport({ baseUrl: server.url, apiKey: BENCH_API_KEY })).uploadAsset(bytes);
 
     const serviceSide = childSide("service", service);
     const bareSide = childSide("bare connect-node", bareConnect);
@@ -204,6 +212,11 @@ async function run(): Promise<SuiteReport> {
         presignCaller(ourTransport(metered.url, CONNECT_H2.client), asset),
         childSide("service, metrics on", metered),
       ),
+      variant(
+        `${CONNECT_H2.name}: service, tracing on`,
+        presignCaller(ourTransport(traced.url, CONNECT_H2.client), asset),
+        childSide("service, tracing on", traced),
+      ),
     ];
     const startedAt = performance.now();
     const results = await measureVariants(variants, PLAN);
@@ -217,12 +230,13 @@ async function run(): Promise<SuiteReport> {
       rows,
       notes: [
         "",
-        formatFigures(
-          figures(
+        formatFigures([
+          ...figures(
             rows,
             measured.map((pair) => pair.name),
           ),
-        ),
+          untracedRequestCost(rows.find((r) => r.name === `${CONNECT_H2.name}: service`)!),
+        ]),
         "",
         `Rows: ${PLAN.rounds} interleaved rounds of ${COUNTS.perRound} sequential calls per variant (order rotated each round, ${COUNTS.warmup} warm-up calls first), ` +
           `then ${COUNTS.concurrent} calls with ${PLAN.inFlight} in flight per variant. Every answer is checked (Presign: exists; Health.Check: SERVING).`,
@@ -285,7 +299,55 @@ function figures(rows: readonly ResultRow[], pairNames: readonly string[]): Figu
       target: "-",
     },
     metricsCost(row(`${CONNECT_H2.name}: service, metrics on`), row(`${CONNECT_H2.name}: service`)),
+    tracingCost(row(`${CONNECT_H2.name}: service, tracing on`), row(`${CONNECT_H2.name}: service`)),
   ];
+}
+
+/** Issue 23: Presign traced, every span exported (OTLP/protobuf, batched) to a collector that drops them, beside the same service untraced. */
+function tracingCost(on: ResultRow, off: ResultRow): Figure {
+  return {
+    figure: `${CONNECT_H2.name} p50 and server CPU, tracing on`,
+    ours: `${fixed(on.medianMs, 3)} ms = ${fixed(on.medianMs / off.medianMs, 3)}x, ${fixed(on.serverCpuUs, 0)} µs`,
+    baseline: `tracing off ${fixed(off.medianMs, 3)} ms, ${fixed(off.serverCpuUs, 0)} µs`,
+    target: "-",
+  };
+}
+
+/**
+ * Issue 23: what an untraced service (no OTEL_* variables) pays per request for its
+ * instrumentation, the OpenTelemetry API's no-op: the request span started from the headers,
+ * the call run in its context and the span ended, timed here in a loop (nothing is installed in
+ * this process), as a share of the untraced Presign's server CPU.
+ */
+function untracedRequestCost(off: ResultRow): Figure {
+  const calls = 200_000;
+  const req = { method: "POST", httpVersion: "2.0", headers: { "content-type": "application/proto" } } as unknown as NodeRequest;
+  const url = new URL("http://localhost/skillenv.assets.v1.AssetService/Presign");
+  const record: RequestRecord = {
+    protocol: "connect",
+    method: "POST",
+    path: url.pathname,
+    procedure: "skillenv.assets.v1.AssetService/Presign",
+    code: "ok",
+    httpStatus: 200,
+  };
+  const once = () => {
+    const { span, context } = startRequestSpan(req, url);
+    runWithin(context, () => undefined);
+    endRequestSpan(span, record);
+  };
+  for (let i = 0; i < calls / 10; i++) once();
+  const started = process.cpuUsage();
+  for (let i = 0; i < calls; i++) once();
+  const { user, system } = process.cpuUsage(started);
+  const perCallUs = (user + system) / calls;
+  return {
+    figure: "tracing off: the no-op request span, CPU per call",
+    ours: `${fixed(perCallUs * 1000, 0)} ns = ${fixed((100 * perCallUs) / off.serverCpuUs, 2)}% of Presign's server CPU`,
+    baseline: `tracing off Presign ${fixed(off.serverCpuUs, 0)} µs`,
+    target: "not measurable (< 1%)",
+    met: perCallUs < off.serverCpuUs / 100,
+  };
 }
 
 /** Issue 23: Presign with the Prometheus metrics on, beside the same service with them off. */

@@ -40,6 +40,7 @@ import { createSessions, createSessionService, SessionService } from "./sessions
 import { createSkills, SkillService } from "./skills/index.ts";
 import { dataDirSecrets, FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor, storeSecrets, type SecretSource } from "./storage/index.ts";
 import { forwardingService, LeasedOwnership, replicaId, SoloOwnership } from "./replicas/index.ts";
+import { startTracing, type Tracing } from "./tracing/index.ts";
 import { createTranscoder } from "./transcoder/index.ts";
 
 export interface RunningService {
@@ -75,15 +76,22 @@ export interface StartOptions {
  * services and hands the listener to them.
  */
 export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
+  // Installed first, so that every span of the service goes to the exporter; none when unconfigured.
+  const tracing = settings.tracing && startTracing(settings.tracing);
   const health = new HealthState(API_SERVICES.map((service) => service.typeName));
   const readiness = () => health.readiness();
   let serve: RequestListener = startingListener(readiness);
-  const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, (req, res) => serve(req, res));
-  options.onPortOpen?.(listener.url);
   try {
-    return await wire(settings, options, { health, readiness, listener, serveWith: (ready) => (serve = ready) });
+    const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, (req, res) => serve(req, res));
+    options.onPortOpen?.(listener.url);
+    try {
+      return await wire(settings, options, { health, readiness, listener, tracing, serveWith: (ready) => (serve = ready) });
+    } catch (error) {
+      await listener.close(0);
+      throw error;
+    }
   } catch (error) {
-    await listener.close(0);
+    await tracing?.shutdown();
     throw error;
   }
 }
@@ -94,10 +102,12 @@ interface Started {
   /** What the probes report, from `health`. */
   readiness: () => string;
   listener: Listener;
+  /** Undefined when no exporter is configured. */
+  tracing: Tracing | undefined;
   serveWith(ready: RequestListener): void;
 }
 
-async function wire(settings: Settings, options: StartOptions, { health, readiness, listener, serveWith }: Started): Promise<RunningService> {
+async function wire(settings: Settings, options: StartOptions, { health, readiness, listener, tracing, serveWith }: Started): Promise<RunningService> {
   const store = await openStore(settings);
   const metrics = settings.metricsListen ? new Metrics() : undefined;
   if (metrics) store.observeCommits((group) => metrics.storeCommit(group));
@@ -281,6 +291,8 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
         await skills.close();
         assets.stopCollection();
         await store.close();
+        // Last, so that the spans of the drained calls are exported too.
+        await tracing?.shutdown();
       },
     };
   } catch (error) {

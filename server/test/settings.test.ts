@@ -162,3 +162,61 @@ describe("settings", () => {
     expect(() => loadSettings({ SERVICE_TLS_CERT: "/tmp/cert.pem" })).toThrow(/SERVICE_TLS_CERT, SERVICE_TLS_KEY/);
   });
 });
+
+describe("tracing settings (the standard OTEL_* variables)", () => {
+  it("are off unless an exporter is configured", () => {
+    expect(loadSettings({}).tracing).toBeUndefined();
+    expect(loadSettings({ OTEL_SERVICE_NAME: "x", OTEL_EXPORTER_OTLP_HEADERS: "a=b" }).tracing).toBeUndefined();
+    expect(loadSettings({ OTEL_TRACES_EXPORTER: "none", OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" }).tracing).toBeUndefined();
+    expect(loadSettings({ OTEL_SDK_DISABLED: "true", OTEL_TRACES_EXPORTER: "otlp" }).tracing).toBeUndefined();
+  });
+
+  it("read the endpoints as the specification does: the shared one is a base, the signal's own is used as it is", () => {
+    expect(loadSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }).tracing?.url).toBe("http://collector:4318/v1/traces");
+    expect(loadSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/otlp" }).tracing?.url).toBe("http://collector:4318/otlp/v1/traces");
+    const both = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://b.example.com/custom/path" };
+    expect(loadSettings(both).tracing?.url).toBe("https://b.example.com/custom/path");
+    expect(loadSettings({ OTEL_TRACES_EXPORTER: "otlp" }).tracing?.url).toBe("http://localhost:4318/v1/traces");
+  });
+
+  it("take headers, resource, timeout, sampler and batch settings, signal-specific ones first", () => {
+    const tracing = loadSettings({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+      OTEL_EXPORTER_OTLP_HEADERS: "authorization=Bearer%20shared,x-tenant=a",
+      OTEL_EXPORTER_OTLP_TRACES_HEADERS: "authorization=Bearer%20traces",
+      OTEL_EXPORTER_OTLP_TIMEOUT: "2000",
+      OTEL_RESOURCE_ATTRIBUTES: "deployment.environment.name=staging,service.name=from-resource",
+      OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0.25",
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+    }).tracing;
+    expect(tracing).toMatchObject({
+      headers: { authorization: "Bearer traces", "x-tenant": "a" },
+      timeoutMs: 2000,
+      resource: { "deployment.environment.name": "staging", "service.name": "from-resource" },
+      sampler: { name: "parentbased_traceidratio", ratio: 0.25 },
+      batch: { scheduledDelayMillis: 100, maxQueueSize: 2048, maxExportBatchSize: 512 },
+    });
+    expect(loadSettings({ OTEL_TRACES_EXPORTER: "otlp", OTEL_SERVICE_NAME: "named" }).tracing?.resource["service.name"]).toBe("named");
+    expect(loadSettings({ OTEL_TRACES_EXPORTER: "otlp" }).tracing?.resource["service.name"]).toBe("skillenv");
+  });
+
+  it("refuse what the service cannot export, and never repeat a header's value", () => {
+    const problems = (env: Record<string, string>) => {
+      try {
+        loadSettings(env);
+        return "";
+      } catch (error) {
+        expect(error).toBeInstanceOf(SettingsError);
+        return (error as Error).message;
+      }
+    };
+    expect(problems({ OTEL_TRACES_EXPORTER: "zipkin" })).toContain("OTEL_TRACES_EXPORTER");
+    expect(problems({ OTEL_TRACES_EXPORTER: "otlp", OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toContain("only http/protobuf");
+    expect(problems({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "collector:4318" })).toContain("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    expect(problems({ OTEL_TRACES_EXPORTER: "otlp", OTEL_TRACES_SAMPLER: "sometimes" })).toContain("OTEL_TRACES_SAMPLER");
+    const leaky = problems({ OTEL_TRACES_EXPORTER: "otlp", OTEL_EXPORTER_OTLP_HEADERS: "authorization=Bearer%20ok,secret-token-without-equals" });
+    expect(leaky).toContain("OTEL_EXPORTER_OTLP_HEADERS");
+    expect(leaky).not.toContain("secret-token");
+  });
+});

@@ -11,4 +11,5 @@ export {
 } from "./settings.ts";
 export { isEnvVarName, isWorkspaceName, type ListenAddress } from "./parsers.ts";
 export { covers, formatOrigin, originAllowed, parseOrigin, type Origin } from "./origins.ts";
+export type { TracingSettings } from "./tracing.ts";
 export { MALLOC_ENVIRONMENT } from "./process-memory.ts";

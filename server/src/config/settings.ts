@@ -18,11 +18,14 @@ import {
   parseZeroOrPositiveInt,
   type ListenAddress,
 } from "./parsers.ts";
+import { readTracingSettings, type TracingSettings } from "./tracing.ts";
 
 export interface Settings {
   listen: ListenAddress;
   /** Where Prometheus scrapes `GET /metrics`; undefined: no metrics. */
   metricsListen: ListenAddress | undefined;
+  /** Where spans are exported, from the standard OpenTelemetry variables; undefined: no tracing (config/tracing.ts). */
+  tracing: TracingSettings | undefined;
   dataDir: string;
   /** The S3-compatible bucket holding blobs, which clients upload to directly; undefined: files in the data directory. */
   blobStore: S3Location | undefined;
@@ -238,6 +241,7 @@ export function loadSettings(env: Env = process.env): Settings {
   const settings: Settings = {
     listen: read("SERVICE_LISTEN", parseListen, { host: "127.0.0.1", port: 8080 }),
     metricsListen: read("SERVICE_METRICS_LISTEN", parseListen, undefined),
+    tracing: readTracingSettings(env, problems),
     dataDir,
     blobStore: read("SERVICE_BLOB_URL", parseS3Url, undefined),
     databaseUrl: read("SERVICE_DATABASE_URL", parseDatabaseUrl, undefined),

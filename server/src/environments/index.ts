@@ -15,6 +15,7 @@ export {
   type TerminalReceipt,
   type Unknown,
 } from "./port.ts";
+export { inReceiptSpan } from "./receipt-span.ts";
 export {
   ServiceEnvironmentKind,
   startServiceEnvironment,

@@ -5,6 +5,7 @@ import { universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { WorkspaceRateLimiter } from "../auth/index.ts";
 import type { HttpLimits } from "../config/index.ts";
 import { describeError, RETRY_AFTER, serviceError } from "../errors/index.ts";
+import { runWithin } from "../tracing/index.ts";
 import type { Transcoder } from "../transcoder/index.ts";
 import { BodyBudget } from "./body-budget.ts";
 import { applyCors } from "./cors.ts";
@@ -13,6 +14,7 @@ import { answerProbe, isProbePath, type ReadinessOf } from "./probes.ts";
 import type { ProtocolEndpoint } from "./protocol-endpoint.ts";
 import { RequestBody, type ReadLimits } from "./request-body.ts";
 import { protocolOf, requestLogEntry, requestRecordKey, type LogWriter, type RequestRecord } from "./request-log.ts";
+import { endRequestSpan, startRequestSpan } from "./request-span.ts";
 import type { StaticAnswer, StaticSite } from "./static-files.ts";
 import { universalRequest } from "./universal-request.ts";
 
@@ -90,7 +92,12 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
     const closed = new Promise<void>((resolve) => res.once("close", resolve));
     const contextValues = createContextValues().set(requestRecordKey, record);
     const body = new RequestBody(req, res, idleMs);
-    const handled = dispatch({ req, res, url, record, contextValues, body, closed }).catch((error: unknown) => writeError(res, body, record, error));
+    const exchange: Exchange = { req, res, url, record, contextValues, body, closed };
+    // Every request but the probes (asked every few seconds by load balancers) is a span, and
+    // everything it causes (journal writes, tool calls, a run's turn) happens within it.
+    const traced = isProbePath(url.pathname) ? undefined : startRequestSpan(req, url);
+    const served = traced ? runWithin(traced.context, () => dispatch(exchange)) : dispatch(exchange);
+    const handled = served.catch((error: unknown) => writeError(res, body, record, error));
     // Logged once the outcome is known and the response is over, whichever comes last: a client
     // that leaves mid-upload closes the response before the upload handler has failed.
     void Promise.all([handled, closed]).then(() => {
@@ -99,6 +106,7 @@ export function createRequestListener(options: RequestHandlerOptions): RequestLi
       options.log?.(requestLogEntry(record, startedAt));
       options.onRequestDone?.(record, Number(process.hrtime.bigint() - startedAt) / 1e9);
       if (record.workspace !== undefined && record.responseBytes) options.workspaceRates?.charge(record.workspace, record.responseBytes);
+      if (traced) endRequestSpan(traced.span, record);
     });
   };
 

@@ -1,6 +1,7 @@
 import type { InterimReceipt, TerminalReceipt } from "../environments/port.ts";
 import { serviceError } from "../errors/index.ts";
 import { prefixEnd, WriteConflict, type Store, type Table, type WriteOp } from "../storage/index.ts";
+import { inSpan } from "../tracing/index.ts";
 import type { EventBody, JournalEvent, NoteEvent, SentOperation } from "./events.ts";
 
 /** An operation sent and not yet settled, as the journal keeps it until its receipt. */
@@ -228,7 +229,10 @@ export class Journal {
     const fence = this.#fence?.conditions(sessionId) ?? [];
     const event = { seq: log.nextSeq++, at: new Date().toISOString(), ...body } as JournalEvent;
     try {
-      await this.#store.write([...fence, this.#events.putOp(eventKey(sessionId, event.seq), event), ...extra]);
+      // Issued in the caller's turn still (the span's work starts synchronously): see #append.
+      await inSpan("journal write", { "skillenv.session.id": sessionId, "skillenv.journal.seq": event.seq, "skillenv.journal.event": event.type }, () =>
+        this.#store.write([...fence, this.#events.putOp(eventKey(sessionId, event.seq), event), ...extra]),
+      );
     } catch (error) {
       if (error instanceof WriteConflict && fence.length > 0 && (await this.#fence!.lost(sessionId))) throw movedError(sessionId);
       throw error;

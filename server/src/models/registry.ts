@@ -1,6 +1,7 @@
 import type { Settings } from "../config/index.ts";
 import { createAnthropicProvider } from "./anthropic.ts";
 import { createOpenAIChatProvider } from "./openai-chat.ts";
+import { tracedModelCalls } from "./model-span.ts";
 import { createOpenAIResponsesProvider } from "./openai-responses.ts";
 import { ModelError, type ModelProvider } from "./port.ts";
 import type { ProviderOptions } from "./transport.ts";
@@ -16,8 +17,8 @@ export function createModelProviders(settings: Settings["models"], maxJsonDepth:
   const common: Omit<ProviderOptions, "baseUrl"> = { maxRetries: settings.maxRetries, timeoutMs: settings.timeoutSecs * 1000, maxJsonDepth };
   const createOpenAIProvider = settings.openaiApi === "responses" ? createOpenAIResponsesProvider : createOpenAIChatProvider;
   const providers = [
-    createAnthropicProvider({ ...common, baseUrl: settings.anthropicBaseUrl }),
-    createOpenAIProvider({ ...common, baseUrl: settings.openaiBaseUrl }),
+    tracedModelCalls(createAnthropicProvider({ ...common, baseUrl: settings.anthropicBaseUrl }), settings.anthropicBaseUrl),
+    tracedModelCalls(createOpenAIProvider({ ...common, baseUrl: settings.openaiBaseUrl }), settings.openaiBaseUrl),
   ];
   return new Map(providers.map((provider) => [provider.name, provider]));
 }

@@ -4,6 +4,7 @@ import { text } from "node:stream/consumers";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
 import { redactText } from "../redaction/index.ts";
+import { traceHeaders } from "../tracing/index.ts";
 import { ModelError, type ModelCallOptions, type ModelErrorCode } from "./port.ts";
 
 /** How an adapter reaches its provider; createModelProviders fills it from the settings. */
@@ -248,7 +249,9 @@ async function post(request: StreamRequest, { signal, sendAfter }: CallContext):
   // (the store starts the batch that `sendAfter` stands for with setImmediate) is not held up by it.
   if (refusal !== undefined) await new Promise((next) => setImmediate(next));
   return new Promise((resolve, reject) => {
-    const outgoing = send(url, { method: "POST", headers: { ...request.headers, "content-length": Buffer.byteLength(request.body) }, signal }, resolve);
+    // traceHeaders: the model call's span (model-span.ts) is the parent of the provider's, if it traces.
+    const headers = { ...request.headers, ...traceHeaders(), "content-length": Buffer.byteLength(request.body) };
+    const outgoing = send(url, { method: "POST", headers, signal }, resolve);
     outgoing.once("error", reject);
     if (refusal === undefined) return void outgoing.end(request.body);
     void refusal.then((error) => {

@@ -4,6 +4,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { ERROR_DOMAIN, serviceError } from "../errors/index.ts";
 import { isId } from "../ids/index.ts";
+import { traceHeaders } from "../tracing/index.ts";
 import type { SessionOwnership } from "./ownership.ts";
 
 /** Set on a call one replica forwards to another: the owner serves it or refuses it, never forwards it again. */
@@ -50,6 +51,8 @@ export function forwardingService<S extends DescService>(service: S, impl: Servi
       const value = context.requestHeader.get(name);
       if (value !== null) header.set(name, value);
     }
+    // Traced, the owner's span is a child of this replica's (the caller's is its parent); untraced, the caller's context passes through.
+    for (const [name, value] of Object.entries(traceHeaders())) header.set(name, value);
     // An owner that stops answering (paused, cut off) would hold the call for ever: once its lease
     // has expired the call ends `unavailable`, and the caller's retry takes the session over.
     const controller = new AbortController();

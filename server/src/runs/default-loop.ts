@@ -1,4 +1,5 @@
 import type { AssistantContent, ConversationMessage, ModelResponse, ToolResultContent } from "../models/index.ts";
+import { inSpan } from "../tracing/index.ts";
 
 /** What an agent loop may ask of the run (the same services a custom loop reaches through wit/env.wit). */
 export interface LoopHost {
@@ -45,11 +46,17 @@ export async function defaultAgentLoop(host: LoopHost, { history, message, maxRo
   // Each reply was a round: a resumed turn's next model call is the round after its last reply.
   const replies = added.filter((entry) => entry.role === "assistant").length;
   for (let round = replies + 1; round <= maxRounds; round++) {
-    const reply = await host.callModel([...history, ...added], round);
-    added.push({ role: "assistant", content: reply.content });
-    const calls = reply.content.filter((part): part is ToolCall => part.type === "tool_call");
-    if (calls.length === 0) return { stopReason: reply.stopReason, rounds: round, outputText: textOf(reply.content) };
-    added.push({ role: "user", content: await host.dispatchTools(calls, round) });
+    // A round is a span: its model call, then its tool calls.
+    const outcome = await inSpan("run round", { "skillenv.run.round": round }, async (span): Promise<LoopOutcome | undefined> => {
+      const reply = await host.callModel([...history, ...added], round);
+      added.push({ role: "assistant", content: reply.content });
+      const calls = reply.content.filter((part): part is ToolCall => part.type === "tool_call");
+      span.setAttribute("skillenv.run.tool_calls", calls.length);
+      if (calls.length === 0) return { stopReason: reply.stopReason, rounds: round, outputText: textOf(reply.content) };
+      added.push({ role: "user", content: await host.dispatchTools(calls, round) });
+      return undefined;
+    });
+    if (outcome) return outcome;
   }
   throw new MaxRoundsExceeded(`the model still asked for tools after ${maxRounds} rounds`);
 }

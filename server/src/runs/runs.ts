@@ -14,6 +14,7 @@ import type { RunSkill } from "./skills-tool.ts";
 import { checkSubmission, type Submission } from "./submission.ts";
 import { textOf } from "./default-loop.ts";
 import { Turn, TurnStopped, type TurnEnd, type TurnSetup } from "./turn.ts";
+import { inTurnSpan } from "./turn-span.ts";
 import { interruptedConversation, type LoggedTurn, type ResumableSubmission, type TurnLog } from "./turn-log.ts";
 import type { RunInput } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { DEFAULT_DENIAL_MESSAGE, RunApprovals, type ApprovalRecord, type ApprovalRecords, type Decision } from "./approvals.ts";
@@ -411,11 +412,13 @@ export class Runs {
     const provider = this.#options.providers.get(submission.model.provider)!;
     const approvals = new RunApprovals(this.#options.approvals);
     const done = (async () => {
-      const end = await new Turn(
-        setup,
-        { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress, log, approvals },
-        controller.signal,
-      ).run();
+      const end = await inTurnSpan(record, submission, () =>
+        new Turn(
+          setup,
+          { sessions: this.#options.sessions, events, recorded, provider, deadlineMs, progress: this.#options.settings.progress, log, approvals },
+          controller.signal,
+        ).run(),
+      );
       clearTimeout(timer);
       // Undecided approvals end with the run: no decision can reach them after this.
       const expired = approvals.expireAll().map((approval) => this.#options.approvals.putOp(approval));

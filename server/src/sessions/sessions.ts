@@ -1,14 +1,15 @@
 import type { CreateSessionRequest } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 import { createHash } from "node:crypto";
 import type { ProgressLimits } from "../config/index.ts";
-import type {
-  AgentLoopHost,
-  EnvironmentBinding,
-  EnvironmentKindName,
-  EnvironmentKinds,
-  OperationKind,
-  Staging,
-  TerminalReceipt,
+import {
+  inReceiptSpan,
+  type AgentLoopHost,
+  type EnvironmentBinding,
+  type EnvironmentKindName,
+  type EnvironmentKinds,
+  type OperationKind,
+  type Staging,
+  type TerminalReceipt,
 } from "../environments/index.ts";
 import { describeError, serviceError } from "../errors/index.ts";
 import { newId } from "../ids/index.ts";
@@ -17,6 +18,7 @@ import type { Journal, JournalEvent, NoteEvent, SentOperation } from "../journal
 import type { SessionOwnership } from "../replicas/index.ts";
 import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
 import { runJournaled } from "./journaled.ts";
+import { operationAttributes, operationSpanName } from "./operation-span.ts";
 import type { EnvironmentRecord, SessionRecord, SessionRecords, ToolRecord } from "./records.ts";
 import { checkSessionSpec, withDiscoveredTools, type SessionSizeLimits } from "./session-spec.ts";
 
@@ -495,8 +497,10 @@ export class Sessions {
   /** One journaled operation of the session (runJournaled), reported when it has ended. */
   async #runJournaled(live: LiveSession, operation: SentOperation, dispatch: Parameters<typeof runJournaled>[3]): Promise<TerminalReceipt> {
     const startedAt = performance.now();
-    const receipt = await runJournaled(this.#journaled(), live.record.id, operation, dispatch);
     const environmentKind = live.record.environments.find((environment) => environment.name === operation.environment)?.kind ?? "unknown";
+    const receipt = await inReceiptSpan(operationSpanName(operation), operationAttributes(live.record.id, environmentKind, operation), () =>
+      runJournaled(this.#journaled(), live.record.id, operation, dispatch),
+    );
     this.#options.onOperation?.({ kind: operation.kind, environmentKind, receipt, seconds: (performance.now() - startedAt) / 1000 });
     return receipt;
   }

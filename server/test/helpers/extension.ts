@@ -13,6 +13,8 @@ export { freePort } from "./ports.ts";
 export interface ExtensionCall {
   method: string;
   authorization: string | undefined;
+  /** The W3C trace context header the call came with, if any. */
+  traceparent: string | undefined;
   request: unknown;
 }
 
@@ -74,7 +76,8 @@ export class TestExtension {
   }
 
   #record(method: string, request: unknown, context: HandlerContext): void {
-    const call = { method, authorization: context.requestHeader.get("authorization") ?? undefined, request };
+    const header = (name: string) => context.requestHeader.get(name) ?? undefined;
+    const call = { method, authorization: header("authorization"), traceparent: header("traceparent"), request };
     this.calls.push(call);
     for (const waiter of this.#waiters) if (waiter(call)) this.#waiters.delete(waiter);
   }

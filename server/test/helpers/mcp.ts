@@ -54,6 +54,8 @@ export async function startEverything(): Promise<EverythingServer> {
 export interface SeenRequest {
   method: string;
   authorization: string | undefined;
+  /** The W3C trace context header it came with, if any. */
+  traceparent: string | undefined;
   /** The parsed JSON-RPC message of a POST. */
   message: { method?: string; id?: number | string; params?: Record<string, unknown> } | undefined;
 }
@@ -77,7 +79,12 @@ export async function startRecordingProxy(target: EverythingServer): Promise<Rec
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
       const body = Buffer.concat(chunks);
-      const entry: SeenRequest = { method: request.method ?? "", authorization: request.headers.authorization, message: parseMessage(body) };
+      const entry: SeenRequest = {
+        method: request.method ?? "",
+        authorization: request.headers.authorization,
+        traceparent: request.headers.traceparent as string | undefined,
+        message: parseMessage(body),
+      };
       seen.push(entry);
       for (const waiter of waiting) {
         if (!waiter.matches(entry)) continue;

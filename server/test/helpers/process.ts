@@ -70,7 +70,9 @@ export function whenStderrHas(service: ServiceProcess, text: string): Promise<vo
 
 /** Runs the entry point expecting it to stop; returns exit code and stderr. */
 export async function runUntilExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = tracked(spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...env }, stdio: ["ignore", "ignore", "pipe"] }));
+  const child = tracked(
+    spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? "", ...sandboxFromEnvironment(), ...env }, stdio: ["ignore", "ignore", "pipe"] }),
+  );
   let stderr = "";
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));

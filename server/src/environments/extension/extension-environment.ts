@@ -11,6 +11,7 @@ import { deadlineSignal, isNotSentCode } from "../outgoing.ts";
 import { redactingBinding } from "../redacting-binding.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
 import { CredentialUnreadable, readableCredential, unsealCredential, type Sealer } from "./sealer.ts";
+import { TracedCalls } from "./traced-calls.ts";
 
 /** An extension binding as a session stores it: the credential only sealed. */
 export interface ExtensionOptions {
@@ -74,29 +75,33 @@ export class ExtensionEnvironmentKind implements EnvironmentKind<ExtensionOption
     const { sealedCredential } = options;
     const { sealer } = this.#options;
     // Unsealed for each call, so the plaintext lives only as long as the request.
-    const interceptors: Interceptor[] = sealedCredential
-      ? [
-          (next) => (request) => {
-            request.header.set("authorization", `Bearer ${unsealCredential(sealer, sealedCredential)}`);
-            return next(request);
-          },
-        ]
-      : [];
+    const traced = new TracedCalls(options.url);
+    const interceptors: Interceptor[] = [traced.interceptor];
+    if (sealedCredential) {
+      interceptors.push((next) => (request) => {
+        request.header.set("authorization", `Bearer ${unsealCredential(sealer, sealedCredential)}`);
+        return next(request);
+      });
+    }
     const client = createClient(ExtensionEnvironmentService, createConnectTransport({ baseUrl: options.url, httpVersion: "1.1", interceptors }));
     // What the extension echoes of its credential (in a message, details, an output) is never kept.
     // Unreadable, there is nothing to cut out: no call sends it (the interceptor refuses first).
-    return redactingBinding(new ExtensionBinding(client, context, options), () => (sealedCredential ? readableCredential(sealer, sealedCredential) : []));
+    return redactingBinding(new ExtensionBinding(client, traced, context, options), () =>
+      sealedCredential ? readableCredential(sealer, sealedCredential) : [],
+    );
   }
 }
 
 class ExtensionBinding implements EnvironmentBinding {
   readonly stagesFiles = true;
   readonly #client: Client<typeof ExtensionEnvironmentService>;
+  readonly #traced: TracedCalls;
   readonly #binding: { id: string; workspace: string };
   readonly #options: ExtensionOptions;
 
-  constructor(client: Client<typeof ExtensionEnvironmentService>, context: BindingContext, options: ExtensionOptions) {
+  constructor(client: Client<typeof ExtensionEnvironmentService>, traced: TracedCalls, context: BindingContext, options: ExtensionOptions) {
     this.#client = client;
+    this.#traced = traced;
     this.#binding = { id: `${context.sessionId}/${context.environment}`, workspace: context.workspace };
     this.#options = options;
   }
@@ -127,7 +132,11 @@ class ExtensionBinding implements EnvironmentBinding {
   }
 
   /** Streams the receipts; anything short of a terminal receipt after the call left is unknown. */
-  async execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
+  execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
+    return this.#traced.execute(() => this.#execute(operation));
+  }
+
+  async #execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
     const { signal, cancel, timedOut } = deadlineSignal(operation.deadlineMs + EXTENSION_DEADLINE_GRACE_MS);
     let answered = false;
     try {

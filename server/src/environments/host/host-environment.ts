@@ -2,6 +2,7 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { serviceError } from "../../errors/index.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { failure, returned, type EnvironmentBinding, type ExecuteOperation, type TerminalReceipt } from "../port.ts";
+import { inReceiptSpan } from "../receipt-span.ts";
 import type { HostHub } from "./hub.ts";
 
 /**
@@ -65,7 +66,9 @@ class HostBinding implements EnvironmentBinding {
     const connection = this.#hub.connectionFor(this.#key);
     if (!connection)
       return Promise.resolve(failure("host_unavailable", `no host is connected for environment ${this.#key.environment}; nothing was sent`, true));
-    return connection.dispatch({ ...operation, implementation: (operation.implementation as { opaque?: JsonValue } | undefined)?.opaque });
+    return inReceiptSpan("host command", { "skillenv.operation.id": operation.operationId, "gen_ai.tool.name": operation.tool }, () =>
+      connection.dispatch({ ...operation, implementation: (operation.implementation as { opaque?: JsonValue } | undefined)?.opaque }),
+    );
   }
 
   async cancel(operationId: string): Promise<TerminalReceipt> {

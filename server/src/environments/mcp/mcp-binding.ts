@@ -5,6 +5,8 @@ import { CredentialUnreadable } from "../extension/sealer.ts";
 import type { BindingContext } from "../kinds.ts";
 import { deadlineSignal } from "../outgoing.ts";
 import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type TerminalReceipt } from "../port.ts";
+import { inReceiptSpan } from "../receipt-span.ts";
+import { SpanKind } from "../../tracing/index.ts";
 import { CallTrace, traced, wasNotSent, type McpConnection } from "./mcp-connection.ts";
 import {
   describeContent,
@@ -98,8 +100,14 @@ export class McpBinding implements EnvironmentBinding {
     return Promise.resolve(failure("invalid_argument", "an MCP environment has no workspace to stage files into"));
   }
 
-  async execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
+  /** A tools/call, in a client span (the MCP conventions' name and attributes). */
+  execute(operation: ExecuteOperation): Promise<TerminalReceipt> {
     const tool = mcpToolOf(operation.implementation);
+    const attributes = { "mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool ?? "" };
+    return inReceiptSpan(`tools/call ${tool ?? ""}`.trim(), attributes, () => this.#callTool(operation, tool), SpanKind.CLIENT);
+  }
+
+  async #callTool(operation: ExecuteOperation, tool: string | undefined): Promise<TerminalReceipt> {
     if (tool === undefined) return failure("invalid_argument", "this placement names no tool of the MCP server; nothing was sent");
     const input = parseObject(operation.input);
     if (input === undefined) return failure("invalid_argument", "an MCP tool's input is a JSON object (its arguments); nothing was sent");

@@ -3,6 +3,7 @@ import { setImmediate } from "node:timers";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { traceHeaders } from "../../tracing/index.ts";
 import { isNotSentCode } from "../outgoing.ts";
 
 /** The service as an MCP client, as it introduces itself in `initialize`. */
@@ -136,6 +137,8 @@ export class McpConnection {
 
   readonly #fetch: FetchLike = async (url, init) => {
     const headers = new Headers(init?.headers);
+    // The current span (a tools/call's, when it is one) becomes the parent of the server's.
+    for (const [name, value] of Object.entries(traceHeaders())) headers.set(name, value);
     const credential = this.#credential();
     if (credential !== undefined) headers.set("authorization", `Bearer ${credential}`);
     const message = init?.method === "POST" && typeof init.body === "string" ? jsonRpcOf(init.body) : undefined;

@@ -8,7 +8,9 @@ import type { Pool, Receipt as PoolReceipt, SecretSource, ServiceGrants } from "
 import { componentRef, SANDBOX_UNAVAILABLE } from "./startup.ts";
 import type { BindingContext, EnvironmentKind } from "../kinds.ts";
 import { ConfinementError, removeConfined, writeConfined } from "./confined-write.ts";
-import { failure, returned, unknown, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
+import { failure, returned, unknown, type AgentLoopHost, type EnvironmentBinding, type ExecuteOperation, type Staging, type TerminalReceipt } from "../port.ts";
+import { inReceiptSpan } from "../receipt-span.ts";
+import { bindToCurrentContext } from "../../tracing/index.ts";
 
 /**
  * What runs in the service environment: an admitted tool or agent-loop component, or a program
@@ -176,23 +178,31 @@ class ServiceBinding implements EnvironmentBinding {
     }
     const controller = new AbortController();
     this.#inFlight.set(operation.operationId, controller);
-    const receipt = await this.#options.pool.invoke({
-      signal: controller.signal,
-      tenant: this.#context.workspace,
-      component: componentRef(this.#options.artifacts, componentOf(implementation)),
-      entrypoint: operation.loopHost ? "turn" : "run",
-      input: operation.input,
-      configuration: operation.configuration,
-      deadlineMs: operation.deadlineMs,
-      grants: this.#grants,
-      workspaceDir: this.#workspaceDir,
-      // Read by the pool at dispatch, so a secret set or changed later applies to the next call.
-      secretSource: this.#options.secrets ?? process.env,
-      ...(program ? { program } : {}),
-      ...(operation.loopHost ? { host: operation.loopHost } : {}),
-    });
+    const attributes = {
+      "skillenv.operation.id": operation.operationId,
+      "skillenv.pool.kind": program ? "program" : operation.loopHost ? "agent_loop" : "tool",
+    };
+    const receipt = await inReceiptSpan("pool invoke", attributes, async () =>
+      fromPool(
+        await this.#options.pool.invoke({
+          signal: controller.signal,
+          tenant: this.#context.workspace,
+          component: componentRef(this.#options.artifacts, componentOf(implementation)),
+          entrypoint: operation.loopHost ? "turn" : "run",
+          input: operation.input,
+          configuration: operation.configuration,
+          deadlineMs: operation.deadlineMs,
+          grants: this.#grants,
+          workspaceDir: this.#workspaceDir,
+          // Read by the pool at dispatch, so a secret set or changed later applies to the next call.
+          secretSource: this.#options.secrets ?? process.env,
+          ...(program ? { program } : {}),
+          ...(operation.loopHost ? { host: inThisContext(operation.loopHost) } : {}),
+        }),
+      ),
+    );
     this.#inFlight.delete(operation.operationId);
-    return fromPool(receipt);
+    return receipt;
   }
 
   /**
@@ -243,6 +253,21 @@ function fromPool(receipt: PoolReceipt): TerminalReceipt {
     case "unknown":
       return unknown(receipt.message);
   }
+}
+
+/**
+ * The agent loop's host services, each call run in the context of the operation that invoked
+ * the loop: they arrive as a worker process's messages, in whatever context its channel was
+ * opened in, and the turn's model and tool calls must be spans of the run's own trace.
+ */
+function inThisContext(host: AgentLoopHost): AgentLoopHost {
+  const dropped = host.dropped;
+  return {
+    callModel: bindToCurrentContext((request: string) => host.callModel(request)),
+    dispatchTools: bindToCurrentContext((calls: string) => host.dispatchTools(calls)),
+    emit: bindToCurrentContext((event: string) => host.emit(event)),
+    ...(dropped ? { dropped: bindToCurrentContext((count: number) => dropped.call(host, count)) } : {}),
+  };
 }
 
 /** A refusal before dispatch (a program no longer readable): nothing ran. */
