@@ -149,9 +149,9 @@ describe("a workspace's share while its worker is replaced", () => {
     expect(pool.stats().workers[1 - lost]!.tools).toBe(0);
     // So b's calls find a worker no guest of a holds.
     for (let i = 0; i < 4; i++) expect(output(await run(pool, echo, { v: i }, { tenant: "b" }))).toEqual({ v: i });
-    killWorker(pool, lost);
-    for (const receipt of await Promise.all(waiting))
-      expect(receipt.outcome === "unknown" || (receipt.outcome === "failure" && receipt.code === "unavailable")).toBe(true);
+    expect(pool.stats().workers[lost]!.tools).toBe(2);
+    // a's two loops go on until the pool is closed after the test, which ends them.
+    void Promise.allSettled(waiting);
   }, 120_000);
 });
 
