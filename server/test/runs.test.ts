@@ -659,6 +659,50 @@ describe("runs", () => {
     },
   );
 
+  it("gives a custom loop a reply's thinking block as a block it sends back whole, so a tool-use cycle with thinking completes", async () => {
+    const runtime = await admitTool(service.url, KEY_A, "js-program-agent-loop", "agentloops");
+    // The loop keeps each reply's message as it got it, as the plain way of writing a loop does.
+    const program = await admitProgram(
+      service.url,
+      KEY_A,
+      `
+      function turn(input, configuration, host) {
+        const messages = [{ role: "user", content: input.message }];
+        for (;;) {
+          const reply = host.callModel({ v: 1, messages });
+          messages.push({ role: "assistant", ...reply.message });
+          if (reply.message.tool_calls.length === 0) return { v: 1, message: reply.message.content };
+          for (const result of host.dispatchTools({ v: 1, calls: reply.message.tool_calls }).results)
+            messages.push({ role: "tool", tool_call_id: result.id, content: JSON.stringify(result.output ?? result.error), is_error: !!result.error });
+        }
+      }`,
+    );
+    const sessionId = await workspaceSession();
+    provider.script("loop-thinking-model", [
+      { thinking: "Write it, then report.", toolCalls: [{ id: "w", name: "fs", input: { v: 1, op: "write", path: "/workspace/lt", data: "x" } }] },
+      { text: "Written by the loop." },
+    ]);
+    const parameters = { thinking: { type: "enabled", budget_tokens: 1024 } };
+    const agentloop = { environment: "box", implementation: { kind: { case: "program", value: { id: program, runtime } } } };
+    const { run } = await runs.createRun({
+      sessionId,
+      run: runInput("loop-thinking-model", { agentloop, model: { provider: "anthropic", name: "loop-thinking-model", maxTokens: 2048, parameters } } as never),
+    });
+    const { run: done } = await finish(sessionId, run!.id);
+    // The stand-in refuses a round 2 without the thinking block, as the real API does.
+    expect({ status: done.status, error: done.error?.message, output: done.outputText }).toEqual({
+      status: "completed",
+      error: undefined,
+      output: "Written by the loop.",
+    });
+    const rounds = provider.requests
+      .filter((request) => (request.body as { model?: string }).model === "loop-thinking-model")
+      .map((request) => request.body as { messages: Array<{ role: string; content: Array<Record<string, unknown>> }> });
+    const replied = rounds[1]!.messages.find((message) => message.role === "assistant")!;
+    expect(replied.content[0]).toEqual({ type: "thinking", thinking: "Write it, then report.", signature: expect.stringMatching(/^sig_/) });
+    expect(replied.content[1]).toMatchObject({ type: "tool_use", id: "w" });
+  });
+
   it("fails a run whose model calls a tool with input nested deeper than SERVICE_JOURNAL_MAX_JSON_DEPTH; the session goes on", async () => {
     const sessionId = await workspaceSession();
     // 48 levels: a reply any provider may send, whose tool call no event could carry.
