@@ -90,6 +90,11 @@ export const serviceEnv = (provider: ServerChild) => ({
   SERVICE_ENV_TOOL_SLOTS: String((SESSIONS * TOOLS_PER_ROUND) / 2),
   // The custom-loop sessions hold one agent-loop invocation each.
   SERVICE_ENV_AGENT_LOOP_SLOTS: String(SESSIONS / 2),
+  // One workspace with the whole pool (two workers), as a single-tenant deployment sets it: the
+  // default share, half the pool, would queue and then refuse half of these calls.
+  SERVICE_ENV_WORKSPACE_TOOL_SLOTS: String(SESSIONS * TOOLS_PER_ROUND),
+  SERVICE_ENV_WORKSPACE_AGENT_LOOP_SLOTS: String(SESSIONS),
+  SERVICE_ENV_WORKSPACE_WORKERS: "2",
 });
 
 type Sessions = Client<typeof SessionService>;
