@@ -4,12 +4,23 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeTransport, createServiceClient, hostEnv, Skill, tool, type ServiceClient, type Session, type SessionEvent } from "@skillenv/client/node";
+import {
+  createNodeTransport,
+  createServiceClient,
+  hostEnv,
+  mcpEnv,
+  Skill,
+  tool,
+  type ServiceClient,
+  type Session,
+  type SessionEvent,
+} from "@skillenv/client/node";
 import { buildConsole } from "../../clients/console/build.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { startService, type RunningService } from "../src/app.ts";
 import { loadSettings } from "../src/config/index.ts";
 import { CONSOLE_CSP, loadConsole } from "../src/console/index.ts";
+import { startEverything, type EverythingServer } from "./helpers/mcp.ts";
 import { KEY_A } from "./helpers/service.ts";
 
 /**
@@ -43,6 +54,8 @@ let screenshots: string;
 let provider: ScriptedProvider;
 let service: RunningService;
 let client: ServiceClient;
+/** A real MCP server (@modelcontextprotocol/server-everything) whose tools a session mounts. */
+let everything: EverythingServer;
 
 beforeAll(async () => {
   dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-console-"));
@@ -51,12 +64,14 @@ beforeAll(async () => {
   await fs.mkdir(screenshots, { recursive: true });
   await buildConsole(consoleDir);
   provider = await startScriptedProvider();
+  everything = await startEverything();
   const settings = loadSettings({
     SERVICE_LISTEN: "127.0.0.1:0",
     SERVICE_DATA_DIR: path.join(dataDir, "data"),
     SERVICE_API_KEYS: `a=${KEY_A}`,
     SERVICE_SHUTDOWN_GRACE_SECS: "2",
     SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
+    SERVICE_MCP_ALLOW: everything.origin,
   });
   service = await startService(settings, { log: () => undefined, consoleDir });
   client = createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: KEY_A }));
@@ -65,6 +80,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await service?.close();
   await provider?.close();
+  await everything?.kill();
   await fs.rm(dataDir, { recursive: true, force: true });
 });
 
@@ -403,6 +419,27 @@ describe("the console in Chromium", () => {
     await row.locator(".badge-connected").waitFor();
     expect(await row.locator("[data-host-elsewhere]").count()).toBe(0);
     await elsewhere.delete();
+  });
+
+  it("shows an MCP server's tools like any other session's, and calls one through the session", async () => {
+    const mounted = await client.sessions.create({ environments: [mcpEnv({ name: "everything", url: everything.url })] });
+    await page.goto(`${service.url}/console/#/sessions/${encodeURIComponent(mounted.id)}`);
+    await page.locator('tr[data-environment="everything"]', { hasText: "mcp" }).waitFor();
+    for (const name of ["everything__echo", "everything__get-sum"])
+      await page
+        .locator("tr", { has: page.locator("code", { hasText: name }) })
+        .first()
+        .waitFor();
+    await page.getByLabel("Tool").selectOption("everything__echo");
+    await page.getByLabel("Input (JSON)").fill(JSON.stringify({ message: "from the console" }));
+    await page.getByRole("button", { name: "Call tool" }).click();
+    await page.locator(".call-result .badge-returned").waitFor();
+    expect(await page.locator(".call-result pre.output").textContent()).toContain("from the console");
+    // What the page shows is the journaled receipt of the operation it names.
+    const operationId = await page.locator(".call-result code").first().textContent();
+    const receipt = await eventsUntil(mounted, (event) => event.type === "operation.receipt" && event.data.operationId === operationId);
+    expect(receipt.data).toMatchObject({ environment: "everything", receipt: { returned: {} } });
+    expect(JSON.stringify(receipt.data)).toContain("from the console");
   });
 
   it("signs out, forgetting the key, having made no request but to the service and sent the key only to its API", async () => {
