@@ -1,15 +1,12 @@
 import * as fs from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
-import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RunInput } from "../../gen/skillenv/sessions/v1/runs_pb.js";
-import { StatusService } from "../../gen/skillenv/status/v1/status_pb.js";
 import { startScriptedProvider, type ScriptedProvider } from "../../testing/scripted-provider/index.ts";
 import { buildTestComponents } from "./helpers/pool.ts";
 import { bearer, KEY_A, KEY_B, startTestService, type TestService } from "./helpers/service.ts";
-import { admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient } from "./helpers/sessions.ts";
+import { admitTool, eventsUntil, filesContaining, refusedWith, runClient, runEnded, sessionClient, statusClient } from "./helpers/sessions.ts";
 
 const PROVIDER_KEY = "sk-test-provider-key-51c0aa";
 
@@ -26,17 +23,6 @@ function runInput(model: string): RunInput {
     idempotencyKey: "",
     maxRounds: 0,
   } as unknown as RunInput;
-}
-
-function statusClient(baseUrl: string, key: string): Client<typeof StatusService> {
-  return createClient(
-    StatusService,
-    createConnectTransport({
-      baseUrl,
-      httpVersion: "2",
-      interceptors: [(next) => (request) => (request.header.set("authorization", `Bearer ${key}`), next(request))],
-    }),
-  );
 }
 
 /** Until a file under `dir` holds `needle`: what a guest writes once it runs. */

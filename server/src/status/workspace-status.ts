@@ -5,6 +5,7 @@ import type { PoolStatusSchema, StatusService } from "../../../gen/skillenv/stat
 import { requireWorkspace } from "../auth/index.ts";
 import type { PoolStats, WorkspaceLoad } from "../engine/index.ts";
 import type { RunStatusCounts } from "../runs/index.ts";
+import type { Lifecycle } from "../sessions/index.ts";
 
 /** The window of "runs in the last hour". */
 export const RUN_WINDOW_MS = 60 * 60 * 1000;
@@ -36,7 +37,7 @@ export function createStatusService(sources: StatusSources): ServiceImpl<typeof 
       const since = readAt - RUN_WINDOW_MS;
       const runs = await sources.runs(workspace, since, MAX_RUNS_COUNTED);
       const sessions = sources.sessions(workspace).sessions;
-      const count = (lifecycle: string) => sessions.get(lifecycle) ?? 0;
+      const count = (lifecycle: Lifecycle) => sessions.get(lifecycle) ?? 0;
       return {
         readAt: timestampFromMs(readAt),
         sessions: { active: count("active"), ending: count("ending"), ended: count("ended"), deleting: count("deleting") },
