@@ -38,6 +38,7 @@ import { reflectionServices, serveReflection } from "./reflection/index.ts";
 import { createRuns, RunService, S3RunAssets, type Runs } from "./runs/index.ts";
 import { createSessions, createSessionService, SessionService } from "./sessions/index.ts";
 import { createSkills, SkillService } from "./skills/index.ts";
+import { createStatusService, StatusService } from "./status/index.ts";
 import { dataDirSecrets, FileBlobStore, openStore, S3BlobStore, storageErrorInterceptor, storeSecrets, type SecretSource } from "./storage/index.ts";
 import { forwardingService, LeasedOwnership, replicaId, SoloOwnership } from "./replicas/index.ts";
 import { startTracing, type Tracing } from "./tracing/index.ts";
@@ -59,7 +60,7 @@ export interface RunningService {
 }
 
 /** The API's services: served on every protocol, and over JSON HTTP by the transcoder from their google.api.http rules, which gen/openapi.json describes. */
-export const API_SERVICES = [AssetService, SkillService, ArtifactService, SessionService, RunService, HostService] as const;
+export const API_SERVICES = [AssetService, SkillService, ArtifactService, SessionService, RunService, HostService, StatusService] as const;
 
 export interface StartOptions {
   /** Where request log lines go; default stdout when settings.logRequests is on. */
@@ -235,6 +236,15 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
         createHostService(hosts, checkHost, (entry) => log?.(entry), { refusalsLoggedPerMinute: settings.logHostRefusalsPerMin }),
         ownership,
       ),
+    );
+    // The workspace's own part of the numbers the metrics export for the process.
+    router.service(
+      StatusService,
+      createStatusService({
+        sessions: (workspace) => sessions.census(workspace),
+        runs: (workspace, since, limit) => runs.runs.startedSince(workspace, since, limit),
+        pool,
+      }),
     );
     // Anyone may call the health and reflection services, so their requests stay tiny.
     router.service(Health, health.service(), { readMaxBytes: settings.limits.maxPublicRequestBytes });

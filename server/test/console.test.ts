@@ -72,6 +72,8 @@ beforeAll(async () => {
     SERVICE_SHUTDOWN_GRACE_SECS: "2",
     SERVICE_ANTHROPIC_BASE_URL: provider.anthropicBaseUrl,
     SERVICE_MCP_ALLOW: everything.origin,
+    // A machine where bubblewrap cannot run (a nested container) says so in the tests' environment: the pool runs without it.
+    ...(process.env.SERVICE_ENV_SANDBOX ? { SERVICE_ENV_SANDBOX: process.env.SERVICE_ENV_SANDBOX } : {}),
   });
   service = await startService(settings, { log: () => undefined, consoleDir });
   client = createServiceClient(createNodeTransport({ baseUrl: service.url, apiKey: KEY_A }));
@@ -440,6 +442,40 @@ describe("the console in Chromium", () => {
     const receipt = await eventsUntil(mounted, (event) => event.type === "operation.receipt" && event.data.operationId === operationId);
     expect(receipt.data).toMatchObject({ environment: "everything", receipt: { returned: {} } });
     expect(JSON.stringify(receipt.data)).toContain("from the console");
+  });
+
+  it("shows the workspace's status from GetWorkspaceStatus, and refreshes it", async () => {
+    const shown = async () =>
+      Object.fromEntries(
+        await page.locator("[data-count]").evaluateAll((cells) => cells.map((cell) => [cell.getAttribute("data-count"), Number(cell.textContent)])),
+      ) as Record<string, number>;
+    const expected = (status: Awaited<ReturnType<typeof client.status.getWorkspaceStatus>>) => {
+      const counts: Record<string, number> = {};
+      for (const lifecycle of ["active", "ending", "ended", "deleting"] as const) counts[`sessions.${lifecycle}`] = status.sessions![lifecycle];
+      for (const state of ["running", "completed", "failed", "cancelled"] as const) counts[`runs.${state}`] = status.runsLastHour![state];
+      if (status.pool?.available) {
+        for (const kind of ["tools", "agentLoops"] as const) {
+          for (const field of ["busy", "total", "waiting", "workspaceBusy", "workspaceWaiting"] as const)
+            counts[`pool.${kind}.${field}`] = status.pool[kind]![field];
+        }
+      }
+      return counts;
+    };
+    await page.getByRole("link", { name: "Status" }).click();
+    await page.locator('[data-count="runs.completed"]').waitFor();
+    const before = await client.status.getWorkspaceStatus({});
+    // The earlier tests' runs completed in this workspace within the hour, and their sessions are held.
+    expect(before.runsLastHour!.completed).toBeGreaterThan(0);
+    expect(before.sessions!.active).toBeGreaterThan(0);
+    expect(await shown()).toEqual(expected(before));
+    expect(Object.keys(await shown())).toHaveLength(before.pool!.available ? 18 : 8);
+    await page.screenshot({ path: path.join(screenshots, "console-status.png") });
+
+    // A new session: the page shows it at its next refresh, without being reloaded.
+    const added = await client.sessions.create({ environments: [] });
+    await page.locator('[data-count="sessions.active"]', { hasText: String(before.sessions!.active + 1) }).waitFor();
+    expect(await shown()).toEqual(expected(await client.status.getWorkspaceStatus({})));
+    await added.delete();
   });
 
   it("signs out, forgetting the key, having made no request but to the service and sent the key only to its API", async () => {

@@ -3,6 +3,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { Level } from "level";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { newId } from "../src/ids/index.ts";
 import type { ConversationMessage } from "../src/models/index.ts";
 import { RunRecords, type RunRecord } from "../src/runs/records.ts";
 import { interruptedConversation } from "../src/runs/turn-log.ts";
@@ -164,5 +165,68 @@ describe("a turn's log (what an interrupted run keeps)", () => {
         .map((op) => op.key)
         .sort(),
     ).toEqual(clearOps.map((op) => op.key).sort());
+  });
+});
+
+describe("a workspace's runs by start time (the workspace status)", () => {
+  let dir: string;
+  let store: Store;
+  let records: RunRecords;
+  const HOUR = 3_600_000;
+  const now = Date.parse("2026-06-01T12:00:00.000Z");
+
+  beforeEach(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), "skillenv-run-index-"));
+    const db = new Level<string, string>(dir);
+    await db.open();
+    store = new LevelStore(db);
+    records = new RunRecords(store);
+  });
+  afterEach(async () => {
+    await store.close();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  /** A run of `workspace` started `ago` ms before now, running, then finished with `status` unless that is "running". */
+  async function run(workspace: string, ago: number, status: RunRecord["status"]): Promise<RunRecord> {
+    const record: RunRecord = { ...finishedRun(newId("run", now - ago)), workspace, status: "running" };
+    delete record.finishedAt;
+    await store.write(records.startOps(record));
+    if (status === "running") return record;
+    const finished = { ...record, status, finishedAt: new Date(now).toISOString() };
+    await records.finish(finished, [], (ops) => store.write(ops));
+    return finished;
+  }
+
+  it("counts the runs started in the window by their current status, the workspace's only", async () => {
+    await run("ws", 2 * HOUR, "completed");
+    await run("ws", HOUR + 1, "failed");
+    await run("ws", HOUR - 1, "completed");
+    await run("ws", 30 * 60_000, "cancelled");
+    await run("ws", 1000, "running");
+    await run("ws", 0, "failed");
+    await run("ws-other", 1000, "completed");
+    await run("w", 1000, "completed");
+    expect(await records.startedSince("ws", now - HOUR, 100)).toEqual({ counts: { running: 1, completed: 1, failed: 1, cancelled: 1 }, truncated: false });
+    expect(await records.startedSince("ws-other", now - HOUR, 100)).toEqual({
+      counts: { running: 0, completed: 1, failed: 0, cancelled: 0 },
+      truncated: false,
+    });
+    expect(await records.startedSince("nobody", now - HOUR, 100)).toEqual({ counts: { running: 0, completed: 0, failed: 0, cancelled: 0 }, truncated: false });
+  });
+
+  it("counts at most `limit` runs, the newest, and says it left some out", async () => {
+    await run("ws", 3000, "failed");
+    await run("ws", 2000, "completed");
+    await run("ws", 1000, "running");
+    expect(await records.startedSince("ws", now - HOUR, 2)).toEqual({ counts: { running: 1, completed: 1, failed: 0, cancelled: 0 }, truncated: true });
+    expect(await records.startedSince("ws", now - HOUR, 3)).toEqual({ counts: { running: 1, completed: 1, failed: 1, cancelled: 0 }, truncated: false });
+  });
+
+  it("forgets a deleted run", async () => {
+    const deleted = await run("ws", 1000, "completed");
+    await run("ws", 2000, "completed");
+    await records.delete(deleted);
+    expect((await records.startedSince("ws", now - HOUR, 100)).counts.completed).toBe(1);
   });
 });

@@ -10,6 +10,7 @@ import { sessionsView } from "./views/sessions.ts";
 import { sessionView } from "./views/session.ts";
 import { signInView } from "./views/sign-in.ts";
 import { skillsView, skillView } from "./views/skills.ts";
+import { statusView } from "./views/status.ts";
 
 /** The console's shell: sign-in, then the navigation and one page at a time, chosen by the URL's fragment. */
 
@@ -30,7 +31,7 @@ function showSignIn(notice?: string): void {
 function showConsole(client: ServiceClient): void {
   const host = new BrowserHost();
   const main = h("main", { class: "page" });
-  const links = new Map(["skills", "sessions", "host"].map((name) => [name, h("a", { href: `#/${name}` }, name[0]!.toUpperCase() + name.slice(1))]));
+  const links = new Map(["skills", "sessions", "host", "status"].map((name) => [name, h("a", { href: `#/${name}` }, name[0]!.toUpperCase() + name.slice(1))]));
   let leave = new AbortController();
 
   const signOut = (notice?: string) => {
@@ -94,6 +95,8 @@ function viewOf(route: Route): View {
       return (context) => sessionView(context, route.id);
     case "host":
       return hostView;
+    case "status":
+      return statusView;
   }
 }
 

@@ -3,7 +3,13 @@
  * the one index.html the service serves, links can be shared, and Back works.
  */
 
-export type Route = { page: "skills" } | { page: "skill"; name: string } | { page: "sessions" } | { page: "session"; id: string } | { page: "host" };
+export type Route =
+  | { page: "skills" }
+  | { page: "skill"; name: string }
+  | { page: "sessions" }
+  | { page: "session"; id: string }
+  | { page: "host" }
+  | { page: "status" };
 
 export function currentRoute(): Route {
   const [section, id] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
@@ -11,6 +17,7 @@ export function currentRoute(): Route {
   if (section === "sessions" && id) return { page: "session", id };
   if (section === "sessions") return { page: "sessions" };
   if (section === "host") return { page: "host" };
+  if (section === "status") return { page: "status" };
   return { page: "skills" };
 }
 
@@ -26,7 +33,7 @@ export function href(route: Route): string {
 }
 
 /** The navigation entry a page belongs to. */
-export function section(route: Route): "skills" | "sessions" | "host" {
+export function section(route: Route): "skills" | "sessions" | "host" | "status" {
   if (route.page === "skill") return "skills";
   if (route.page === "session") return "sessions";
   return route.page;

@@ -5,6 +5,7 @@ import { HostService } from "../gen/skillenv/env/v1/host_pb.js";
 import { RunService } from "../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionService } from "../gen/skillenv/sessions/v1/sessions_pb.js";
 import { SkillService } from "../gen/skillenv/skills/v1/skills_pb.js";
+import { StatusService } from "../gen/skillenv/status/v1/status_pb.js";
 import { uploadAsset, type FetchFunction, type UploadResult } from "./assets.ts";
 import { DEFAULT_BUNDLE_LIMITS, type BundleLimits } from "./bundle/index.ts";
 import { createEnvClient, type EnvClient } from "./env/index.ts";
@@ -26,6 +27,8 @@ export interface ServiceClient {
   readonly sessions: SessionsClient;
   /** Admits a service-environment placement or program and loads it on every worker (spec §4.3). */
   readonly prepare: Prepare;
+  /** The generated StatusService client: the workspace's sessions, runs of the last hour and share of the worker pool. */
+  readonly status: Client<typeof StatusService>;
 }
 
 export interface ServiceClientOptions {
@@ -82,5 +85,6 @@ export function createServiceClient(transport: Transport, options: ServiceClient
     env,
     sessions: createSessionsClient(createClient(SessionService, transport), resolveImplementation, runs, hosts),
     prepare: createPrepare(env, resolveImplementation),
+    status: createClient(StatusService, transport),
   };
 }

@@ -1,6 +1,7 @@
 export { apiKeyInterceptor } from "./auth.ts";
 export { UploadError, type FetchFunction, type UploadResult } from "./assets.ts";
 export { createServiceClient, type HostOptions, type ServiceClient, type ServiceClientOptions } from "./client.ts";
+export type { GetWorkspaceStatusResponse, PoolStatus, RunCounts, SessionCounts, SlotCounts } from "../gen/skillenv/status/v1/status_pb.js";
 export {
   HostClosedError,
   HostConnection,

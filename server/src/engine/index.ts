@@ -15,6 +15,7 @@ export {
   type InvocationKind,
   type PoolOptions,
   type PoolStats,
+  type WorkspaceLoad,
   type Receipt,
   type SecretSource,
   type WorkerReport,

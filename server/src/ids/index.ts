@@ -11,6 +11,14 @@ export function newId(prefix: string, now = Date.now()): string {
   return `${prefix}_${encodeTime(now)}${encodeRandom(randomBytes(10))}`;
 }
 
+/**
+ * The lowest id newId could give for `prefix` at `ms` or later: every such id sorts at or above
+ * it, and every id of the prefix made earlier below it (a range scan's bound by creation time).
+ */
+export function idFloor(prefix: string, ms: number): string {
+  return `${prefix}_${encodeTime(ms)}`;
+}
+
 /** Whether `id` has the shape newId gives for `prefix`. */
 export function isId(prefix: string, id: string): boolean {
   return id.length === prefix.length + 27 && id.startsWith(`${prefix}_`) && /^[0-9a-hjkmnp-tv-z]{26}$/.test(id.slice(prefix.length + 1));

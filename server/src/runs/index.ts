@@ -16,6 +16,7 @@ import { Runs, type RunSettings } from "./runs.ts";
 export { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 export type { Runs, RunSettings } from "./runs.ts";
 export { S3RunAssets } from "./run-assets.ts";
+export type { RunStatusCounts } from "./records.ts";
 import type { RunRecord } from "./records.ts";
 
 export interface RunsFeature {

@@ -1,6 +1,6 @@
 import type { ConversationMessage, Usage } from "../models/index.ts";
 import type { RunModel } from "./submission.ts";
-import { isId } from "../ids/index.ts";
+import { idFloor, isId } from "../ids/index.ts";
 import { prefixEnd, readPage, type Page, type PageRequest, type Store, type Table, type WriteOp } from "../storage/index.ts";
 import { ConversationCache } from "./conversation-cache.ts";
 import { readTurnLog, TurnLog, type LoggedTurn, type TurnLogEntry } from "./turn-log.ts";
@@ -37,6 +37,13 @@ export interface RunFailure {
   details?: Record<string, string>;
 }
 
+/** Runs started since a time, by status (workspaceRuns). */
+export interface RunStatusCounts {
+  counts: Record<RunStatus, number>;
+  /** More runs started in the window than were counted: the counts are the newest `limit`. */
+  truncated: boolean;
+}
+
 /** Where a run's record is, for the indexes that know only its id. */
 interface RunLocation {
   workspace: string;
@@ -46,8 +53,9 @@ interface RunLocation {
 /**
  * Runs keyed `<workspace>/<sessionId>/<runId>` (newest last, as ids sort by time); each session's
  * idempotency keys; the conversation each run added to its session (the latest sessions' kept in
- * memory too: ConversationCache); and the runs that are running, so that a restart can mark them
- * failed.
+ * memory too: ConversationCache); the runs that are running, so that a restart can mark them
+ * failed; and each workspace's runs by id, so by start time, with their status (what the
+ * workspace's status counts without reading its sessions' runs).
  */
 export class RunRecords {
   readonly #store: Store;
@@ -59,6 +67,11 @@ export class RunRecords {
   readonly #finished: Table<RunLocation>;
   /** What running turns have done so far (TurnLog). */
   readonly #turnLogs: Table<TurnLogEntry>;
+  /**
+   * Every run's status keyed `<workspace>/<runId>`, written in the batches that write the run's
+   * record, so it never disagrees with it. Runs recorded before the index existed are not in it.
+   */
+  readonly #workspaceRuns: Table<RunStatus>;
   readonly #cache = new ConversationCache();
 
   constructor(store: Store) {
@@ -69,6 +82,7 @@ export class RunRecords {
     this.#active = store.table<RunLocation>("active-runs");
     this.#finished = store.table<RunLocation>("finished-runs");
     this.#turnLogs = store.table<TurnLogEntry>("turn-logs");
+    this.#workspaceRuns = store.table<RunStatus>("workspace-runs");
   }
 
   /** The log of a run's turn, which the turn writes with its events; `logged`: what it continues (a resumed run). */
@@ -99,6 +113,7 @@ export class RunRecords {
     const ops = [
       this.#runs.putOp(runKey(record.workspace, record.sessionId, record.id), record),
       this.#active.putOp(record.id, { workspace: record.workspace, sessionId: record.sessionId }),
+      this.#workspaceRuns.putOp(workspaceRunKey(record), record.status),
     ];
     if (record.idempotencyKey) ops.push(this.#keys.putOp(runKey(record.workspace, record.sessionId, record.idempotencyKey), record.id));
     return ops;
@@ -116,6 +131,7 @@ export class RunRecords {
       this.#conversations.putOp(`${record.sessionId}/${record.id}`, conversation),
       this.#active.deleteOp(record.id),
       this.#finished.putOp(`${record.finishedAt}/${record.id}`, location),
+      this.#workspaceRuns.putOp(workspaceRunKey(record), record.status),
     ];
     try {
       await commit(ops);
@@ -133,6 +149,7 @@ export class RunRecords {
       this.#runs.deleteOp(runKey(record.workspace, record.sessionId, record.id)),
       this.#conversations.deleteOp(`${record.sessionId}/${record.id}`),
       this.#finished.deleteOp(`${record.finishedAt}/${record.id}`),
+      this.#workspaceRuns.deleteOp(workspaceRunKey(record)),
     ];
     if (record.idempotencyKey) ops.push(this.#keys.deleteOp(runKey(record.workspace, record.sessionId, record.idempotencyKey)));
     return this.#store.write(ops);
@@ -167,6 +184,19 @@ export class RunRecords {
     return new Set([...running.map(([id]) => id), ...finished.map(([key]) => key.slice(key.lastIndexOf("/") + 1))]);
   }
 
+  /**
+   * The workspace's runs started at `since` (epoch ms) or later, by status: one range read of the
+   * index, newest first, of at most `limit` entries (a few bytes each), whatever the workspace
+   * stored before.
+   */
+  async startedSince(workspace: string, since: number, limit: number): Promise<RunStatusCounts> {
+    const prefix = `${workspace}/`;
+    const statuses = await this.#workspaceRuns.values({ gte: `${prefix}${idFloor("run", since)}`, lt: prefixEnd(prefix), reverse: true, limit: limit + 1 });
+    const counts: Record<RunStatus, number> = { running: 0, completed: 0, failed: 0, cancelled: 0 };
+    for (const status of statuses.slice(0, limit)) counts[status]++;
+    return { counts, truncated: statuses.length > limit };
+  }
+
   /** Runs that were running when the process stopped. */
   async interrupted(): Promise<RunRecord[]> {
     const active = await this.#active.entries({});
@@ -180,6 +210,10 @@ export class RunRecords {
     const records = await Promise.all(expired.map(([key, { workspace, sessionId }]) => this.get(workspace, sessionId, key.slice(key.lastIndexOf("/") + 1))));
     return records.filter((record) => record !== undefined);
   }
+}
+
+function workspaceRunKey(record: RunRecord): string {
+  return `${record.workspace}/${record.id}`;
 }
 
 function runKey(workspace: string, sessionId: string, id: string): string {

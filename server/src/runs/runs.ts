@@ -7,7 +7,7 @@ import type { ModelProvider, ToolDefinition } from "../models/index.ts";
 import type { SessionRecord, Sessions } from "../sessions/index.ts";
 import type { SkillRegistry } from "../skills/index.ts";
 import { KeyedLock, type Page, type PageRequest, type WriteOp } from "../storage/index.ts";
-import type { RunRecord, RunRecords } from "./records.ts";
+import type { RunRecord, RunRecords, RunStatusCounts } from "./records.ts";
 import type { RunSnapshots } from "./run-assets.ts";
 import { RunEvents } from "./run-events.ts";
 import type { RunSkill } from "./skills-tool.ts";
@@ -116,6 +116,11 @@ export class Runs {
     await this.#options.sessions.get(workspace, sessionId);
     const page = await this.#options.records.page(workspace, sessionId, request, this.#options.settings.listMaxBytes);
     return { ...page, items: page.items.map((record) => this.#active.get(record.id)?.record ?? record) };
+  }
+
+  /** The workspace's runs started at `since` (epoch ms) or later, by status, counting at most `limit` (the newest). */
+  startedSince(workspace: string, since: number, limit: number): Promise<RunStatusCounts> {
+    return this.#options.records.startedSince(workspace, since, limit);
   }
 
   /** Stops a running run and waits until it has ended; a finished run is returned as it is. */

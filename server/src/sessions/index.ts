@@ -8,7 +8,7 @@ import { Sessions, type SessionsOptions } from "./sessions.ts";
 
 export { SessionService } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
 export type { AgentLoopPlacement, Sessions, CallToolOptions, ClosingListener, ToolCallResult } from "./sessions.ts";
-export type { EnvironmentRecord, SessionRecord, ToolRecord } from "./records.ts";
+export type { EnvironmentRecord, Lifecycle, SessionRecord, ToolRecord } from "./records.ts";
 export { SKILLS_TOOL_NAME } from "./session-spec.ts";
 export { ProgressBudget } from "./progress-budget.ts";
 export { checkJsonSize, checkTextChars, checkTextSize, FIELD_SETTING } from "./field-limits.ts";

@@ -601,11 +601,12 @@ export class Sessions {
     return this.#live.get(id) ?? this.#attach(record);
   }
 
-  /** The sessions this process holds, by lifecycle, and their operations in flight (the metrics). */
-  census(): { sessions: Map<string, number>; operationsInFlight: number } {
+  /** The sessions this process holds (of `workspace` only, when given), by lifecycle, and their operations in flight (the metrics, the workspace status). */
+  census(workspace?: string): { sessions: Map<string, number>; operationsInFlight: number } {
     const sessions = new Map<string, number>();
     let operationsInFlight = 0;
     for (const live of this.#live.values()) {
+      if (workspace !== undefined && live.record.workspace !== workspace) continue;
       sessions.set(live.record.lifecycle, (sessions.get(live.record.lifecycle) ?? 0) + 1);
       operationsInFlight += live.inFlight.size;
     }

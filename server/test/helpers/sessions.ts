@@ -5,6 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { RunService } from "../../../gen/skillenv/sessions/v1/runs_pb.js";
 import { SessionService, type SessionEvent } from "../../../gen/skillenv/sessions/v1/sessions_pb.js";
+import { StatusService } from "../../../gen/skillenv/status/v1/status_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { COMPONENTS_DIR } from "./pool.ts";
 import { bearer } from "./service.ts";
@@ -25,6 +26,11 @@ export function sessionClient(baseUrl: string, key: string): Client<typeof Sessi
 /** A Connect client of RunService for one workspace key. */
 export function runClient(baseUrl: string, key: string): Client<typeof RunService> {
   return createClient(RunService, transport(baseUrl, key));
+}
+
+/** A Connect client of StatusService for one workspace key. */
+export function statusClient(baseUrl: string, key: string): Client<typeof StatusService> {
+  return createClient(StatusService, transport(baseUrl, key));
 }
 
 /** The session's events from the start until one satisfies `until` (inclusive). */

@@ -27,6 +27,11 @@ export class FairQueue<T> {
     return this.#running.get(tenant) ?? 0;
   }
 
+  /** The tenant's items waiting. */
+  waitingOf(tenant: string): number {
+    return this.#waiting.get(tenant)?.length ?? 0;
+  }
+
   /** Every item waiting, over all tenants. */
   get waiting(): number {
     let count = 0;

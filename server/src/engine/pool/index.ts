@@ -8,6 +8,7 @@ export type {
   InvocationObserver,
   PoolOptions,
   PoolStats,
+  WorkspaceLoad,
   Receipt,
   SecretSource,
   ServiceGrants,

@@ -17,6 +17,7 @@ import type {
   InvocationObserver,
   PoolOptions,
   PoolStats,
+  WorkspaceLoad,
   Receipt,
   WorkerReport,
   WorkerStats,
@@ -311,6 +312,18 @@ export class Pool {
       for (const observe of this.#observers) observe({ kind, receipt: settled });
       return settled;
     });
+  }
+
+  /**
+   * One workspace's part of the pool now: the slots counted against its share (its invocations
+   * running, and dead workers it inherits until replaced) and its invocations waiting, by kind.
+   */
+  workspaceLoad(workspace: string): WorkspaceLoad {
+    const { tool, loop } = this.#queues;
+    return {
+      inFlight: { tools: tool.running(workspace), agentLoops: loop.running(workspace) },
+      waiting: { tools: tool.waitingOf(workspace), agentLoops: loop.waitingOf(workspace) },
+    };
   }
 
   /** Told of every invocation's receipt (the metrics): its kind, outcome, duration and fuel, nothing of its input or output. */

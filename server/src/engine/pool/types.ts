@@ -178,6 +178,14 @@ export interface PoolStats {
   capacity: { tools: number; agentLoops: number };
 }
 
+/** One workspace's part of the pool (Pool.workspaceLoad), by kind. */
+export interface WorkspaceLoad {
+  /** Slots counted against its share. */
+  inFlight: { tools: number; agentLoops: number };
+  /** Its invocations waiting for a slot. */
+  waiting: { tools: number; agentLoops: number };
+}
+
 /** What a worker process reports of itself (Pool.report). */
 export interface WorkerReport {
   /** Its spare instances: waiting now, the guest memory they hold, instantiated over its life. */
