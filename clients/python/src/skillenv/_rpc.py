@@ -12,6 +12,7 @@ from skillenv._gen.skillenv.assets.v1 import assets_pb2_grpc
 from skillenv._gen.skillenv.env.v1 import artifacts_pb2_grpc, host_pb2_grpc
 from skillenv._gen.skillenv.sessions.v1 import runs_pb2_grpc, sessions_pb2_grpc
 from skillenv._gen.skillenv.skills.v1 import skills_pb2_grpc
+from skillenv._gen.skillenv.status.v1 import status_pb2_grpc
 from skillenv.errors import ServiceError
 
 Response = TypeVar("Response")
@@ -39,6 +40,7 @@ class Rpc:
         self.sessions = sessions_pb2_grpc.SessionServiceStub(self._channel)
         self.runs = runs_pb2_grpc.RunServiceStub(self._channel)
         self.hosts = host_pb2_grpc.HostServiceStub(self._channel)
+        self.status = status_pb2_grpc.StatusServiceStub(self._channel)
 
     def call(self, method: Callable[..., Response], request: Any, timeout: float | None = None) -> Response:
         """A unary call."""

@@ -6,6 +6,7 @@ import dataclasses
 from types import TracebackType
 from typing import overload
 
+from skillenv._gen.skillenv.status.v1 import status_pb2
 from skillenv._rpc import Rpc
 from skillenv.assets import UploadResult, upload_asset
 from skillenv.bundle import DEFAULT_BUNDLE_LIMITS, BundleLimits
@@ -42,6 +43,12 @@ class Client:
     def upload_asset(self, data: bytes) -> UploadResult:
         """Uploads bytes as a workspace asset (presign, PUT, finalize); nothing is sent when the workspace has them."""
         return upload_asset(self._rpc, data)
+
+    def status(self) -> status_pb2.GetWorkspaceStatusResponse:
+        """The workspace's numbers (GetWorkspaceStatus, docs/api.md "Workspace status"): its sessions
+        by state on the answering server, its runs of the last hour by status, and the worker pool's
+        slots with this workspace's share."""
+        return self._rpc.call(self._rpc.status.GetWorkspaceStatus, status_pb2.GetWorkspaceStatusRequest())
 
     @overload
     def prepare(self, placed: ToolPlacement) -> ToolPlacement: ...
