@@ -60,25 +60,25 @@ export interface Page<T> {
  * A table filled a page at a time: the first page at once, the next ones behind a button.
  * `rows` renders one page's items; `none` is shown when there are none at all.
  */
+/** A table's head: one row of column titles. */
+export function tableHead(columns: readonly string[]): HTMLElement {
+  return h(
+    "thead",
+    null,
+    h(
+      "tr",
+      null,
+      columns.map((column) => h("th", null, column)),
+    ),
+  );
+}
+
 export function pagedTable<T>(
   context: ViewContext,
   options: { columns: string[]; fetch: (pageToken: string) => Promise<Page<T>>; rows: (items: T[]) => HTMLElement[]; none: Child },
 ): HTMLElement {
   const body = h("tbody");
-  const table = h(
-    "table",
-    null,
-    h(
-      "thead",
-      null,
-      h(
-        "tr",
-        null,
-        options.columns.map((column) => h("th", null, column)),
-      ),
-    ),
-    body,
-  );
+  const table = h("table", null, tableHead(options.columns), body);
   const container = h("div", { class: "table-wrap" }, h("p", { class: "loading" }, "Loading…"));
   const more = h("button", { type: "button", class: "secondary" }, "Load more");
   let pageToken = "";

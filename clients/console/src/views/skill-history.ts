@@ -2,7 +2,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { SkillVersionDetails } from "@skillenv/client/web";
 import { badge, code, formatBytes, formatTime, h, replaceChildren } from "../dom.ts";
 import { fileChanges, lineDiff, type DiffLine } from "../skill-diff.ts";
-import { empty, panel, type ViewContext } from "./common.ts";
+import { empty, panel, tableHead, type ViewContext } from "./common.ts";
 
 type Version = Omit<SkillVersionDetails, "files">;
 
@@ -27,20 +27,7 @@ export function historyPanel(context: ViewContext, name: string): HTMLElement {
 }
 
 function history(context: ViewContext, name: string, versions: Version[]): HTMLElement[] {
-  const table = h(
-    "table",
-    null,
-    h(
-      "thead",
-      null,
-      h(
-        "tr",
-        null,
-        ["Version", "Description", "Content hash", "Created"].map((column) => h("th", null, column)),
-      ),
-    ),
-    h("tbody", null, versions.map(versionRow)),
-  );
+  const table = h("table", null, tableHead(["Version", "Description", "Content hash", "Created"]), h("tbody", null, versions.map(versionRow)));
   if (versions.length < 2) return [table, empty("One version so far: nothing to compare.")];
   const choice = (label: string, selected: number) =>
     h(

@@ -1,7 +1,7 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { GetWorkspaceStatusResponse, PoolStatus, SlotCounts } from "@skillenv/client/web";
 import { badge, formatTime, h, replaceChildren } from "../dom.ts";
-import { panel, pageHeader, type ViewContext } from "./common.ts";
+import { panel, pageHeader, tableHead, type ViewContext } from "./common.ts";
 
 /** How often the page reads the status again while it is shown. */
 const REFRESH_MS = 5000;
@@ -73,20 +73,7 @@ function statusPanels(status: GetWorkspaceStatusResponse): HTMLElement[] {
 function poolTable(pool: PoolStatus): HTMLElement[] {
   const columns = ["Slots", "Busy", "Total", "Waiting", "This workspace's", "Its waiting"];
   return [
-    h(
-      "table",
-      null,
-      h(
-        "thead",
-        null,
-        h(
-          "tr",
-          null,
-          columns.map((column) => h("th", null, column)),
-        ),
-      ),
-      h("tbody", null, slotRow("Tools", "tools", pool.tools), slotRow("Agent loops", "agentLoops", pool.agentLoops)),
-    ),
+    h("table", null, tableHead(columns), h("tbody", null, slotRow("Tools", "tools", pool.tools), slotRow("Agent loops", "agentLoops", pool.agentLoops))),
     h("p", { class: "muted" }, "Shared by every workspace; the last two columns are this workspace's own."),
   ];
 }
