@@ -16,6 +16,7 @@ import {
   startingListener,
   type Listener,
   type LogSink,
+  type LogWriter,
   type RequestListener,
 } from "./http/index.ts";
 import {
@@ -78,7 +79,8 @@ export interface StartOptions {
  */
 export async function startService(settings: Settings, options: StartOptions = {}): Promise<RunningService> {
   // Installed first, so that every span of the service goes to the exporter; none when unconfigured.
-  const tracing = settings.tracing && startTracing(settings.tracing);
+  const log = serviceLog(settings, options);
+  const tracing = settings.tracing && startTracing(settings.tracing, (failure) => log?.({ ...failure }));
   const health = new HealthState(API_SERVICES.map((service) => service.typeName));
   const readiness = () => health.readiness();
   let serve: RequestListener = startingListener(readiness);
@@ -95,6 +97,12 @@ export async function startService(settings: Settings, options: StartOptions = {
     await tracing?.shutdown();
     throw error;
   }
+}
+
+/** The service's log: one JSON line per entry, on stdout unless the caller takes them; none when SERVICE_LOG_REQUESTS is off. */
+function serviceLog(settings: Settings, options: StartOptions): LogWriter | undefined {
+  const sink = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
+  return sink && logWriter(sink, settings.logMaxLineBytes);
 }
 
 /** What startService opened before the rest: the health state and the listener, and how to hand it the API. */
@@ -225,8 +233,7 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
     // A call for a session another replica owns is forwarded to it (server/src/replicas).
     router.service(SessionService, forwardingService(SessionService, createSessionService(sessions, kinds, runs.firstRun), ownership));
     router.service(RunService, forwardingService(RunService, runs.service, ownership));
-    const sink = options.log ?? (settings.logRequests ? (line: string) => process.stdout.write(`${line}\n`) : undefined);
-    const log = sink && logWriter(sink, settings.logMaxLineBytes);
+    const log = serviceLog(settings, options);
     const checkHost = (key: { workspace: string; sessionId: string; environment: string }) =>
       sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
     router.service(

@@ -6,6 +6,8 @@
  * traced one is closed before the next starts.
  */
 import { randomBytes } from "node:crypto";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
@@ -335,5 +337,39 @@ describe("with OTEL_EXPORTER_OTLP_ENDPOINT", () => {
   it("records no key, credential, prompt, tool input or output in any attribute", () => {
     const recorded = JSON.stringify(spans.map((span) => [span.name, span.attributes, span.resource]));
     for (const secret of [KEY_A, PROVIDER_KEY, CREDENTIAL, PROMPT, TOOL_INPUT, EXTENSION_INPUT, "Done."]) expect(recorded).not.toContain(secret);
+  });
+});
+
+describe("with a collector that refuses the exports", () => {
+  const TOKEN = "otel-collector-token-0003";
+  let refusing: http.Server;
+  let service: TestService;
+
+  beforeAll(async () => {
+    // A collector that refuses the credentials: 401, which the exporter does not retry.
+    refusing = http.createServer((request, response) => {
+      request.resume();
+      request.on("end", () => response.writeHead(401, { "content-type": "text/plain" }).end("unauthorized"));
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, "127.0.0.1", resolve));
+    service = await startTestService({
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`,
+      OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer ${TOKEN}`,
+      OTEL_BSP_SCHEDULE_DELAY: "20",
+    });
+  });
+
+  afterAll(async () => {
+    await service?.close();
+    await new Promise<void>((resolve) => refusing?.close(() => resolve()));
+  });
+
+  it("says in the service log that spans were dropped, with the exporter's words and never its headers", async () => {
+    await sessionClient(service.url, KEY_A).listSessions({});
+    const line = JSON.parse(await service.logged((entry) => entry.includes('"trace.export_failed"')));
+    expect(line).toMatchObject({ event: "trace.export_failed", spans: expect.any(Number), suppressed: 0 });
+    expect(line.spans).toBeGreaterThan(0);
+    expect(line.error).toEqual(expect.any(String));
+    expect(service.logs.join("\n")).not.toContain(TOKEN);
   });
 });

@@ -13,6 +13,7 @@ import {
   type Sampler,
 } from "@opentelemetry/sdk-trace";
 import type { TracingSettings } from "../config/index.ts";
+import { ReportingExporter, type ExportFailureReport } from "./reporting-exporter.ts";
 
 /** Tracing as installed in this process; `shutdown` exports what is queued and uninstalls it. */
 export interface Tracing {
@@ -23,13 +24,16 @@ export interface Tracing {
  * Installs the OpenTelemetry SDK for this process: the tracer provider every span of the service
  * is made by (spans.ts asks the API for it), the AsyncLocalStorage context manager that carries
  * the current span across awaits, and the W3C trace context propagator (`traceparent` in and
- * out). Spans are batched and POSTed as OTLP/protobuf to `settings.url`.
+ * out). Spans are batched and POSTed as OTLP/protobuf to `settings.url`; failed exports are
+ * told to `reportFailure`, bounded.
  *
  * The API's globals are the process's: one traced service per process (serve.ts starts one).
  * Without this call nothing is installed and every span the service starts is the API's no-op.
  */
-export function startTracing(settings: TracingSettings): Tracing {
-  const exporter = new OTLPTraceExporter({ url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMs });
+export function startTracing(settings: TracingSettings, reportFailure: (failure: ExportFailureReport) => void = () => {}): Tracing {
+  const otlp = new OTLPTraceExporter({ url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMs });
+  // A batch whose export failed is dropped; the service log says so (reporting-exporter.ts).
+  const exporter = new ReportingExporter(otlp, reportFailure);
   const provider = new TracerProvider({
     resource: defaultResource().merge(resourceFromAttributes(settings.resource)),
     sampler: samplerOf(settings.sampler),
