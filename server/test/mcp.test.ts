@@ -117,11 +117,14 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     expect(outputOf(receipt)).toEqual({ content: expect.stringContaining("Long running operation completed") });
     const events = await eventsUntil(sessions, sessionId, (event) => event.type === "operation.receipt" && event.data?.operationId === operationId);
     const progress = events.filter((event) => event.type === "operation.progress" && event.data?.operationId === operationId);
-    expect(progress.map((event) => JSON.parse(event.data?.data as string))).toEqual([
+    // The last notification comes just before the result, often in the same read: the SDK then
+    // handles the result first and drops that notification as one for a request that has ended.
+    const numbers = progress.map((event) => JSON.parse(event.data?.data as string));
+    expect(numbers.slice(0, 2)).toEqual([
       { progress: 1, total: 3 },
       { progress: 2, total: 3 },
-      { progress: 3, total: 3 },
     ]);
+    expect(numbers.slice(2)).toEqual(numbers.length === 3 ? [{ progress: 3, total: 3 }] : []);
   });
 
   it("lets a run call the server's tools, and sends notifications/cancelled when the run is cancelled", async () => {

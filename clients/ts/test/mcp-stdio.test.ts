@@ -115,11 +115,14 @@ describe("hostEnv({ name, mcp })", () => {
     expect(long).toMatchObject({ outcome: "returned", output: { content: expect.stringContaining("Long running operation completed") } });
     const events = await eventsUntil(session, (event) => event.type === "operation.receipt" && event.data.operationId === long.operationId);
     const progress = events.filter((event) => event.type === "operation.progress" && event.data.operationId === long.operationId);
-    expect(progress.map((event) => JSON.parse(event.data.data as string))).toEqual([
+    // The last notification comes just before the result, often in the same read: the SDK then
+    // handles the result first and drops that notification as one for a request that has ended.
+    const numbers = progress.map((event) => JSON.parse(event.data.data as string));
+    expect(numbers.slice(0, 2)).toEqual([
       { progress: 1, total: 3 },
       { progress: 2, total: 3 },
-      { progress: 3, total: 3 },
     ]);
+    expect(numbers.slice(2)).toEqual(numbers.length === 3 ? [{ progress: 3, total: 3 }] : []);
 
     await session.delete();
     expect(session.hosts.get("laptop")?.state).toBe("closed");
