@@ -88,7 +88,7 @@ export async function startService(settings: Settings, options: StartOptions = {
     const listener = await listen({ ...settings.listen, tls: settings.tls, limits: settings.http }, (req, res) => serve(req, res));
     options.onPortOpen?.(listener.url);
     try {
-      return await wire(settings, options, { health, readiness, listener, tracing, serveWith: (ready) => (serve = ready) });
+      return await wire(settings, options, { health, readiness, listener, tracing, log, serveWith: (ready) => (serve = ready) });
     } catch (error) {
       await listener.close(0);
       throw error;
@@ -113,10 +113,12 @@ interface Started {
   listener: Listener;
   /** Undefined when no exporter is configured. */
   tracing: Tracing | undefined;
+  /** The service log (serviceLog), made once for tracing and the services. */
+  log: LogWriter | undefined;
   serveWith(ready: RequestListener): void;
 }
 
-async function wire(settings: Settings, options: StartOptions, { health, readiness, listener, tracing, serveWith }: Started): Promise<RunningService> {
+async function wire(settings: Settings, options: StartOptions, { health, readiness, listener, tracing, log, serveWith }: Started): Promise<RunningService> {
   const store = await openStore(settings);
   const metrics = settings.metricsListen ? new Metrics() : undefined;
   if (metrics) store.observeCommits((group) => metrics.storeCommit(group));
@@ -233,7 +235,6 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
     // A call for a session another replica owns is forwarded to it (server/src/replicas).
     router.service(SessionService, forwardingService(SessionService, createSessionService(sessions, kinds, runs.firstRun), ownership));
     router.service(RunService, forwardingService(RunService, runs.service, ownership));
-    const log = serviceLog(settings, options);
     const checkHost = (key: { workspace: string; sessionId: string; environment: string }) =>
       sessions.requireBinding(key.workspace, key.sessionId, key.environment, "host");
     router.service(
