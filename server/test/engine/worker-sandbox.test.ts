@@ -110,7 +110,37 @@ async function tree(pid: number): Promise<number[]> {
   return found;
 }
 
+/**
+ * The state, process group, session and controlling terminal (0: none) of `pid`: fields 3, 5, 6
+ * and 7 of its stat, after the command in parentheses.
+ */
+async function stateOf(pid: number): Promise<{ state: string; group: number; session: number; terminal: number }> {
+  const fields = (await readFile(`/proc/${pid}/stat`, "utf8")).replace(/^.*\) /s, "").split(" ");
+  return { state: fields[0]!, group: Number(fields[2]), session: Number(fields[3]), terminal: Number(fields[4]) };
+}
+
+/** Every live process of the host in process group `group` (not those dead and not yet reaped). */
+async function members(group: number): Promise<number[]> {
+  const found: number[] = [];
+  for (const name of await readdir("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    const of = await stateOf(Number(name)).catch(() => undefined);
+    if (of?.group === group && of.state !== "Z") found.push(Number(name));
+  }
+  return found;
+}
+
 describe("a sandboxed worker process", () => {
+  it("keeps every process of its sandbox, and only those, in the process group that stopping it kills, in a session with no terminal", async () => {
+    for (const index of [0, 1]) {
+      const worker = pool.stats().workers[index]!.pid!;
+      const processes = await tree(worker);
+      expect(processes).toContain(await sandboxedNode(index));
+      for (const pid of processes) expect(await stateOf(pid)).toMatchObject({ group: worker, session: worker, terminal: 0 });
+      expect((await members(worker)).sort()).toEqual([...processes].sort());
+    }
+  }, 60_000);
+
   it("holds none of the server's open files, pipes or sockets: not its LevelDB store's", async () => {
     for (const index of [0, 1]) {
       const processes = await tree(pool.stats().workers[index]!.pid!);
@@ -220,4 +250,36 @@ describe("a sandboxed worker process", () => {
     await waitFor(() => pool.isPrepared("echo-wat"), 30_000, "the replacement to restore preparation");
     expect(output(await run(pool, echo, { v: 1 }))).toEqual({ v: 1 });
   }, 60_000);
+});
+
+describe("a worker stopped while it starts", () => {
+  // Each step of a replacement's start, told apart by what its process tree holds: bubblewrap
+  // alone, bubblewrap and the sandbox's init (setting up the namespaces), the worker's Node
+  // process. Closing the pool at each stops the whole group, and the close completes.
+  const steps = [
+    { name: "spawned", reached: (processes: number[]) => processes.length >= 1 },
+    { name: "its namespaces being set up", reached: (processes: number[]) => processes.length >= 2 },
+    { name: "its Node process started", reached: (processes: number[]) => processes.length >= 3 },
+  ];
+  for (const step of steps) {
+    it(`leaves no process behind when the pool closes once the replacement is ${step.name}`, async () => {
+      const own = await startPool({ workers: 1, dataDir });
+      const first = own.stats().workers[0]!.pid!;
+      killWorker(own, 0);
+      let replacement: number | undefined;
+      let processes: number[] = [];
+      // Polled without pause: the step may last only a moment.
+      for (;;) {
+        replacement = own.stats().workers[0]!.pid;
+        if (replacement !== undefined && replacement !== first) {
+          processes = await tree(replacement).catch(() => []);
+          if (step.reached(processes)) break;
+        }
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      await own.close();
+      expect(await members(replacement)).toEqual([]);
+      expect(processes.length).toBeGreaterThanOrEqual(1);
+    }, 120_000);
+  }
 });

@@ -22,13 +22,17 @@ export interface SandboxView {
 
 /**
  * The bubblewrap command line of a worker process (docs/environments.md, "The sandbox"): new
- * user, mount, PID, IPC, UTS, network and cgroup namespaces, no capabilities, its own session (no
- * terminal to inject into), killed with the pool. Its filesystem is an empty root with only:
- * the system's /usr and the dynamic loader's cache, read-only; the Node binary and the project's
- * code and dependencies, read-only; the prepared components, read-only; the workspace root and
- * the worker's scratch directory, read-write; a private /proc (its own processes only), a
- * minimal /dev, an empty /tmp. Never the data directory's keys, metadata or blobs, nor the
- * server's environment (the process gets only what `env` holds).
+ * user, mount, PID, IPC, UTS, network and cgroup namespaces, no capabilities, killed with the
+ * pool. Not `--new-session`: bubblewrap's child calls setsid() early, which takes the sandbox out
+ * of the worker's process group, so that stopping the group could miss it (see
+ * WorkerProcess.kill); the worker is spawned detached instead, leading a session of its own that
+ * has no controlling terminal, so there is no terminal to inject keystrokes into either way.
+ * Its filesystem is an empty root with only: the system's /usr and the dynamic loader's cache,
+ * read-only; the Node binary and the project's code and dependencies, read-only; the prepared
+ * components, read-only; the workspace root and the worker's scratch directory, read-write; a
+ * private /proc (its own processes only), a minimal /dev, an empty /tmp. Never the data
+ * directory's keys, metadata or blobs, nor the server's environment (the process gets only what
+ * `env` holds).
  */
 export function bubblewrapArguments(view: SandboxView, command: readonly string[]): string[] {
   const readOnly = (path: string) => ["--ro-bind", realpathSync(path), path];
@@ -40,7 +44,6 @@ export function bubblewrapArguments(view: SandboxView, command: readonly string[
     "--unshare-net",
     "--unshare-cgroup-try",
     "--die-with-parent",
-    "--new-session",
     "--cap-drop",
     "ALL",
     "--uid",

@@ -96,8 +96,9 @@ export class WorkerProcess {
    * instruction), with its whole process group: bubblewrap's child, which becomes the sandbox's
    * init, waits for bubblewrap to set up its user namespace before it binds its life to
    * bubblewrap's; killed alone in that window, bubblewrap would leave it waiting for ever with the
-   * worker's pipes open, and the worker's end would never be seen. Once it is the sandbox's init,
-   * it stays in the group, and everything else in the sandbox dies with it.
+   * worker's pipes open, and the worker's end would never be seen. Every process of the sandbox
+   * stays in the group (bubblewrap runs without `--new-session`, whose setsid() would take its
+   * child out of it), and everything in the sandbox dies with its init.
    */
   kill(): void {
     if (!this.#child) {
@@ -118,8 +119,13 @@ export class WorkerProcess {
     mkdirSync(scratchRoot, { recursive: true, mode: 0o700 });
     // Not below scratchRoot: the sandbox shows the worker that directory, and this file only by its descriptor.
     this.#register = openSync(join(directory, "started"), "w+", 0o600);
-    this.#egress = await Egress.listen(this.#options.egressSocket, () => this.#events.granted());
-    if (this.#gone) return;
+    const egress = await Egress.listen(this.#options.egressSocket, () => this.#events.granted());
+    if (this.#gone) {
+      // Stopped while the proxy started listening: #exited found no proxy to close.
+      await egress.close().catch(() => undefined);
+      return;
+    }
+    this.#egress = egress;
     const boot: WorkerBoot = { ...this.#options.boot, scratchRoot };
     const egressPath = this.#options.sandbox ? SANDBOX_EGRESS_SOCKET : this.#options.egressSocket;
     // The egress preload goes in NODE_OPTIONS, not the command line: the WASI shim starts its I/O
