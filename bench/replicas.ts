@@ -23,7 +23,12 @@ const ROOT = path.resolve(import.meta.dirname, "..");
 const PLAN: Plan = { rounds: 6, inFlight: 16, budgetMs: 15_000 };
 const SEQUENTIAL = { warmup: 100, perRound: 100 };
 const CONCURRENT = 1000;
-const SERVICE_ENV = { SERVICE_ENV_TOOL_SLOTS: String(PLAN.inFlight) };
+/** The bench's one workspace gets the whole pool (its default share is half of it). */
+const SERVICE_ENV = {
+  SERVICE_ENV_TOOL_SLOTS: String(PLAN.inFlight),
+  SERVICE_ENV_WORKSPACE_TOOL_SLOTS: String(2 * PLAN.inFlight),
+  SERVICE_ENV_WORKSPACE_WORKERS: "2",
+};
 const TEXT_TURNS = { warmup: 64, perRound: 40, concurrent: 600 };
 const LEASE_SECS = 2;
 const TAKEOVERS = 3;
