@@ -1,7 +1,16 @@
 import { readFile } from "node:fs/promises";
 import { parse, print } from "@bytecodealliance/jco";
 import { describe, expect, it } from "vitest";
-import { CAPPED_EXPORT_PREFIX, capMemory, cappedMaximum, FUEL_IMPORT, instrumentFuel } from "../../src/engine/fuel/index.ts";
+import {
+  CAPPED_EXPORT_PREFIX,
+  capMemory,
+  cappedMaximum,
+  FUEL_IMPORT,
+  importDefinedMemory,
+  instrumentFuel,
+  RECYCLED_MEMORY,
+  recycledMemoryLimits,
+} from "../../src/engine/fuel/index.ts";
 
 type Fn = (...args: (number | bigint)[]) => unknown;
 type Imports = Record<string, Record<string, WebAssembly.ImportValue>>;
@@ -524,5 +533,68 @@ describe("capMemory", () => {
   it("refuses a module exporting a name the service reserves", async () => {
     const bytes = new Uint8Array(await parse(`(module (memory (export "skillenv:capped/memory0/1") 1))`));
     expect(() => capMemory(bytes, 64)).toThrow("the module exports skillenv:capped/memory0/1, a name the service reserves");
+  });
+});
+
+describe("importDefinedMemory (a memory the worker recycles)", () => {
+  const PAGE = 65536;
+  /** A module with imports before its memory, a data segment, an exported memory and a reader of it. */
+  const source = `(module
+    (import "env" "f" (func $f (result i32)))
+    (memory (export "memory") 2)
+    (data (i32.const 8) "segment")
+    (func (export "load") (param i32) (result i32) (i32.load8_u (local.get 0)))
+    (func (export "size") (result i32) (memory.size))
+    (func (export "call") (result i32) (call $f)))`;
+
+  it("imports the memory with its capped limits; data segments, exports and functions work as before", async () => {
+    const capped = capMemory(new Uint8Array(await parse(source)), 64);
+    const rewritten = importDefinedMemory(capped, 16)!;
+    expect(rewritten.limits).toEqual({ initial: 2, maximum: 64 });
+    expect(recycledMemoryLimits(rewritten.bytes)).toEqual({ initial: 2, maximum: 64 });
+    const module = new WebAssembly.Module(rewritten.bytes);
+    expect(WebAssembly.Module.imports(module)).toEqual([
+      { module: "env", name: "f", kind: "function" },
+      { module: RECYCLED_MEMORY.module, name: RECYCLED_MEMORY.name, kind: "memory" },
+    ]);
+    // A used memory, zeroed: the segment is written into it again at instantiation.
+    const memory = new WebAssembly.Memory(rewritten.limits);
+    new Uint8Array(memory.buffer).fill(0x5a).fill(0);
+    const instance = new WebAssembly.Instance(module, { env: { f: () => 7 }, [RECYCLED_MEMORY.module]: { [RECYCLED_MEMORY.name]: memory } });
+    expect(instance.exports.memory).toBe(memory);
+    const load = instance.exports.load as Fn;
+    expect(String.fromCharCode(...Array.from({ length: 7 }, (_, i) => load(8 + i) as number))).toBe("segment");
+    expect(load(7)).toBe(0);
+    expect((instance.exports.size as Fn)()).toBe(2);
+    expect((instance.exports.call as Fn)()).toBe(7);
+    // The limits are the module's: a memory of other limits does not link.
+    expect(
+      () =>
+        new WebAssembly.Instance(module, { env: { f: () => 7 }, [RECYCLED_MEMORY.module]: { [RECYCLED_MEMORY.name]: new WebAssembly.Memory({ initial: 2 }) } }),
+    ).toThrow(WebAssembly.LinkError);
+    expect(memory.buffer.byteLength).toBe(2 * PAGE);
+  });
+
+  it("adds an import section to a module without one, in its place", async () => {
+    const rewritten = importDefinedMemory(capMemory(new Uint8Array(await parse(`(module (type (func)) (memory 1) (func (type 0)))`)), 4), 16)!;
+    expect(WebAssembly.validate(rewritten.bytes)).toBe(true);
+    expect(WebAssembly.Module.imports(new WebAssembly.Module(rewritten.bytes))).toEqual([
+      { module: RECYCLED_MEMORY.module, name: RECYCLED_MEMORY.name, kind: "memory" },
+    ]);
+  });
+
+  it("leaves alone a module where recycling would not be exact: large, shared, imported, two or no memories", async () => {
+    const modules = [
+      `(module (memory 17 64))`,
+      `(module (memory 1 4 shared))`,
+      `(module (import "env" "m" (memory 1 4)))`,
+      `(module (import "env" "m" (memory 1 4)) (memory 1 4))`,
+      `(module (memory 1 4) (memory 1 4))`,
+      `(module (func))`,
+    ];
+    for (const text of modules) expect(importDefinedMemory(new Uint8Array(await parse(text)), 16), text).toBeUndefined();
+    // No maximum: capMemory gives it one first, as preparation does.
+    expect(importDefinedMemory(new Uint8Array(await parse(`(module (memory 1))`)), 16)).toBeUndefined();
+    expect(importDefinedMemory(capMemory(new Uint8Array(await parse(`(module (memory 1))`)), 8), 16)?.limits).toEqual({ initial: 1, maximum: 8 });
   });
 });

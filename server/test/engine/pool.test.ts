@@ -327,6 +327,46 @@ describe("spare instances", () => {
   }, 60_000);
 });
 
+describe("recycled memories (a small memory is zeroed and given to the next instance)", () => {
+  const residue = component("memory-residue-wat");
+
+  it("never shows an instance what an earlier one left in its memory, sequential or concurrent", async () => {
+    // One worker, so that every call after the first few gets a memory an earlier call filled.
+    const single = await startPool({ workers: 1, toolSlotsPerWorker: 4, workspaceToolSlots: 4 });
+    try {
+      await single.prepare(residue);
+      for (let i = 0; i < 30; i++) expect(output(await run(single, residue, { v: i }))).toBe("clean");
+      for (let round = 0; round < 5; round++) {
+        const receipts = await Promise.all(Array.from({ length: 4 }, (_, i) => run(single, residue, { v: round * 4 + i })));
+        for (const receipt of receipts) expect(output(receipt)).toBe("clean");
+      }
+      // The memories were recycled: each guest filled the one it was given, and few were made.
+      const { memories } = await single.report(0);
+      expect(memories.reused).toBeGreaterThanOrEqual(40);
+      expect(memories.made).toBeLessThanOrEqual(10);
+      expect(memories.made + memories.reused).toBeGreaterThanOrEqual(50);
+    } finally {
+      await single.close();
+    }
+  }, 120_000);
+
+  it("drops a memory that grew, and one whose guest trapped is zeroed like any other", async () => {
+    const single = await startPool({ workers: 1, memoryMib: 16 });
+    try {
+      await Promise.all([hog, residue, trap].map((ref) => single.prepare(ref)));
+      const before = (await single.report(0)).memories;
+      expect(await run(single, hog, {})).toMatchObject({ outcome: "failure", code: "memory_exhausted" });
+      expect(await run(single, trap, {})).toMatchObject({ outcome: "failure", code: "guest_trap" });
+      const after = (await single.report(0)).memories;
+      // The hog's memory grew to the cap: dropped. The trap's was not grown: kept.
+      expect(after.dropped - before.dropped).toBe(1);
+      for (let i = 0; i < 5; i++) expect(output(await run(single, residue, { v: i }))).toBe("clean");
+    } finally {
+      await single.close();
+    }
+  }, 120_000);
+});
+
 /** The spare instances worker 0 reports. */
 async function sparesOf(target: Pool) {
   return (await target.report(0)).spares;

@@ -1061,8 +1061,8 @@ export class Pool {
         this.#hostCall(handle, message);
         break;
       case "report": {
-        const { spares, loaded, rssBytes } = message;
-        handle.reports.shift()?.resolve({ spares, loaded, rssBytes });
+        const { spares, memories, loaded, rssBytes } = message;
+        handle.reports.shift()?.resolve({ spares, memories, loaded, rssBytes });
         break;
       }
       case "emit": {

@@ -43,6 +43,16 @@ export interface SpareStats {
   instantiated: number;
 }
 
+/** The recycled memories of a worker (fuel/memory-import.ts), over its life. */
+export interface MemoryStats {
+  /** Memories made for an instance because none was free. */
+  made: number;
+  /** Memories an instance got zeroed after an earlier one had finished with them. */
+  reused: number;
+  /** Memories not given back: grown, or more than the few kept free. */
+  dropped: number;
+}
+
 export interface FailureBody {
   code: string;
   message: string;
@@ -102,7 +112,7 @@ export type FromWorker =
    * `emitsDropped`: its progress events the worker dropped past the limits.
    */
   | { type: "receipt"; invocation: number; receipt: WorkerReceipt; workspaceGrowth: number; emitsDropped: number }
-  | { type: "report"; spares: SpareStats; loaded: number; rssBytes: number };
+  | { type: "report"; spares: SpareStats; memories: MemoryStats; loaded: number; rssBytes: number };
 
 /**
  * The worker's synchronous channel (its own socket pair; a line of JSON each): a request for more

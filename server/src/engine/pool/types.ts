@@ -190,6 +190,8 @@ export interface WorkspaceLoad {
 export interface WorkerReport {
   /** Its spare instances: waiting now, the guest memory they hold, instantiated over its life. */
   spares: { instances: number; bytes: number; instantiated: number };
+  /** Its recycled guest memories: made, reused (zeroed) and dropped, over its life. */
+  memories: { made: number; reused: number; dropped: number };
   /** Components loaded on it. */
   loaded: number;
   /** Its resident memory. */

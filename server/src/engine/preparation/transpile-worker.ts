@@ -1,11 +1,11 @@
 // A child process that turns component bytes into prepared files: jco transpile (seconds of
 // synchronous work for a componentize-js component), then fuel instrumentation and the memory
-// cap of every core module. It runs off the main thread so the server keeps serving meanwhile,
+// cap of every core module, and a small memory made an import the worker recycles. It runs off the main thread so the server keeps serving meanwhile,
 // and in its own process because what it allocates (jco's own WebAssembly memory, which never
 // shrinks, and hundreds of MB of buffers) stayed in a thread's heap and malloc arenas long after
 // the thread ended: the server kept about 260 MB more after a cold start than after a warm one.
 import { transpile } from "@bytecodealliance/jco";
-import { capMemory, definedMemoryPages, instrumentFuel } from "../fuel/index.ts";
+import { capMemory, definedMemoryPages, importDefinedMemory, instrumentFuel } from "../fuel/index.ts";
 import { shareCodecs, warmGlue } from "./glue.ts";
 import { TRANSPILE_OPTIONS } from "./toolchain.ts";
 
@@ -24,7 +24,7 @@ export type TranspileReply =
       glueWarmUp: boolean;
       /** Whether the glue's text codecs and debug switch are per module (glue.ts). */
       glueSharedCodecs: boolean;
-      /** [file name, instrumented + capped bytes] in the glue's names. */
+      /** [file name, instrumented + capped (+ memory imported) bytes] in the glue's names. */
       coreModules: [string, Uint8Array][];
       functionsInstrumented: number;
       /** The minimum sizes of the memories the core modules define, in pages. */
@@ -32,6 +32,12 @@ export type TranspileReply =
       ms: number;
     }
   | { job: number; ok: false; stage: string; message: string };
+
+/**
+ * The largest initial memory (in 64 KiB pages: 1 MiB) a worker recycles: zeroing it costs less
+ * than a fresh mapping up to about this size (memory-import.ts).
+ */
+const RECYCLED_MEMORY_MAX_PAGES = 16;
 
 if (!process.send) throw new Error("transpile-worker.ts must run as a child process with an IPC channel");
 const reply = (message: TranspileReply) => process.send!(message);
@@ -66,7 +72,8 @@ async function run(job: TranspileJob): Promise<void> {
         stage = `cap memory of ${name}`;
         const capped = capMemory(instrumented.bytes, job.memoryPages);
         initialMemoryPages += definedMemoryPages(capped);
-        coreModules.push([name, capped]);
+        stage = `import the memory of ${name}`;
+        coreModules.push([name, importDefinedMemory(capped, RECYCLED_MEMORY_MAX_PAGES)?.bytes ?? capped]);
       } else if (name.endsWith(".js")) {
         if (glue) throw new Error(`jco produced more than one JS file (${name})`);
         glue = bytes;

@@ -1,7 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
+import { recycledMemoryLimits, type MemoryLimits } from "../fuel/memory-import.ts";
 import { loadComponent, Spares, type LoadedComponent } from "./guest.ts";
-import type { FromWorker, SpareStats, ToWorker, WorkerBoot } from "../pool/protocol.ts";
+import type { FromWorker, MemoryStats, SpareStats, ToWorker, WorkerBoot } from "../pool/protocol.ts";
 
 type LoadMessage = Extract<ToWorker, { type: "load" }>;
 
@@ -15,6 +16,8 @@ export class Components {
   readonly #loading = new Map<string, Promise<LoadedComponent>>();
   readonly #send: (message: FromWorker) => void;
   readonly spares: Spares;
+  /** Counted by every component's recycled memories (guest.ts). */
+  readonly memoryStats: MemoryStats = { made: 0, reused: 0, dropped: 0 };
 
   constructor(boot: WorkerBoot, send: (message: FromWorker) => void) {
     this.#send = send;
@@ -43,7 +46,7 @@ export class Components {
       this.#send({ type: "loaded", component: id });
       return;
     }
-    const promise = compile(message);
+    const promise = compile(message, this.memoryStats);
     this.#loading.set(id, promise);
     promise.then(
       (component) => {
@@ -82,10 +85,17 @@ export class Components {
   }
 }
 
-async function compile(message: LoadMessage): Promise<LoadedComponent> {
+async function compile(message: LoadMessage, memoryStats: MemoryStats): Promise<LoadedComponent> {
+  const recycled = new Map<WebAssembly.Module, MemoryLimits>();
   const modules = await Promise.all(
-    message.coreModules.map(async ([name, file]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(await readFile(file))]),
+    message.coreModules.map(async ([name, file]): Promise<[string, WebAssembly.Module]> => {
+      const bytes = await readFile(file);
+      const module = await WebAssembly.compile(bytes);
+      const limits = recycledMemoryLimits(bytes);
+      if (limits) recycled.set(module, limits);
+      return [name, module];
+    }),
   );
   const glue = (await import(pathToFileURL(message.glue).href)) as { instantiate?: unknown };
-  return loadComponent(message.component, glue, modules, message.facts);
+  return loadComponent(message.component, glue, modules, message.facts, recycled, memoryStats);
 }

@@ -2,12 +2,13 @@
 // counter and imports, keeping a few fresh instances ready ahead of demand, and turning how a
 // call ended into a receipt.
 import { cappedMaximum } from "../fuel/capped-export.ts";
-import { FUEL_IMPORT } from "../fuel/import.ts";
+import { FUEL_IMPORT, RECYCLED_MEMORY } from "../fuel/import.ts";
+import type { MemoryLimits } from "../fuel/memory-import.ts";
 // The contract alone: the world's index also brings in the service's error types (Connect,
 // protobuf), about 24 MB of every worker's heap for nothing a worker uses.
 import { HOST_INTERFACE, unversioned, WASI_INTERFACES, type Entrypoint } from "../component/contract.ts";
 import { missingImports } from "./imports.ts";
-import type { ComponentFacts, FailureBody, WorkerReceipt } from "../pool/protocol.ts";
+import type { ComponentFacts, FailureBody, MemoryStats, WorkerReceipt } from "../pool/protocol.ts";
 import { GuestExit, wasiImports, type WasiContext } from "../wasi/world.ts";
 import { PAGE_BYTES } from "../wasm/index.ts";
 
@@ -30,7 +31,23 @@ export interface LoadedComponent {
   spareBytes: number;
   lastUsed: number;
   refillScheduled: boolean;
+  /** The core modules whose memory is recycled (their RECYCLED_MEMORY import), with their free memories. */
+  recycled: Map<WebAssembly.Module, RecycledMemories>;
+  stats: MemoryStats;
 }
+
+/**
+ * The memories of one core module's instances, given back zeroed and never grown (so each is
+ * exactly what a fresh memory of the module's limits would be) by instances whose guest can no
+ * longer run (recycleMemories).
+ */
+interface RecycledMemories {
+  limits: MemoryLimits;
+  free: WebAssembly.Memory[];
+}
+
+/** Free memories kept per core module: enough for a spare or two and the call in flight. */
+const FREE_MEMORIES = 4;
 
 /** What an instance's imports reach while it serves an invocation. */
 export interface Scope extends WasiContext {
@@ -58,6 +75,8 @@ export interface GuestInstance {
   memories: WebAssembly.Memory[];
   /** Its memories and tables that the memory cap limits, exported under reserved names (fuel/capped-export.ts). */
   capped: Capped[];
+  /** The recycled memories it was given, each to go back to its module's free memories. */
+  recycled: { memory: WebAssembly.Memory; to: RecycledMemories }[];
   binding: Binding;
 }
 
@@ -77,7 +96,14 @@ const HOST_NAMESPACE = unversioned(HOST_INTERFACE);
  * A prepared component ready to instantiate. Fails when the worker's imports lack a function or
  * resource the component takes from them (every instantiation would fail).
  */
-export function loadComponent(id: string, glue: { instantiate?: unknown }, modules: [string, WebAssembly.Module][], facts: ComponentFacts): LoadedComponent {
+export function loadComponent(
+  id: string,
+  glue: { instantiate?: unknown },
+  modules: [string, WebAssembly.Module][],
+  facts: ComponentFacts,
+  recycled: ReadonlyMap<WebAssembly.Module, MemoryLimits> = new Map(),
+  stats: MemoryStats = { made: 0, reused: 0, dropped: 0 },
+): LoadedComponent {
   if (typeof glue.instantiate !== "function") throw new Error("the prepared glue exports no instantiate function");
   const missing = missingImports(facts.imports, guestImports({}, { wasi: true, host: true }));
   if (missing.length > 0) throw new Error(`the component imports ${missing.join(", ")}, which the service environment does not provide`);
@@ -92,6 +118,8 @@ export function loadComponent(id: string, glue: { instantiate?: unknown }, modul
     spareBytes: facts.initialMemoryBytes,
     lastUsed: 0,
     refillScheduled: false,
+    recycled: new Map([...recycled].map(([module, limits]) => [module, { limits, free: [] }])),
+    stats,
   };
 }
 
@@ -111,16 +139,25 @@ function guestImports(binding: Binding, uses: { wasi: boolean; host: boolean }):
 }
 
 /**
- * A fresh instance: new fuel counter (imported by every core module), new imports, new memories.
- * Returns synchronously when the glue does (it does for compiled modules), else a promise.
+ * A fresh instance: new fuel counter (imported by every core module), new imports, new memories
+ * (a recycled one, zeroed, where the module imports it). Returns synchronously when the glue does
+ * (it does for compiled modules), else a promise.
  */
 export function instantiate(component: LoadedComponent, budget: bigint, binding: Binding): GuestInstance | Promise<GuestInstance> {
   const fuel = new WebAssembly.Global({ value: "i64", mutable: true }, budget);
   const memories: WebAssembly.Memory[] = [];
   const capped: Capped[] = [];
+  const recycled: GuestInstance["recycled"] = [];
   const fuelImport = { [FUEL_IMPORT.name]: fuel };
   const instantiateCore: InstantiateCore = (module, imports) => {
-    const instance = new WebAssembly.Instance(module, { ...imports, [FUEL_IMPORT.module]: fuelImport } as WebAssembly.Imports);
+    const own: CoreImports = { ...imports, [FUEL_IMPORT.module]: fuelImport };
+    const to = component.recycled.get(module);
+    if (to) {
+      const memory = freeMemory(component, to);
+      recycled.push({ memory, to });
+      own[RECYCLED_MEMORY.module] = { [RECYCLED_MEMORY.name]: memory };
+    }
+    const instance = new WebAssembly.Instance(module, own as WebAssembly.Imports);
     for (const [name, value] of Object.entries(instance.exports)) {
       // A capped memory is exported twice when the glue needs it too.
       if (value instanceof WebAssembly.Memory && !memories.includes(value)) memories.push(value);
@@ -136,6 +173,7 @@ export function instantiate(component: LoadedComponent, budget: bigint, binding:
     startupFuel: budget - (fuel.value as bigint),
     memories,
     capped,
+    recycled,
     binding,
   });
   const fail = (error: unknown): never => {
@@ -149,6 +187,35 @@ export function instantiate(component: LoadedComponent, budget: bigint, binding:
     fail(error);
   }
   return result instanceof Promise ? result.then(finish, fail) : finish(result);
+}
+
+/** A free memory of the module's, or a new one when none is. */
+function freeMemory(component: LoadedComponent, from: RecycledMemories): WebAssembly.Memory {
+  const memory = from.free.pop();
+  if (memory) {
+    component.stats.reused++;
+    return memory;
+  }
+  component.stats.made++;
+  return new WebAssembly.Memory(from.limits);
+}
+
+/**
+ * Gives an instance's recycled memories back, zeroed. Only once its guest can no longer run: its
+ * export has returned or thrown (with JSPI, its one stack is gone: an invocation ended by its
+ * deadline or a cancellation first unwinds a suspended guest, Invocation.finish), or it was never
+ * called. A memory that grew is dropped (a fresh instance must see the module's initial size), as
+ * is one past the few kept free.
+ */
+export function recycleMemories(component: LoadedComponent, instance: GuestInstance): void {
+  for (const { memory, to } of instance.recycled.splice(0)) {
+    if (memory.buffer.byteLength !== to.limits.initial * PAGE_BYTES || to.free.length >= FREE_MEMORIES) {
+      component.stats.dropped++;
+      continue;
+    }
+    new Uint8Array(memory.buffer).fill(0);
+    to.free.push(memory);
+  }
 }
 
 function moduleNamed(component: LoadedComponent, name: string): WebAssembly.Module {

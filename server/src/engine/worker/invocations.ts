@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { GuestFilesystem, LocalQuota, type PreopenDirectory } from "../wasi/filesystem/index.ts";
 import type { FailureBody, FromWorker, ToWorker, WorkerBoot, WorkerReceipt } from "../pool/protocol.ts";
 import type { Components } from "./components.ts";
-import { classify, instantiate, type GuestInstance, type Scope } from "./guest.ts";
+import { classify, instantiate, recycleMemories, type GuestInstance, type Scope } from "./guest.ts";
 import type { ThreadClaim } from "./thread-claim.ts";
 import type { StartRegister } from "../pool/start-register.ts";
 import type { SyncChannel } from "./sync-channel.ts";
@@ -281,8 +281,12 @@ export class Invocations {
     } catch (error) {
       invocation.finish(classify(error, instance, budget, this.#boot.memoryPages));
     } finally {
+      // Here the export has settled (or was never called): the guest cannot run again.
       invocation.suspending();
-      if (instance) instance.binding.scope = undefined;
+      if (instance) {
+        instance.binding.scope = undefined;
+        recycleMemories(component, instance);
+      }
       spares.schedule(component);
     }
   }

@@ -68,7 +68,13 @@ process.on("message", (message: ToWorker) => {
       invocations.cancel(message.invocation);
       break;
     case "report":
-      send({ type: "report", spares: components.spareStats(), loaded: components.loadedCount(), rssBytes: process.memoryUsage.rss() });
+      send({
+        type: "report",
+        spares: components.spareStats(),
+        memories: { ...components.memoryStats },
+        loaded: components.loadedCount(),
+        rssBytes: process.memoryUsage.rss(),
+      });
       break;
   }
 });
