@@ -1,9 +1,9 @@
 // Guests that attack the limits through the back doors: tables, which the memory cap once
 // ignored, and start-up code, which runs before there is an instance to read the fuel from.
-import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TABLE_ENTRY_BYTES, TABLE_GROWTH_SHARE } from "../../src/engine/fuel/index.ts";
-import { classify, instantiate, loadComponent, type GuestInstance } from "../../src/engine/worker/guest.ts";
+import { compileCoreModules } from "../../src/engine/worker/components.ts";
+import { classify, instantiate, loadComponent, newRecycling, type GuestInstance } from "../../src/engine/worker/guest.ts";
 import { memoryPages, Preparer } from "../../src/engine/preparation/index.ts";
 import type { Pool } from "../../src/engine/pool/index.ts";
 import { buildTestComponents, component, run, SHARED_DATA_DIR, startPool } from "../helpers/pool.ts";
@@ -29,12 +29,10 @@ async function instanceHere(name: string, budget: bigint): Promise<GuestInstance
   const preparer = await Preparer.create({ dataDir: SHARED_DATA_DIR, memoryMib: MEMORY_MIB });
   try {
     const prepared = await preparer.prepare(component(name));
-    const files = preparer.coreModuleFiles(prepared);
-    const modules = await Promise.all(
-      files.map(async ([name, file]): Promise<[string, WebAssembly.Module]> => [name, await WebAssembly.compile(await readFile(file))]),
-    );
+    const { modules, recycled } = await compileCoreModules(preparer.coreModuleFiles(prepared));
     const { entrypoints, imports, initialMemoryPages } = prepared.manifest;
-    const loaded = loadComponent(name, await import(prepared.glueUrl), modules, { entrypoints, imports, initialMemoryBytes: initialMemoryPages * 65536 });
+    const facts = { entrypoints, imports, initialMemoryBytes: initialMemoryPages * 65536 };
+    const loaded = loadComponent(name, await import(prepared.glueUrl), modules, facts, recycled, newRecycling());
     return await instantiate(loaded, budget, {});
   } finally {
     await preparer.close();

@@ -10,14 +10,15 @@ export interface MemoryLimits {
 
 /**
  * Turns the one memory a module defines into an import (RECYCLED_MEMORY) with the same limits, so
- * that a worker can give each instance a memory it zeroed instead of mapping a fresh one (the
- * mapping, its first page faults and its release cost about 0.2 ms of CPU each time here; zeroing
- * a page costs microseconds). Done after capMemory, which gave the memory its maximum.
+ * that a worker can give each instance a memory it zeroed instead of mapping a fresh one (on this
+ * project's machines the mapping and its release cost about 0.2 ms of CPU, and each page the guest
+ * then touches a page fault; zeroing memory already resident costs about 25 µs a MiB). Done after
+ * capMemory, which gave the memory its maximum.
  *
  * Only where that is exact: the module defines one memory and imports none, the memory is not
- * shared and has a maximum, and it starts with at most `maxPages` pages (zeroing a large memory
- * costs more than a fresh mapping, whose pages are zero until touched). Its index stays 0, so its
- * exports and data segments refer to it as before. Returns undefined for any other module.
+ * shared and has a maximum, and it starts with at most `maxPages` pages (a bound on what a worker
+ * zeroes per instance). Its index stays 0, so its exports and data segments refer to it as before.
+ * Returns undefined for any other module.
  */
 export function importDefinedMemory(input: Uint8Array, maxPages: number): { bytes: Uint8Array<ArrayBuffer>; limits: MemoryLimits } | undefined {
   const module = plainBytes(input);

@@ -34,10 +34,11 @@ export type TranspileReply =
   | { job: number; ok: false; stage: string; message: string };
 
 /**
- * The largest initial memory (in 64 KiB pages: 1 MiB) a worker recycles: zeroing it costs less
- * than a fresh mapping up to about this size (memory-import.ts).
+ * The largest initial memory (in 64 KiB pages: 16 MiB, a StarlingMonkey component's 9 MiB
+ * included) a worker may recycle (memory-import.ts). Zeroing 10 MiB that is resident costs about
+ * 0.25 ms here; a fresh memory costs more as soon as its guest touches a few hundred KiB of it.
  */
-const RECYCLED_MEMORY_MAX_PAGES = 16;
+const RECYCLED_MEMORY_MAX_PAGES = 256;
 
 if (!process.send) throw new Error("transpile-worker.ts must run as a child process with an IPC channel");
 const reply = (message: TranspileReply) => process.send!(message);

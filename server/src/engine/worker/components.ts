@@ -1,8 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { pathToFileURL } from "node:url";
 import { recycledMemoryLimits, type MemoryLimits } from "../fuel/memory-import.ts";
-import { loadComponent, Spares, type LoadedComponent } from "./guest.ts";
-import type { FromWorker, MemoryStats, SpareStats, ToWorker, WorkerBoot } from "../pool/protocol.ts";
+import { loadComponent, newRecycling, releaseMemories, Spares, type LoadedComponent, type Recycling } from "./guest.ts";
+import type { FromWorker, SpareStats, ToWorker, WorkerBoot } from "../pool/protocol.ts";
 
 type LoadMessage = Extract<ToWorker, { type: "load" }>;
 
@@ -16,8 +16,8 @@ export class Components {
   readonly #loading = new Map<string, Promise<LoadedComponent>>();
   readonly #send: (message: FromWorker) => void;
   readonly spares: Spares;
-  /** Counted by every component's recycled memories (guest.ts). */
-  readonly memoryStats: MemoryStats = { made: 0, reused: 0, dropped: 0 };
+  /** Every component's recycled memories (guest.ts). */
+  readonly recycling: Recycling = newRecycling();
 
   constructor(boot: WorkerBoot, send: (message: FromWorker) => void) {
     this.#send = send;
@@ -46,7 +46,7 @@ export class Components {
       this.#send({ type: "loaded", component: id });
       return;
     }
-    const promise = compile(message, this.memoryStats);
+    const promise = compile(message, this.recycling);
     this.#loading.set(id, promise);
     promise.then(
       (component) => {
@@ -69,7 +69,10 @@ export class Components {
    */
   unload(id: string): void {
     const component = this.#loaded.get(id);
-    if (component) component.spares.length = 0;
+    if (component) {
+      component.spares.length = 0;
+      releaseMemories(component);
+    }
     this.#loaded.delete(id);
     this.#loading.delete(id);
   }
@@ -85,10 +88,19 @@ export class Components {
   }
 }
 
-async function compile(message: LoadMessage, memoryStats: MemoryStats): Promise<LoadedComponent> {
+async function compile(message: LoadMessage, recycling: Recycling): Promise<LoadedComponent> {
+  const { modules, recycled } = await compileCoreModules(message.coreModules);
+  const glue = (await import(pathToFileURL(message.glue).href)) as { instantiate?: unknown };
+  return loadComponent(message.component, glue, modules, message.facts, recycled, recycling);
+}
+
+/** Compiles a prepared component's core modules, [name, file] each, noting those whose memory is recycled and its limits. */
+export async function compileCoreModules(
+  files: readonly (readonly [string, string])[],
+): Promise<{ modules: [string, WebAssembly.Module][]; recycled: Map<WebAssembly.Module, MemoryLimits> }> {
   const recycled = new Map<WebAssembly.Module, MemoryLimits>();
   const modules = await Promise.all(
-    message.coreModules.map(async ([name, file]): Promise<[string, WebAssembly.Module]> => {
+    files.map(async ([name, file]): Promise<[string, WebAssembly.Module]> => {
       const bytes = await readFile(file);
       const module = await WebAssembly.compile(bytes);
       const limits = recycledMemoryLimits(bytes);
@@ -96,6 +108,5 @@ async function compile(message: LoadMessage, memoryStats: MemoryStats): Promise<
       return [name, module];
     }),
   );
-  const glue = (await import(pathToFileURL(message.glue).href)) as { instantiate?: unknown };
-  return loadComponent(message.component, glue, modules, message.facts, recycled, memoryStats);
+  return { modules, recycled };
 }

@@ -33,7 +33,23 @@ export interface LoadedComponent {
   refillScheduled: boolean;
   /** The core modules whose memory is recycled (their RECYCLED_MEMORY import), with their free memories. */
   recycled: Map<WebAssembly.Module, RecycledMemories>;
+  recycling: Recycling;
+}
+
+/** The worker's account of recycled memories, over all its components. */
+export interface Recycling {
   stats: MemoryStats;
+  /** Bytes the free memories hold now. */
+  freeBytes: number;
+}
+
+/** Free memories kept per core module: enough for a spare and the call in flight. */
+const FREE_MEMORIES = 2;
+/** Bytes a worker keeps in free memories, over all its components (two StarlingMonkey memories and some). */
+const FREE_MEMORY_BYTES = 32 * 1024 * 1024;
+
+export function newRecycling(): Recycling {
+  return { stats: { made: 0, reused: 0, dropped: 0 }, freeBytes: 0 };
 }
 
 /**
@@ -45,9 +61,6 @@ interface RecycledMemories {
   limits: MemoryLimits;
   free: WebAssembly.Memory[];
 }
-
-/** Free memories kept per core module: enough for a spare or two and the call in flight. */
-const FREE_MEMORIES = 4;
 
 /** What an instance's imports reach while it serves an invocation. */
 export interface Scope extends WasiContext {
@@ -101,8 +114,8 @@ export function loadComponent(
   glue: { instantiate?: unknown },
   modules: [string, WebAssembly.Module][],
   facts: ComponentFacts,
-  recycled: ReadonlyMap<WebAssembly.Module, MemoryLimits> = new Map(),
-  stats: MemoryStats = { made: 0, reused: 0, dropped: 0 },
+  recycled: ReadonlyMap<WebAssembly.Module, MemoryLimits>,
+  recycling: Recycling,
 ): LoadedComponent {
   if (typeof glue.instantiate !== "function") throw new Error("the prepared glue exports no instantiate function");
   const missing = missingImports(facts.imports, guestImports({}, { wasi: true, host: true }));
@@ -119,7 +132,7 @@ export function loadComponent(
     lastUsed: 0,
     refillScheduled: false,
     recycled: new Map([...recycled].map(([module, limits]) => [module, { limits, free: [] }])),
-    stats,
+    recycling,
   };
 }
 
@@ -193,10 +206,11 @@ export function instantiate(component: LoadedComponent, budget: bigint, binding:
 function freeMemory(component: LoadedComponent, from: RecycledMemories): WebAssembly.Memory {
   const memory = from.free.pop();
   if (memory) {
-    component.stats.reused++;
+    component.recycling.stats.reused++;
+    component.recycling.freeBytes -= memory.buffer.byteLength;
     return memory;
   }
-  component.stats.made++;
+  component.recycling.stats.made++;
   return new WebAssembly.Memory(from.limits);
 }
 
@@ -205,16 +219,26 @@ function freeMemory(component: LoadedComponent, from: RecycledMemories): WebAsse
  * export has returned or thrown (with JSPI, its one stack is gone: an invocation ended by its
  * deadline or a cancellation first unwinds a suspended guest, Invocation.finish), or it was never
  * called. A memory that grew is dropped (a fresh instance must see the module's initial size), as
- * is one past the few kept free.
+ * is one past the few kept free (per module, and in bytes per worker).
  */
 export function recycleMemories(component: LoadedComponent, instance: GuestInstance): void {
+  const { recycling } = component;
   for (const { memory, to } of instance.recycled.splice(0)) {
-    if (memory.buffer.byteLength !== to.limits.initial * PAGE_BYTES || to.free.length >= FREE_MEMORIES) {
-      component.stats.dropped++;
+    const bytes = memory.buffer.byteLength;
+    if (bytes !== to.limits.initial * PAGE_BYTES || to.free.length >= FREE_MEMORIES || recycling.freeBytes + bytes > FREE_MEMORY_BYTES) {
+      recycling.stats.dropped++;
       continue;
     }
     new Uint8Array(memory.buffer).fill(0);
     to.free.push(memory);
+    recycling.freeBytes += bytes;
+  }
+}
+
+/** Lets go of a component's free memories (it was unloaded). */
+export function releaseMemories(component: LoadedComponent): void {
+  for (const recycled of component.recycled.values()) {
+    for (const memory of recycled.free.splice(0)) component.recycling.freeBytes -= memory.buffer.byteLength;
   }
 }
 

@@ -71,7 +71,7 @@ process.on("message", (message: ToWorker) => {
       send({
         type: "report",
         spares: components.spareStats(),
-        memories: { ...components.memoryStats },
+        memories: { ...components.recycling.stats },
         loaded: components.loadedCount(),
         rssBytes: process.memoryUsage.rss(),
       });
