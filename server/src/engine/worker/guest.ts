@@ -1,6 +1,6 @@
 // Guest instances inside a worker: instantiating a prepared component with its per-instance fuel
-// counter and imports, keeping a few fresh instances ready ahead of demand, and turning how a
-// call ended into a receipt.
+// counter and imports, keeping a few fresh instances ready ahead of demand, giving small memories
+// back zeroed for the next instance, and turning how a call ended into a receipt.
 import { cappedMaximum } from "../fuel/capped-export.ts";
 import { FUEL_IMPORT, RECYCLED_MEMORY } from "../fuel/import.ts";
 import type { MemoryLimits } from "../fuel/memory-import.ts";
