@@ -21,7 +21,7 @@
 //     each in a fresh process with the malloc settings the service's entry point gives itself,
 //     and warm once more without them (bench/servers/env-memory.ts).
 import { spawn } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import * as os from "node:os";
 import * as path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -131,10 +131,14 @@ const FUEL_ROUNDS = 20;
 const FUEL_PER_ROUND = 5;
 const WARM_RESTARTS = 2;
 /**
- * The pool's memory after preparing the example components (issue #17: its own process and every
- * worker process, as PSS, which counts each shared page once over them all).
+ * The pool's memory after preparing 20 components (issue #17: its own process and every worker
+ * process, as PSS, which counts each shared page once over them all). build/components held 20
+ * when the target was set and has grown with test probes since: the target's figure is taken
+ * after the first 20 in name order (9 of them StarlingMonkey, the same share as in the whole
+ * set), beside the figure after all of them.
  */
 const MEMORY_TARGET_MIB = 450;
+const MEMORY_TARGET_COMPONENTS = 20;
 /** A small tool program, on the StarlingMonkey runtime and on the QuickJS one (synchronous programs only). */
 const PROGRAM = "function run(input) { return { v: 1, total: input.items.reduce((sum, item) => sum + item, 0) }; }";
 const PROGRAM_INPUT = JSON.stringify({ items: [1, 2, 3, 4] });
@@ -737,7 +741,16 @@ async function run(): Promise<SuiteReport> {
     // 7. Memory of a pool that prepared every example component: cold (fresh data dir), then warm.
     startedAt = performance.now();
     await buildLib.buildComponents({ log: () => undefined });
-    const memoryJob = (dir: string): MemoryJob => ({ dataDir: dir, componentsDir: COMPONENTS_DIR, pool: POOL, use: MEMORY_USE });
+    const sources = await readdir(path.join(import.meta.dirname, "..", "components"), { withFileTypes: true });
+    const names = sources.filter((entry) => entry.isDirectory() && entry.name !== "shared").map((entry) => entry.name);
+    const memoryJob = (dir: string): MemoryJob => ({
+      dataDir: dir,
+      componentsDir: COMPONENTS_DIR,
+      names,
+      pool: POOL,
+      use: MEMORY_USE,
+      measureAt: MEMORY_TARGET_COMPONENTS,
+    });
     const memoryDir = path.join(tmp, "memory-data");
     const memory = [
       { name: "cold (fresh data dir, transpiles)", r: await runChild<MemoryReport>("env-memory.ts", memoryJob(memoryDir)) },
@@ -816,11 +829,11 @@ async function run(): Promise<SuiteReport> {
     }
     for (const m of memory) {
       figures.push({
-        figure: `pool + workers PSS after preparing ${m.r.components} components, ${m.name.split(" ")[0]}`,
-        ours: `${mib(m.r.preparedPssBytes)} MiB (RSS summed ${mib(m.r.preparedRssBytes)})`,
-        baseline: `idle pool ${mib(m.r.idlePssBytes)} MiB${m === memory[1] ? `; glibc's default malloc ${mib(glibcDefaults.preparedPssBytes)} MiB` : ""}`,
+        figure: `pool + workers PSS after preparing ${m.r.atCount} components, ${m.name.split(" ")[0]}`,
+        ours: `${mib(m.r.atPssBytes)} MiB (RSS summed ${mib(m.r.atRssBytes)})`,
+        baseline: `idle pool ${mib(m.r.idlePssBytes)} MiB; all ${m.r.components}: ${mib(m.r.preparedPssBytes)} MiB${m === memory[1] ? `; glibc's default malloc, all: ${mib(glibcDefaults.preparedPssBytes)} MiB` : ""}`,
         target: `<= ${MEMORY_TARGET_MIB} MiB`,
-        met: m.r.preparedPssBytes <= MEMORY_TARGET_MIB * MiB,
+        met: m.r.atPssBytes <= MEMORY_TARGET_MIB * MiB,
       });
     }
     const fuelVerdict = fuelRows.map((r) => `${r.pair.workload.split(" ")[0]} ${fixed(r.ratio, 2)}x (${r.ratio <= FUEL_TARGET ? "met" : "MISSED"})`).join(", ");

@@ -1,5 +1,5 @@
 // Child of the `env` bench suite (bench/env.ts): the memory of a pool with the service defaults,
-// as a service start sees it. It starts idle, prepares every component of build/components
+// as a service start sees it. It starts idle, prepares every component of components/ (built)
 // (cold on a fresh data dir: transpiles included; warm on a prepared one), then calls a few of
 // them on every worker and waits for their spare instances to settle. A separate process, so
 // that what is measured is this pool's and nothing else's: this process and every worker
@@ -8,7 +8,7 @@
 //   node bench/servers/env-memory.ts '<json: MemoryJob>'
 //
 // Prints one JSON line (MemoryReport) on stdout.
-import { readdir, readFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Pool, type PoolOptions } from "../../server/src/engine/pool/index.ts";
 import { memoryOf, processTree, type ProcessMemory } from "../lib/processes.ts";
@@ -17,10 +17,14 @@ import { MiB } from "../lib/stats.ts";
 export interface MemoryJob {
   dataDir: string;
   componentsDir: string;
+  /** The components to prepare, by name (those with sources in components/: not a stale build output). */
+  names: string[];
   /** Pool options without dataDir. */
   pool: Omit<PoolOptions, "dataDir">;
   /** Tools to call after preparing, each with its input; every worker gets calls of each. */
   use: { name: string; input: string }[];
+  /** Memory is also measured once this many components (the first in name order) are prepared. */
+  measureAt: number;
 }
 
 export interface MemoryReport {
@@ -33,6 +37,10 @@ export interface MemoryReport {
   preparedPssBytes: number;
   /** The processes' largest RSS each up to the end of preparation (VmHWM), summed. */
   preparedPeakRssBytes: number;
+  /** PSS and RSS once the first `measureAt` components (name order) were prepared. */
+  atCount: number;
+  atPssBytes: number;
+  atRssBytes: number;
   usedRssBytes: number;
   usedPssBytes: number;
   /** Of preparedPssBytes: this process alone (the pool's own part, the server's in a service). */
@@ -55,9 +63,14 @@ const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const pool = await Pool.start({ ...job.pool, dataDir: job.dataDir });
 try {
   const idle = await settledMemory();
-  const names = (await readdir(job.componentsDir)).filter((file) => file.endsWith(".wasm")).map((file) => file.slice(0, -".wasm".length));
+  const names = [...job.names].sort();
   const refs = new Map(names.map((name) => [name, { id: name, load: () => readFile(join(job.componentsDir, `${name}.wasm`)) }]));
-  for (const ref of refs.values()) await pool.prepare(ref);
+  let at: ProcessMemory | undefined;
+  let count = 0;
+  for (const ref of refs.values()) {
+    await pool.prepare(ref);
+    if (++count === job.measureAt) at = await settledMemory();
+  }
   const prepared = await settledMemory();
   const preparedHere = memoryOf([process.pid]);
 
@@ -81,6 +94,9 @@ try {
     preparedRssBytes: prepared.rss,
     preparedPssBytes: prepared.pss,
     preparedPeakRssBytes: prepared.peak,
+    atCount: at ? job.measureAt : names.length,
+    atPssBytes: (at ?? prepared).pss,
+    atRssBytes: (at ?? prepared).rss,
     usedRssBytes: used.rss,
     usedPssBytes: used.pss,
     preparedPoolProcessPssBytes: preparedHere.pss,
