@@ -257,29 +257,24 @@ describe("a worker stopped while it starts", () => {
   // alone, bubblewrap and the sandbox's init (setting up the namespaces), the worker's Node
   // process. Closing the pool at each stops the whole group, and the close completes.
   const steps = [
-    { name: "spawned", reached: (processes: number[]) => processes.length >= 1 },
-    { name: "its namespaces being set up", reached: (processes: number[]) => processes.length >= 2 },
-    { name: "its Node process started", reached: (processes: number[]) => processes.length >= 3 },
+    { name: "just spawned", reached: (processes: number[]) => processes.length >= 1 },
+    { name: "setting up its namespaces", reached: (processes: number[]) => processes.length >= 2 },
+    { name: "starting its Node process", reached: (processes: number[]) => processes.length >= 3 },
   ];
   for (const step of steps) {
-    it(`leaves no process behind when the pool closes once the replacement is ${step.name}`, async () => {
+    it(`leaves no process behind when the pool closes with the replacement ${step.name}`, async () => {
       const own = await startPool({ workers: 1, dataDir });
       const first = own.stats().workers[0]!.pid!;
       killWorker(own, 0);
       let replacement: number | undefined;
-      let processes: number[] = [];
       // Polled without pause: the step may last only a moment.
       for (;;) {
         replacement = own.stats().workers[0]!.pid;
-        if (replacement !== undefined && replacement !== first) {
-          processes = await tree(replacement).catch(() => []);
-          if (step.reached(processes)) break;
-        }
+        if (replacement !== undefined && replacement !== first && step.reached(await tree(replacement).catch(() => []))) break;
         await new Promise((resolve) => setImmediate(resolve));
       }
       await own.close();
       expect(await members(replacement)).toEqual([]);
-      expect(processes.length).toBeGreaterThanOrEqual(1);
     }, 120_000);
   }
 });
