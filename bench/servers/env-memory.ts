@@ -23,8 +23,6 @@ export interface MemoryJob {
   pool: Omit<PoolOptions, "dataDir">;
   /** Tools to call after preparing, each with its input; every worker gets calls of each. */
   use: { name: string; input: string }[];
-  /** Memory is also measured once this many components (the first in name order) are prepared. */
-  measureAt: number;
 }
 
 export interface MemoryReport {
@@ -37,10 +35,6 @@ export interface MemoryReport {
   preparedPssBytes: number;
   /** The processes' largest RSS each up to the end of preparation (VmHWM), summed. */
   preparedPeakRssBytes: number;
-  /** PSS and RSS once the first `measureAt` components (name order) were prepared. */
-  atCount: number;
-  atPssBytes: number;
-  atRssBytes: number;
   usedRssBytes: number;
   usedPssBytes: number;
   /** Of preparedPssBytes: this process alone (the pool's own part, the server's in a service). */
@@ -65,12 +59,7 @@ try {
   const idle = await settledMemory();
   const names = [...job.names].sort();
   const refs = new Map(names.map((name) => [name, { id: name, load: () => readFile(join(job.componentsDir, `${name}.wasm`)) }]));
-  let at: ProcessMemory | undefined;
-  let count = 0;
-  for (const ref of refs.values()) {
-    await pool.prepare(ref);
-    if (++count === job.measureAt) at = await settledMemory();
-  }
+  for (const ref of refs.values()) await pool.prepare(ref);
   const prepared = await settledMemory();
   const preparedHere = memoryOf([process.pid]);
 
@@ -94,9 +83,6 @@ try {
     preparedRssBytes: prepared.rss,
     preparedPssBytes: prepared.pss,
     preparedPeakRssBytes: prepared.peak,
-    atCount: at ? job.measureAt : names.length,
-    atPssBytes: (at ?? prepared).pss,
-    atRssBytes: (at ?? prepared).rss,
     usedRssBytes: used.rss,
     usedPssBytes: used.pss,
     preparedPoolProcessPssBytes: preparedHere.pss,
