@@ -60,6 +60,8 @@ export function newRecycling(): Recycling {
 interface RecycledMemories {
   limits: MemoryLimits;
   free: WebAssembly.Memory[];
+  /** Its component was unloaded: what its instances still running give back is dropped. */
+  released: boolean;
 }
 
 /** What an instance's imports reach while it serves an invocation. */
@@ -131,7 +133,7 @@ export function loadComponent(
     spareBytes: facts.initialMemoryBytes,
     lastUsed: 0,
     refillScheduled: false,
-    recycled: new Map([...recycled].map(([module, limits]) => [module, { limits, free: [] }])),
+    recycled: new Map([...recycled].map(([module, limits]) => [module, { limits, free: [], released: false }])),
     recycling,
   };
 }
@@ -219,13 +221,14 @@ function freeMemory(component: LoadedComponent, from: RecycledMemories): WebAsse
  * export has returned or thrown (with JSPI, its one stack is gone: an invocation ended by its
  * deadline or a cancellation first unwinds a suspended guest, Invocation.finish), or it was never
  * called. A memory that grew is dropped (a fresh instance must see the module's initial size), as
- * is one past the few kept free (per module, and in bytes per worker).
+ * is one past the few kept free (per module, and in bytes per worker), and one of a component
+ * unloaded meanwhile.
  */
 export function recycleMemories(component: LoadedComponent, instance: GuestInstance): void {
   const { recycling } = component;
   for (const { memory, to } of instance.recycled.splice(0)) {
     const bytes = memory.buffer.byteLength;
-    if (bytes !== to.limits.initial * PAGE_BYTES || to.free.length >= FREE_MEMORIES || recycling.freeBytes + bytes > FREE_MEMORY_BYTES) {
+    if (to.released || bytes !== to.limits.initial * PAGE_BYTES || to.free.length >= FREE_MEMORIES || recycling.freeBytes + bytes > FREE_MEMORY_BYTES) {
       recycling.stats.dropped++;
       continue;
     }
@@ -235,9 +238,10 @@ export function recycleMemories(component: LoadedComponent, instance: GuestInsta
   }
 }
 
-/** Lets go of a component's free memories (it was unloaded). */
+/** Lets go of a component's free memories (it was unloaded), and of those its running instances would give back. */
 export function releaseMemories(component: LoadedComponent): void {
   for (const recycled of component.recycled.values()) {
+    recycled.released = true;
     for (const memory of recycled.free.splice(0)) component.recycling.freeBytes -= memory.buffer.byteLength;
   }
 }
