@@ -550,15 +550,15 @@ describe("importDefinedMemory (a memory the worker recycles)", () => {
   it("imports the memory with its capped limits; data segments, exports and functions work as before", async () => {
     const capped = capMemory(new Uint8Array(await parse(source)), 64);
     const rewritten = importDefinedMemory(capped, 16)!;
-    expect(rewritten.limits).toEqual({ initial: 2, maximum: 64 });
-    expect(recycledMemoryLimits(rewritten.bytes)).toEqual({ initial: 2, maximum: 64 });
-    const module = new WebAssembly.Module(rewritten.bytes);
+    const limits = recycledMemoryLimits(rewritten)!;
+    expect(limits).toEqual({ initial: 2, maximum: 64 });
+    const module = new WebAssembly.Module(rewritten);
     expect(WebAssembly.Module.imports(module)).toEqual([
       { module: "env", name: "f", kind: "function" },
       { module: RECYCLED_MEMORY.module, name: RECYCLED_MEMORY.name, kind: "memory" },
     ]);
     // A used memory, zeroed: the segment is written into it again at instantiation.
-    const memory = new WebAssembly.Memory(rewritten.limits);
+    const memory = new WebAssembly.Memory(limits);
     new Uint8Array(memory.buffer).fill(0x5a).fill(0);
     const instance = new WebAssembly.Instance(module, { env: { f: () => 7 }, [RECYCLED_MEMORY.module]: { [RECYCLED_MEMORY.name]: memory } });
     expect(instance.exports.memory).toBe(memory);
@@ -577,8 +577,8 @@ describe("importDefinedMemory (a memory the worker recycles)", () => {
 
   it("adds an import section to a module without one, in its place", async () => {
     const rewritten = importDefinedMemory(capMemory(new Uint8Array(await parse(`(module (type (func)) (memory 1) (func (type 0)))`)), 4), 16)!;
-    expect(WebAssembly.validate(rewritten.bytes)).toBe(true);
-    expect(WebAssembly.Module.imports(new WebAssembly.Module(rewritten.bytes))).toEqual([
+    expect(WebAssembly.validate(rewritten)).toBe(true);
+    expect(WebAssembly.Module.imports(new WebAssembly.Module(rewritten))).toEqual([
       { module: RECYCLED_MEMORY.module, name: RECYCLED_MEMORY.name, kind: "memory" },
     ]);
   });
@@ -595,6 +595,9 @@ describe("importDefinedMemory (a memory the worker recycles)", () => {
     for (const text of modules) expect(importDefinedMemory(new Uint8Array(await parse(text)), 16), text).toBeUndefined();
     // No maximum: capMemory gives it one first, as preparation does.
     expect(importDefinedMemory(new Uint8Array(await parse(`(module (memory 1))`)), 16)).toBeUndefined();
-    expect(importDefinedMemory(capMemory(new Uint8Array(await parse(`(module (memory 1))`)), 8), 16)?.limits).toEqual({ initial: 1, maximum: 8 });
+    expect(recycledMemoryLimits(importDefinedMemory(capMemory(new Uint8Array(await parse(`(module (memory 1))`)), 8), 16)!)).toEqual({
+      initial: 1,
+      maximum: 8,
+    });
   });
 });

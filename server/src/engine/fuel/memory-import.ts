@@ -1,6 +1,10 @@
-import { CORE_MODULE_PREAMBLE, LIMITS_HAS_MAX, plainBytes, type Reader, Writer } from "../wasm/index.ts";
+import { CORE_MODULE_PREAMBLE, LIMITS_HAS_MAX, plainBytes, Writer } from "../wasm/index.ts";
 import { RECYCLED_MEMORY } from "./import.ts";
-import { comesAfter, KIND_MEMORY, readSections, SEC_IMPORT, SEC_MEMORY, sectionReader, skipImportDesc } from "./sections.ts";
+import { comesAfter, countImports, KIND_MEMORY, readNameEquals, readSections, SEC_IMPORT, SEC_MEMORY, sectionReader, skipImportDesc } from "./sections.ts";
+
+const encoder = new TextEncoder();
+const RECYCLED_MODULE = encoder.encode(RECYCLED_MEMORY.module);
+const RECYCLED_NAME = encoder.encode(RECYCLED_MEMORY.name);
 
 /** A recycled memory's limits, in 64 KiB pages. */
 export interface MemoryLimits {
@@ -20,13 +24,15 @@ export interface MemoryLimits {
  * zeroes per instance). Its index stays 0, so its exports and data segments refer to it as before.
  * Returns undefined for any other module.
  */
-export function importDefinedMemory(input: Uint8Array, maxPages: number): { bytes: Uint8Array<ArrayBuffer>; limits: MemoryLimits } | undefined {
+export function importDefinedMemory(input: Uint8Array, maxPages: number): Uint8Array<ArrayBuffer> | undefined {
   const module = plainBytes(input);
   const sections = readSections(module);
   const memorySections = sections.filter((s) => s.id === SEC_MEMORY);
   const importSection = sections.find((s) => s.id === SEC_IMPORT);
   if (memorySections.length !== 1) return undefined;
-  if (importSection && importedMemories(sectionReader(module, importSection)) > 0) return undefined;
+  const imported = { memories: 0, tables: 0 };
+  if (importSection) countImports(sectionReader(module, importSection), imported);
+  if (imported.memories > 0) return undefined;
   const r = sectionReader(module, memorySections[0]!);
   if (r.u32() !== 1) return undefined;
   const flags = r.u8();
@@ -64,7 +70,7 @@ export function importDefinedMemory(input: Uint8Array, maxPages: number): { byte
     out.copy(module, s.start, s.end);
   }
   if (!importsWritten) out.section(SEC_IMPORT, imports);
-  return { bytes: out.result(), limits };
+  return out.result();
 }
 
 /** The limits of a module's RECYCLED_MEMORY import, if it has one (a worker reads them to make the memory). */
@@ -74,35 +80,15 @@ export function recycledMemoryLimits(input: Uint8Array): MemoryLimits | undefine
   if (!section) return undefined;
   const r = sectionReader(module, section);
   for (let n = r.u32(); n > 0; n--) {
-    const moduleName = readName(r);
-    const field = readName(r);
+    // Both names are read whatever the first says.
+    const moduleMatches = readNameEquals(r, RECYCLED_MODULE);
+    const nameMatches = readNameEquals(r, RECYCLED_NAME);
     const kind = r.u8();
-    if (kind === KIND_MEMORY && moduleName === RECYCLED_MEMORY.module && field === RECYCLED_MEMORY.name) {
+    if (kind === KIND_MEMORY && moduleMatches && nameMatches) {
       if (r.u8() !== LIMITS_HAS_MAX) return undefined;
       return { initial: r.u32(), maximum: r.u32() };
     }
     skipImportDesc(r, kind);
   }
   return undefined;
-}
-
-const decoder = new TextDecoder();
-
-function readName(r: Reader): string {
-  const length = r.u32();
-  const name = decoder.decode(r.bytes.subarray(r.pos, r.pos + length));
-  r.skip(length);
-  return name;
-}
-
-function importedMemories(r: Reader): number {
-  let memories = 0;
-  for (let n = r.u32(); n > 0; n--) {
-    r.skipVec();
-    r.skipVec();
-    const kind = r.u8();
-    skipImportDesc(r, kind);
-    if (kind === KIND_MEMORY) memories++;
-  }
-  return memories;
 }

@@ -3,6 +3,7 @@ import { CAPPED_EXPORT_PREFIX, cappedExportName } from "./capped-export.ts";
 import { planMaxima, TABLE_ENTRY_BYTES, type Limits } from "./footprint.ts";
 import {
   comesAfter,
+  countImports,
   KIND_MEMORY,
   KIND_TABLE,
   readSections,
@@ -121,17 +122,6 @@ function capImports(module: Uint8Array, s: Section, maxPages: number, maxEntries
     }
   }
   return w;
-}
-
-function countImports(r: Reader, counts: { memories: number; tables: number }): void {
-  for (let n = r.u32(); n > 0; n--) {
-    r.skipVec();
-    r.skipVec();
-    const kind = r.u8();
-    skipImportDesc(r, kind);
-    if (kind === KIND_MEMORY) counts.memories++;
-    else if (kind === KIND_TABLE) counts.tables++;
-  }
 }
 
 /** A table entry: an optional prefix announcing an initialiser, the reference type, limits, the initialiser. */

@@ -2,6 +2,7 @@ import { FUNC_TYPE_FORM, REF_FUNC, type Reader } from "../wasm/index.ts";
 import {
   KIND_FUNC,
   KIND_GLOBAL,
+  readNameEquals,
   readTableInitPrefix,
   SEC_ELEMENT,
   SEC_EXPORT,
@@ -97,16 +98,6 @@ function countImports(r: Reader, fuelModule: Uint8Array, fuelName: Uint8Array, c
     if (kind === KIND_GLOBAL) counts.globals++;
     else if (kind === KIND_FUNC) counts.funcs++;
   }
-}
-
-/** Consumes a name and reports whether it equals `expected`. */
-function readNameEquals(r: Reader, expected: Uint8Array): boolean {
-  const len = r.u32();
-  const start = r.pos;
-  r.skip(len);
-  if (len !== expected.length) return false;
-  for (let i = 0; i < len; i++) if (r.bytes[start + i] !== expected[i]) return false;
-  return true;
 }
 
 function readExportedFuncs(r: Reader, into: number[]): void {

@@ -147,3 +147,25 @@ export function skipImportDesc(r: Reader, kind: number): void {
       throw new Error(`unknown import kind ${kind} at offset ${r.pos - 1}`);
   }
 }
+
+/** Consumes a name and reports whether it equals `expected` (UTF-8 bytes). */
+export function readNameEquals(r: Reader, expected: Uint8Array): boolean {
+  const len = r.u32();
+  const start = r.pos;
+  r.skip(len);
+  if (len !== expected.length) return false;
+  for (let i = 0; i < len; i++) if (r.bytes[start + i] !== expected[i]) return false;
+  return true;
+}
+
+/** Adds the memories and tables an import section imports to `counts`. */
+export function countImports(r: Reader, counts: { memories: number; tables: number }): void {
+  for (let n = r.u32(); n > 0; n--) {
+    r.skipVec();
+    r.skipVec();
+    const kind = r.u8();
+    skipImportDesc(r, kind);
+    if (kind === KIND_MEMORY) counts.memories++;
+    else if (kind === KIND_TABLE) counts.tables++;
+  }
+}

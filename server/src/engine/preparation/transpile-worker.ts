@@ -74,7 +74,7 @@ async function run(job: TranspileJob): Promise<void> {
         const capped = capMemory(instrumented.bytes, job.memoryPages);
         initialMemoryPages += definedMemoryPages(capped);
         stage = `import the memory of ${name}`;
-        coreModules.push([name, importDefinedMemory(capped, RECYCLED_MEMORY_MAX_PAGES)?.bytes ?? capped]);
+        coreModules.push([name, importDefinedMemory(capped, RECYCLED_MEMORY_MAX_PAGES) ?? capped]);
       } else if (name.endsWith(".js")) {
         if (glue) throw new Error(`jco produced more than one JS file (${name})`);
         glue = bytes;
