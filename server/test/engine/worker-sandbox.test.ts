@@ -174,16 +174,26 @@ describe("a sandboxed worker process", () => {
     expect(await readdir(join(view, "etc"))).toEqual(["ld.so.cache"]);
   }, 60_000);
 
-  it("runs guests at a lower CPU priority than the server, and its watchdog at the server's", async () => {
+  it("runs guests, and compiles and collects their components, at a lower CPU priority than the server: every thread but its watchdog's", async () => {
     const pid = await sandboxedNode(0);
     // The nice value is the 19th field of stat, after the command in parentheses (which may hold spaces).
     const nice = async (path: string) => Number((await readFile(path, "utf8")).replace(/^.*\) /s, "").split(" ")[16]);
     expect(await nice(`/proc/${pid}/stat`)).toBe(10);
     const threads = await readdir(`/proc/${pid}/task`);
-    const niceness = await Promise.all(threads.map((tid) => nice(`/proc/${pid}/task/${tid}/stat`)));
-    // The main thread (guests) at 10; the watchdog among those left at the server's 0.
-    expect(niceness).toContain(0);
+    const niceness = await Promise.all(
+      threads.map(async (tid) => [await readFile(`/proc/${pid}/task/${tid}/comm`, "utf8"), await nice(`/proc/${pid}/task/${tid}/stat`)] as const),
+    );
+    // V8's compile and collector threads among them, at 10 with the main thread (guests).
+    expect(niceness.filter(([name]) => name.trim() === "V8Worker").length).toBeGreaterThan(0);
+    expect(niceness.filter(([, value]) => value !== 10)).toEqual([["WorkerThread\n", 0]]);
     expect(await nice(`/proc/${process.pid}/stat`)).toBe(0);
+    // Its session's scheduling group too (a worker leads a session; where the kernel groups
+    // sessions, a thread's nice value counts only within the group): "/autogroup-<n> nice 10".
+    const group = async (pid: number) => (await readFile(`/proc/${pid}/autogroup`, "utf8")).trim().split(" nice ");
+    // Both workers: they start together, and the kernel takes one such change per 100 ms.
+    const groups = await Promise.all([pid, await sandboxedNode(1)].map(group));
+    expect(groups.map(([, value]) => value)).toEqual(["10", "10"]);
+    expect(new Set([...groups.map(([name]) => name), (await group(process.pid))[0]]).size).toBe(3);
   }, 60_000);
 
   it("has none of the server's environment, no capabilities, and sees only its own processes", async () => {

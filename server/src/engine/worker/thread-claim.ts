@@ -13,6 +13,8 @@ export class ThreadClaim {
   readonly #holder: Int32Array;
   /** [0]: its deadline, [1]: when it took the thread, in Unix milliseconds. */
   readonly #times: Float64Array;
+  /** The watchdog's thread id, once it runs (undefined where the system does not say: not Linux). */
+  readonly watchdogThread: Promise<number | undefined>;
 
   constructor(graceMs: number, reportFd: number) {
     const holder = new SharedArrayBuffer(4);
@@ -22,6 +24,7 @@ export class ThreadClaim {
     const watchdog = new Worker(new URL("./watchdog-thread.ts", import.meta.url), { workerData: { holder, times, graceMs, reportFd } });
     // The watchdog never ends on its own; it must not keep the process alive when it should exit.
     watchdog.unref();
+    this.watchdogThread = new Promise((resolve) => watchdog.once("message", (tid: number | undefined) => resolve(tid)));
   }
 
   /**

@@ -8,8 +8,8 @@
 //   the watchdog kills the process after saying so. The pool gives that invocation `timeout` and
 //   the others in flight `unknown` (or `unavailable` where they had not started).
 // A guest is therefore stopped between grace and grace + POLL_MS after its deadline.
-import { writeSync } from "node:fs";
-import { workerData } from "node:worker_threads";
+import { readlinkSync, writeSync } from "node:fs";
+import { parentPort, workerData } from "node:worker_threads";
 
 const { holder, times, graceMs, reportFd } = workerData as { holder: SharedArrayBuffer; times: SharedArrayBuffer; graceMs: number; reportFd: number };
 const claimed = new Int32Array(holder);
@@ -22,6 +22,17 @@ const BUSY_MS = 50;
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 /** The hold reported busy (its start time), if one is. */
 let busySince: number | undefined;
+
+// This thread's id ("<pid>/task/<tid>"), so that the worker lowers every thread's priority but this one.
+parentPort!.postMessage(threadId());
+
+function threadId(): number | undefined {
+  try {
+    return Number(readlinkSync("/proc/thread-self").split("/").at(-1));
+  } catch {
+    return undefined;
+  }
+}
 
 for (;;) {
   Atomics.wait(sleeper, 0, 0, POLL_MS);
