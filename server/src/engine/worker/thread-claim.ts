@@ -24,6 +24,11 @@ export class ThreadClaim {
     const watchdog = new Worker(new URL("./watchdog-thread.ts", import.meta.url), { workerData: { holder, times, graceMs, reportFd } });
     // The watchdog never ends on its own; it must not keep the process alive when it should exit.
     watchdog.unref();
+    // No watchdog, no worker: a guest computing past its deadline could not be stopped. The pool replaces the process.
+    watchdog.on("error", (error) => {
+      process.stderr.write(`the worker's watchdog thread failed: ${error.message}\n`);
+      process.exit(1);
+    });
     this.watchdogThread = new Promise((resolve) => watchdog.once("message", (tid: number | undefined) => resolve(tid)));
   }
 
