@@ -8,22 +8,18 @@
 // Descriptors: 3 is the IPC channel (Node's), 4 the watchdog's report to the pool, 5 the
 // synchronous channel (sync-channel.ts: workspace quota leases), 6 the start register
 // (pool/start-register.ts).
-import { readdirSync, writeFileSync } from "node:fs";
-import { setPriority } from "node:os";
 import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
 import { StartRegister } from "../pool/start-register.ts";
 import { setBlockingCaller } from "../wasi/blocking.ts";
 import { Components } from "./components.ts";
 import { Invocations } from "./invocations.ts";
+import { yieldCpu } from "./priority.ts";
 import { ThreadClaim } from "./thread-claim.ts";
 import { SyncChannel } from "./sync-channel.ts";
 
 const WATCHDOG_FD = 4;
 const SYNC_FD = 5;
 const REGISTER_FD = 6;
-/** The kernel's interval between two autogroup changes by unprivileged processes (HZ / 10), and how often a worker tries. */
-const AUTOGROUP_RETRY_MS = 110;
-const AUTOGROUP_ATTEMPTS = 20;
 
 if (!process.send) throw new Error("engine/worker/main.ts runs as a worker process of the pool, with an IPC channel");
 const boot = JSON.parse(process.env.SKILLENV_WORKER ?? "null") as WorkerBoot;
@@ -43,12 +39,10 @@ const claim = new ThreadClaim(boot.deadlineGraceMs, WATCHDOG_FD);
 const invocations = new Invocations(boot, components, claim, new SyncChannel(SYNC_FD), new StartRegister(REGISTER_FD), send);
 setBlockingCaller(() => invocations.onThread());
 
-// Every thread of this process but the watchdog's yields the CPU to the server: this one, where
-// guests run, and V8's, which compile the components a worker loads (a replacement all of its
-// predecessor's at once) and collect garbage. A nice value is per thread on Linux and only raised
-// without privilege, so the watchdog's thread keeps the server's, to stop an overrunning guest on
-// time. Messages that arrive before (the pool sends loads at once) wait: nothing is compiled
-// before.
+// Every thread of this process but the watchdog's yields the CPU to the server (priority.ts):
+// this one, where guests run, and V8's, which compile the components a worker loads (a
+// replacement all of its predecessor's at once) and collect garbage. Messages that arrive before
+// (the pool sends loads at once) wait: nothing is compiled before.
 let lowering: Promise<void> | undefined = claim.watchdogThread.then(async (watchdog) => {
   await yieldCpu(boot.niceness, watchdog);
   lowering = undefined;
@@ -88,50 +82,5 @@ function handle(message: ToWorker): void {
         rssBytes: process.memoryUsage.rss(),
       });
       break;
-  }
-}
-
-/**
- * Sets the nice value of every thread of this process but `keep` (this thread's alone where
- * threads cannot be listed), and of its autogroup.
- */
-async function yieldCpu(niceness: number, keep: number | undefined): Promise<void> {
-  let threads: number[];
-  try {
-    threads = keep === undefined ? [] : readdirSync("/proc/self/task").map(Number);
-  } catch {
-    threads = [];
-  }
-  setPriority(niceness);
-  for (const thread of threads) {
-    if (thread === keep || thread === process.pid) continue;
-    try {
-      setPriority(thread, niceness);
-    } catch {
-      // A thread that ended meanwhile.
-    }
-  }
-  await lowerAutogroup(niceness);
-}
-
-/**
- * Where the kernel groups processes by session for scheduling (autogroup, on by default in most
- * distributions' kernels), CPU time is first shared equally between sessions, and a thread's nice
- * value counts only within its own. A worker leads a session of its own (the pool starts it
- * detached, to stop it by its process group), so its threads' nice values alone would leave it
- * an equal share beside the server: its session's nice value is raised too. The kernel takes
- * that write from an unprivileged process at most once per 100 ms over all processes (EAGAIN
- * otherwise: workers starting together), so a refused one is tried again, a few times. Without
- * autogroup (no such file), there is nothing to do.
- */
-async function lowerAutogroup(niceness: number): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      writeFileSync("/proc/self/autogroup", String(niceness));
-      return;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EAGAIN" || attempt === AUTOGROUP_ATTEMPTS) return;
-    }
-    await new Promise((resolve) => setTimeout(resolve, AUTOGROUP_RETRY_MS));
   }
 }
