@@ -158,7 +158,11 @@ describe("a sandboxed worker process", () => {
   it("sees of the data directory only the prepared components, the workspaces and its own scratch: no key, metadata or blob", async () => {
     const pid = await sandboxedNode(0);
     const view = `/proc/${pid}/root`;
-    expect((await readdir(join(view, dataDir))).sort()).toEqual(["invocations", "prepared", "workspaces"]);
+    expect((await readdir(join(view, dataDir))).sort()).toEqual(["compile-cache", "invocations", "prepared", "workspaces"]);
+    // The compile cache of its own code it may only read: what it loads there, the next workers load too.
+    const cache = join(view, dataDir, "compile-cache");
+    expect((await readdir(cache)).length).toBeGreaterThan(0);
+    await expect(writeFile(join(cache, "planted"), "code").catch((error: NodeJS.ErrnoException) => error.code)).resolves.toBe("EROFS");
     const pools = await readdir(join(view, dataDir, "invocations"));
     expect(pools).toHaveLength(1);
     // Only its own directory of the pool's: not the other worker's scratch.
@@ -196,14 +200,29 @@ describe("a sandboxed worker process", () => {
     expect(new Set([...groups.map(([name]) => name), (await group(process.pid))[0]]).size).toBe(3);
   }, 60_000);
 
+  it("loads its own code compiled by the pool, from a cache it only reads: never Node's TypeScript stripper, also after calls", async () => {
+    const calls = await Promise.all([1, 2, 3, 4].map((v) => run(pool, echo, { v })));
+    expect(calls.map(output)).toEqual([1, 2, 3, 4].map((v) => ({ v })));
+    for (const index of [0, 1]) expect(await pool.report(index)).toMatchObject({ typeStripper: false });
+  }, 60_000);
+
   it("has none of the server's environment, no capabilities, and sees only its own processes", async () => {
     const pid = await sandboxedNode(1);
     const environment = (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0").filter(Boolean);
     expect(environment.join("\n")).not.toContain(SENTINEL[0]);
-    expect(environment.map((entry) => entry.split("=")[0]).sort()).toEqual(
-      expect.arrayContaining(["NODE_CHANNEL_FD", "NODE_OPTIONS", "SKILLENV_EGRESS", "SKILLENV_WORKER"]),
-    );
-    expect(environment.length).toBeLessThanOrEqual(8);
+    // What the pool gives it (Node's IPC channel, its preload and compile cache, its boot, its
+    // egress socket, the malloc setting) and what bash sets.
+    expect(environment.map((entry) => entry.split("=")[0]).sort()).toEqual([
+      "MALLOC_MMAP_THRESHOLD_",
+      "NODE_CHANNEL_FD",
+      "NODE_CHANNEL_SERIALIZATION_MODE",
+      "NODE_COMPILE_CACHE",
+      "NODE_OPTIONS",
+      "PWD",
+      "SHLVL",
+      "SKILLENV_EGRESS",
+      "SKILLENV_WORKER",
+    ]);
     const status = await readFile(`/proc/${pid}/status`, "utf8");
     expect(status).toMatch(/^CapEff:\s+0+$/m);
     expect(status).toMatch(/^NoNewPrivs:\s+1$/m);

@@ -18,6 +18,8 @@ export interface SandboxView {
   scratchRoot: string;
   /** The worker's egress socket, bound at SANDBOX_EGRESS_SOCKET. */
   egressSocket: string;
+  /** The compile cache of the workers' own code (compile-cache.ts): read-only. */
+  compileCache: string;
 }
 
 /**
@@ -29,13 +31,33 @@ export interface SandboxView {
  * has no controlling terminal, so there is no terminal to inject keystrokes into either way.
  * Its filesystem is an empty root with only: the system's /usr and the dynamic loader's cache,
  * read-only; the Node binary and the project's code and dependencies, read-only; the prepared
- * components, read-only; the workspace root and the worker's scratch directory, read-write; a
- * private /proc (its own processes only), a minimal /dev, an empty /tmp. Never the data
- * directory's keys, metadata or blobs, nor the server's environment (the process gets only what
- * `env` holds).
+ * components and the compile cache of the workers' own code, read-only; the workspace root and
+ * the worker's scratch directory, read-write; a private /proc (its own processes only), a
+ * minimal /dev, an empty /tmp. Never the data directory's keys, metadata or blobs, nor the
+ * server's environment (the process gets only what `env` holds).
  */
 export function bubblewrapArguments(view: SandboxView, command: readonly string[]): string[] {
-  const readOnly = (path: string) => ["--ro-bind", realpathSync(path), path];
+  const args = runtimeSandbox();
+  args.push(...readOnly(view.prepared), ...readOnly(view.compileCache));
+  args.push("--bind", realpathSync(view.workspaceRoot), view.workspaceRoot);
+  args.push("--bind", realpathSync(view.scratchRoot), view.scratchRoot);
+  args.push("--ro-bind", view.egressSocket, SANDBOX_EGRESS_SOCKET);
+  args.push("--chdir", "/", "--", ...command);
+  return args;
+}
+
+/**
+ * The bubblewrap command line that fills the workers' compile cache (compile-cache.ts): the
+ * workers' sandbox with nothing of the data directory but the cache, which it may write.
+ */
+export function compileCacheSandboxArguments(compileCache: string, command: readonly string[]): string[] {
+  return [...runtimeSandbox(), "--bind", realpathSync(compileCache), compileCache, "--chdir", "/", "--", ...command];
+}
+
+const readOnly = (path: string) => ["--ro-bind", realpathSync(path), path];
+
+/** Namespaces, identity, the system's runtime and the project's code: what every sandbox here starts from. */
+function runtimeSandbox(): string[] {
   const args = [
     "--unshare-user",
     "--unshare-ipc",
@@ -76,11 +98,6 @@ export function bubblewrapArguments(view: SandboxView, command: readonly string[
   // The Node binary wherever it is (the npm package `node` keeps it under node_modules).
   args.push(...readOnly(process.execPath));
   for (const part of ["package.json", join("server", "src"), "node_modules"]) args.push(...readOnly(join(PROJECT_ROOT, part)));
-  args.push(...readOnly(view.prepared));
-  args.push("--bind", realpathSync(view.workspaceRoot), view.workspaceRoot);
-  args.push("--bind", realpathSync(view.scratchRoot), view.scratchRoot);
-  args.push("--ro-bind", view.egressSocket, SANDBOX_EGRESS_SOCKET);
-  args.push("--chdir", "/", "--", ...command);
   return args;
 }
 
@@ -111,6 +128,22 @@ export const WORKER_DESCRIPTORS = 7;
 export function withOwnDescriptorsOnly(bash: string, command: readonly string[]): string[] {
   const script = `for fd in /proc/self/fd/*; do fd=\${fd##*/}; if (( fd >= ${WORKER_DESCRIPTORS} )); then exec {fd}>&-; fi; done; exec "$@"`;
   return [bash, "-c", script, "skillenv-worker", ...command];
+}
+
+/**
+ * The command line that starts `node` (a Node command line) with only the worker's descriptors,
+ * inside bubblewrap with `sandboxArguments` when `sandbox` is set. Throws when bubblewrap or bash
+ * is missing.
+ */
+export function launchCommand(sandbox: boolean, node: readonly string[], sandboxArguments: (node: readonly string[]) => string[]): string[] {
+  let bubblewrap: string | undefined;
+  if (sandbox) {
+    bubblewrap = findBubblewrap();
+    if (!bubblewrap) throw new Error("bubblewrap (bwrap) is not on the server's PATH");
+  }
+  const bash = findBash();
+  if (!bash) throw new Error("bash is not on the server's PATH (it starts each worker with only its own descriptors)");
+  return withOwnDescriptorsOnly(bash, bubblewrap ? [bubblewrap, ...sandboxArguments(node)] : node);
 }
 
 function findOnPath(name: string, path: string): string | undefined {

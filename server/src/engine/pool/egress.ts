@@ -15,7 +15,7 @@ interface Tunnel {
 /**
  * One worker process's way out to the network (docs/environments.md, threat model). A sandboxed
  * worker has no network namespace of its own beyond loopback; its HTTP agents tunnel every
- * connection through this Unix socket with `CONNECT host:port` (worker/egress-preload.ts). A
+ * connection through this Unix socket with `CONNECT host:port` (worker/egress-tunnel.ts). A
  * tunnel opens only to an origin granted to an invocation in flight on this worker, and closes
  * when no invocation in flight grants it any more: a worker process that escaped its guest-facing
  * checks reaches no more than its current invocations were granted.

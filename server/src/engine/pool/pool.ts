@@ -23,6 +23,7 @@ import type {
   WorkerStats,
 } from "./types.ts";
 import { POOL_DEFAULTS } from "./defaults.ts";
+import { fillCompileCache } from "./compile-cache.ts";
 import { FairQueue } from "./fair-queue.ts";
 import { WorkerProcess } from "./worker-process.ts";
 import { WorkspaceQuotas } from "./workspace-quotas.ts";
@@ -200,6 +201,8 @@ export class Pool {
   readonly #runtimeDir: string;
   /** A short directory for the workers' egress sockets. */
   readonly #socketDir: string;
+  /** `<dataDir>/compile-cache`: the workers' own code, compiled (compile-cache.ts). */
+  readonly #compileCache: string;
   readonly #quotas: WorkspaceQuotas;
   readonly #workers: WorkerHandle[] = [];
   readonly #components = new Map<string, Compiled>();
@@ -226,11 +229,12 @@ export class Pool {
   /** Set as close() begins: nothing new starts. */
   #closing = false;
 
-  private constructor(options: Required<PoolOptions>, preparer: Preparer, runtimeDir: string, socketDir: string) {
+  private constructor(options: Required<PoolOptions>, preparer: Preparer, directories: { runtime: string; sockets: string; compileCache: string }) {
     this.#options = options;
     this.#preparer = preparer;
-    this.#runtimeDir = runtimeDir;
-    this.#socketDir = socketDir;
+    this.#runtimeDir = directories.runtime;
+    this.#socketDir = directories.sockets;
+    this.#compileCache = directories.compileCache;
     this.#quotas = new WorkspaceQuotas(options.workspaceQuotaBytes);
     this.#queues = {
       tool: new FairQueue(options.workspaceToolSlots, options.queueLength),
@@ -247,9 +251,15 @@ export class Pool {
     const normalized = normalize(options);
     const preparer = await Preparer.create({ dataDir: normalized.dataDir, memoryMib: normalized.memoryMib });
     await mkdir(normalized.workspaceRoot, { recursive: true, mode: 0o700 });
+    const compileCache = join(normalized.dataDir, "compile-cache");
+    try {
+      await fillCompileCache({ sandbox: normalized.sandbox, path: compileCache });
+    } catch (error) {
+      throw new WorkersDidNotStart(`the worker pool failed to start: ${messageOf(error)}`);
+    }
     const runtimeDir = await runtimeDirectory(normalized.dataDir);
     const socketDir = mkdtempSync(join(tmpdir(), "skillenv-egress-"));
-    const pool = new Pool(normalized, preparer, runtimeDir, socketDir);
+    const pool = new Pool(normalized, preparer, { runtime: runtimeDir, sockets: socketDir, compileCache });
     for (let index = 0; index < normalized.workers; index++) pool.#workers.push(pool.#spawn(index));
     try {
       await Promise.all(pool.#workers.map((handle) => handle.ready.promise));
@@ -957,6 +967,7 @@ export class Pool {
             directory: join(this.#runtimeDir, `worker-${generation}`),
             egressSocket: join(this.#socketDir, `${generation}.sock`),
             prepared: this.#preparer.root,
+            compileCache: this.#compileCache,
             workspaceRoot: this.#options.workspaceRoot,
           },
           {
@@ -1061,8 +1072,8 @@ export class Pool {
         this.#hostCall(handle, message);
         break;
       case "report": {
-        const { spares, memories, loaded, rssBytes } = message;
-        handle.reports.shift()?.resolve({ spares, memories, loaded, rssBytes });
+        const { spares, memories, loaded, rssBytes, typeStripper } = message;
+        handle.reports.shift()?.resolve({ spares, memories, loaded, rssBytes, typeStripper });
         break;
       }
       case "emit": {

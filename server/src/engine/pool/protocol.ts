@@ -112,7 +112,7 @@ export type FromWorker =
    * `emitsDropped`: its progress events the worker dropped past the limits.
    */
   | { type: "receipt"; invocation: number; receipt: WorkerReceipt; workspaceGrowth: number; emitsDropped: number }
-  | { type: "report"; spares: SpareStats; memories: MemoryStats; loaded: number; rssBytes: number };
+  | { type: "report"; spares: SpareStats; memories: MemoryStats; loaded: number; rssBytes: number; typeStripper: boolean };
 
 /**
  * The worker's synchronous channel (its own socket pair; a line of JSON each): a request for more

@@ -4,7 +4,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable, Writable } from "node:stream";
 import { MALLOC_ENVIRONMENT } from "../../config/process-memory.ts";
-import { bubblewrapArguments, findBash, findBubblewrap, SANDBOX_EGRESS_SOCKET, withOwnDescriptorsOnly } from "./bubblewrap.ts";
+import { bubblewrapArguments, launchCommand, SANDBOX_EGRESS_SOCKET } from "./bubblewrap.ts";
 import { Egress } from "./egress.ts";
 import type { FromWorker, LeaseRequest, SyncNote, ToWorker, WorkerBoot } from "./protocol.ts";
 import { readStartRegister } from "./start-register.ts";
@@ -12,7 +12,22 @@ import { readStartRegister } from "./start-register.ts";
 const WORKER_MAIN = new URL("../worker/main.ts", import.meta.url).pathname;
 const EGRESS_PRELOAD = new URL("../worker/egress-preload.ts", import.meta.url).pathname;
 /** What is kept of a worker's stderr: enough to say why it failed to start. */
-const STDERR_TAIL = 2048;
+export const STDERR_TAIL = 2048;
+
+/**
+ * The environment a process of the workers' runtime starts with (the compile cache's filler too:
+ * Node keys its cache by what changes compiled code). The egress preload goes in NODE_OPTIONS,
+ * not the command line: the WASI shim starts its I/O thread with an empty execArgv, and only
+ * NODE_OPTIONS preloads reach it there.
+ */
+export function runtimeEnvironment(compileCache: string): Record<string, string> {
+  return { ...MALLOC_ENVIRONMENT, NODE_OPTIONS: `--import=${EGRESS_PRELOAD}`, NODE_COMPILE_CACHE: compileCache };
+}
+
+/** Node running `script` as the workers' runtime does. */
+export function nodeCommand(script: string): string[] {
+  return [process.execPath, "--disable-warning=ExperimentalWarning", script];
+}
 
 export interface WorkerProcessOptions {
   /** Run inside bubblewrap (SERVICE_ENV_SANDBOX=on), or as a plain child process. */
@@ -24,6 +39,8 @@ export interface WorkerProcessOptions {
   egressSocket: string;
   /** Prepared components of the current toolchain (read-only in the sandbox). */
   prepared: string;
+  /** The compile cache of the workers' own code, filled (compile-cache.ts; read-only in the sandbox). */
+  compileCache: string;
   workspaceRoot: string;
 }
 
@@ -128,28 +145,10 @@ export class WorkerProcess {
     this.#egress = egress;
     const boot: WorkerBoot = { ...this.#options.boot, scratchRoot };
     const egressPath = this.#options.sandbox ? SANDBOX_EGRESS_SOCKET : this.#options.egressSocket;
-    // The egress preload goes in NODE_OPTIONS, not the command line: the WASI shim starts its I/O
-    // thread with an empty execArgv, and only NODE_OPTIONS preloads reach it there.
-    const env = { ...MALLOC_ENVIRONMENT, NODE_OPTIONS: `--import=${EGRESS_PRELOAD}`, SKILLENV_WORKER: JSON.stringify(boot), SKILLENV_EGRESS: egressPath };
-    const node = [process.execPath, "--disable-warning=ExperimentalWarning", WORKER_MAIN];
-    let bubblewrap: string | undefined;
-    if (this.#options.sandbox) {
-      bubblewrap = findBubblewrap();
-      if (!bubblewrap) throw new Error("bubblewrap (bwrap) is not on the server's PATH");
-    }
-    const bash = findBash();
-    if (!bash) throw new Error("bash is not on the server's PATH (it starts each worker with only its own descriptors)");
-    const [command, ...args] = withOwnDescriptorsOnly(
-      bash,
-      bubblewrap
-        ? [
-            bubblewrap,
-            ...bubblewrapArguments(
-              { prepared: this.#options.prepared, workspaceRoot: this.#options.workspaceRoot, scratchRoot, egressSocket: this.#options.egressSocket },
-              node,
-            ),
-          ]
-        : node,
+    const { compileCache, prepared, workspaceRoot, egressSocket } = this.#options;
+    const env = { ...runtimeEnvironment(compileCache), SKILLENV_WORKER: JSON.stringify(boot), SKILLENV_EGRESS: egressPath };
+    const [command, ...args] = launchCommand(this.#options.sandbox, nodeCommand(WORKER_MAIN), (node) =>
+      bubblewrapArguments({ prepared, compileCache, workspaceRoot, scratchRoot, egressSocket }, node),
     );
     // 0: nothing; 1: guests' output, discarded; 2: kept (tail) to explain a failed start;
     // 3: IPC; 4: the watchdog's report; 5: the synchronous channel (lease requests); 6: the start

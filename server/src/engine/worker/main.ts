@@ -12,6 +12,7 @@ import type { FromWorker, ToWorker, WorkerBoot } from "../pool/protocol.ts";
 import { StartRegister } from "../pool/start-register.ts";
 import { setBlockingCaller } from "../wasi/blocking.ts";
 import { Components } from "./components.ts";
+import { NOT_A_WORKER_PROCESS } from "./entries.ts";
 import { Invocations } from "./invocations.ts";
 import { yieldCpu } from "./priority.ts";
 import { ThreadClaim } from "./thread-claim.ts";
@@ -21,7 +22,7 @@ const WATCHDOG_FD = 4;
 const SYNC_FD = 5;
 const REGISTER_FD = 6;
 
-if (!process.send) throw new Error("engine/worker/main.ts runs as a worker process of the pool, with an IPC channel");
+if (!process.send) throw new Error(NOT_A_WORKER_PROCESS);
 const boot = JSON.parse(process.env.SKILLENV_WORKER ?? "null") as WorkerBoot;
 // A stray rejection from guest glue (e.g. a dropped guest's internal promise) must not take the
 // worker, and every invocation in it, down. The worker's own promises are all handled.
@@ -80,7 +81,15 @@ function handle(message: ToWorker): void {
         memories: { ...components.recycling.stats },
         loaded: components.loadedCount(),
         rssBytes: process.memoryUsage.rss(),
+        typeStripper: typeStripperLoaded(),
       });
       break;
   }
+}
+
+/** Whether this thread loaded Node's TypeScript stripper (amaro): what the compile cache spares it. */
+function typeStripperLoaded(): boolean {
+  // process.moduleLoadList: Node's own record of the internal modules this thread loaded.
+  const loaded = (process as unknown as { moduleLoadList: string[] }).moduleLoadList;
+  return loaded.some((entry) => entry.includes("internal/deps/amaro/"));
 }

@@ -21,7 +21,9 @@ export class ThreadClaim {
     const times = new SharedArrayBuffer(16);
     this.#holder = new Int32Array(holder);
     this.#times = new Float64Array(times);
-    const watchdog = new Worker(new URL("./watchdog-thread.ts", import.meta.url), { workerData: { holder, times, graceMs, reportFd } });
+    // Without the egress socket: the watchdog makes no connection (egress-preload.ts).
+    const { SKILLENV_EGRESS: _, ...env } = process.env;
+    const watchdog = new Worker(new URL("./watchdog-thread.ts", import.meta.url), { workerData: { holder, times, graceMs, reportFd }, env });
     // The watchdog never ends on its own; it must not keep the process alive when it should exit.
     watchdog.unref();
     // No watchdog, no worker: a guest computing past its deadline could not be stopped. The pool replaces the process.

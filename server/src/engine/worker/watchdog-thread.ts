@@ -10,7 +10,9 @@
 // A guest is therefore stopped between grace and grace + POLL_MS after its deadline.
 import { readlinkSync, writeSync } from "node:fs";
 import { parentPort, workerData } from "node:worker_threads";
+import { NOT_THE_WATCHDOG } from "./entries.ts";
 
+if (!parentPort || !workerData) throw new Error(NOT_THE_WATCHDOG);
 const { holder, times, graceMs, reportFd } = workerData as { holder: SharedArrayBuffer; times: SharedArrayBuffer; graceMs: number; reportFd: number };
 const claimed = new Int32Array(holder);
 /** [0]: the holder's deadline, [1]: when it took the thread. */
@@ -24,7 +26,7 @@ const sleeper = new Int32Array(new SharedArrayBuffer(4));
 let busySince: number | undefined;
 
 // This thread's id ("<pid>/task/<tid>"), so that the worker lowers every thread's priority but this one.
-parentPort!.postMessage(threadId());
+parentPort.postMessage(threadId());
 
 function threadId(): number | undefined {
   try {
