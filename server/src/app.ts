@@ -224,6 +224,7 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
     };
     // Every workspace's requests share this process's event loop: each gets its share (docs/operations.md).
     const workspaceRates = new WorkspaceRateLimiter(settings.workspaceRates);
+    metrics?.observeHeldRefusals(() => workspaceRates.heldInAll());
     const router = createConnectRouter({
       requestGate: recordingGate(authenticationGate(keys, new Set([Health, ...reflectionServices].map((service) => service.typeName)), workspaceRates)),
       interceptors: [storageErrorInterceptor(storageFailed)],

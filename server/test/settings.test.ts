@@ -47,13 +47,21 @@ describe("settings", () => {
     expect(loadSettings({ SERVICE_ENV_COMPILED_MEMORY_MIB: "0" }).env.compiledMemoryMib).toBe(0);
   });
 
-  it("gives each workspace 200 requests a second in bursts of twice that unless set; 0 turns the limit off", () => {
-    expect(loadSettings({}).workspaceRates).toEqual({ requestsPerSec: 200, burst: 400 });
-    expect(loadSettings({ SERVICE_WORKSPACE_REQUESTS_PER_SEC: "50" }).workspaceRates).toEqual({ requestsPerSec: 50, burst: 100 });
+  it("gives each workspace 200 requests a second in bursts of twice that unless set, its refusals held up to a second, 256 at once; 0 turns the limit off", () => {
+    const held = { holdMs: 1000, maxHeld: 256 };
+    expect(loadSettings({}).workspaceRates).toEqual({ requestsPerSec: 200, burst: 400, ...held });
+    expect(loadSettings({ SERVICE_WORKSPACE_REQUESTS_PER_SEC: "50" }).workspaceRates).toEqual({ requestsPerSec: 50, burst: 100, ...held });
     expect(loadSettings({ SERVICE_WORKSPACE_REQUESTS_PER_SEC: "50", SERVICE_WORKSPACE_REQUEST_BURST: "10" }).workspaceRates).toEqual({
       requestsPerSec: 50,
       burst: 10,
+      ...held,
     });
+    expect(loadSettings({ SERVICE_WORKSPACE_REFUSAL_HOLD_MS: "0", SERVICE_WORKSPACE_MAX_HELD_REFUSALS: "8" }).workspaceRates).toMatchObject({
+      holdMs: 0,
+      maxHeld: 8,
+    });
+    expect(() => loadSettings({ SERVICE_WORKSPACE_MAX_HELD_REFUSALS: "0" })).toThrow("SERVICE_WORKSPACE_MAX_HELD_REFUSALS");
+    expect(() => loadSettings({ SERVICE_WORKSPACE_REFUSAL_HOLD_MS: "-1" })).toThrow("SERVICE_WORKSPACE_REFUSAL_HOLD_MS");
     expect(loadSettings({ SERVICE_WORKSPACE_REQUESTS_PER_SEC: "0" }).workspaceRates.requestsPerSec).toBe(0);
     expect(() => loadSettings({ SERVICE_WORKSPACE_REQUEST_BURST: "0" })).toThrow("SERVICE_WORKSPACE_REQUEST_BURST");
   });

@@ -115,12 +115,54 @@ describe("each workspace's share of the server", () => {
   });
 });
 
+describe("a workspace past its share, flooding", () => {
+  let service: TestService;
+  beforeAll(async () => {
+    // One request a second, one at once; a refusal held a minute, one at a time.
+    service = await startTestService({
+      SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
+      SERVICE_WORKSPACE_REQUESTS_PER_SEC: "1",
+      SERVICE_WORKSPACE_REQUEST_BURST: "1",
+      SERVICE_WORKSPACE_REFUSAL_HOLD_MS: "60000",
+      SERVICE_WORKSPACE_MAX_HELD_REFUSALS: "1",
+      SERVICE_METRICS_LISTEN: "127.0.0.1:0",
+    });
+  });
+  afterAll(async () => {
+    await service?.close();
+  });
+
+  const held = async () => Number(/^skillenv_workspace_refusals_held (\d+)$/m.exec(await (await fetch(`${service.metricsUrl}/metrics`)).text())?.[1]);
+
+  it("has its refusal held, the next one answered at once past the held limit, while another workspace is served; a client that leaves is let go", async () => {
+    const a = sessionClient(service.url, KEY_A);
+    await a.listSessions({});
+    const leaving = new AbortController();
+    let heldAnswered = false;
+    const first = a.listSessions({}, { signal: leaving.signal }).finally(() => (heldAnswered = true));
+    const firstRefusal = first.then(
+      () => undefined,
+      (error: unknown) => ConnectError.from(error),
+    );
+    await vi.waitFor(async () => expect(await held()).toBe(1), { timeout: 10_000, interval: 50 });
+    // Past the one held refusal: answered at once, with the same code.
+    expect(await refusal(a.listSessions({}))).toMatchObject({ code: Code.ResourceExhausted, reason: "workspace_rate_limited" });
+    const b = sessionClient(service.url, KEY_B);
+    expect((await b.createSession({ environments: [laptop] })).session?.id).toMatch(/.+/);
+    // The held one still waits (for at least half a minute).
+    expect(heldAnswered).toBe(false);
+    leaving.abort();
+    expect((await firstRefusal)?.code).toBe(Code.Canceled);
+    await vi.waitFor(async () => expect(await held()).toBe(0), { timeout: 10_000, interval: 50 });
+  });
+});
+
 describe("WorkspaceRateLimiter", () => {
   afterEach(() => vi.useRealTimers());
 
   it("admits a burst, then one request per 1/rate seconds, per workspace, and makes a large response's bytes owed", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
-    const limiter = new WorkspaceRateLimiter({ requestsPerSec: 2, burst: 3 });
+    const limiter = new WorkspaceRateLimiter({ requestsPerSec: 2, burst: 3, holdMs: 0, maxHeld: 1 });
     for (let i = 0; i < 3; i++) limiter.admit("a");
     const refused = (() => {
       try {
@@ -146,8 +188,47 @@ describe("WorkspaceRateLimiter", () => {
     limiter.admit("a");
   });
 
+  it("holds a refusal between half of holdMs and all of it, answers at once past maxHeld, and at once when the client leaves", async () => {
+    vi.useFakeTimers({ toFake: ["performance", "setTimeout", "clearTimeout"] });
+    const limiter = new WorkspaceRateLimiter({ requestsPerSec: 1, burst: 1, holdMs: 1000, maxHeld: 2 });
+    const client = new AbortController();
+    expect(limiter.admitOrHold("a", client.signal)).toBeUndefined();
+    const settled: string[] = [];
+    const hold = (name: string, signal = client.signal) => {
+      const held = limiter.admitOrHold("a", signal)!;
+      expect(held).toBeInstanceOf(Promise);
+      held.catch((error: unknown) => settled.push(`${name}: ${ConnectError.from(error).findDetails(ErrorInfoSchema)[0]?.reason}`));
+    };
+    hold("first");
+    const leaving = new AbortController();
+    hold("second", leaving.signal);
+    expect(limiter.heldInAll()).toBe(2);
+    // Past maxHeld: refused at once, not held. Another workspace is admitted meanwhile.
+    expect(() => limiter.admitOrHold("a", client.signal)).toThrow(/share of the server/);
+    expect(limiter.admitOrHold("b", client.signal)).toBeUndefined();
+    // A client that leaves is answered at once.
+    leaving.abort();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(settled).toEqual(["second: workspace_rate_limited"]);
+    expect(limiter.heldInAll()).toBe(1);
+    // Not before half of holdMs; by holdMs.
+    await vi.advanceTimersByTimeAsync(499);
+    expect(settled).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(501);
+    expect(settled).toEqual(["second: workspace_rate_limited", "first: workspace_rate_limited"]);
+    expect(limiter.heldInAll()).toBe(0);
+  });
+
+  it("answers at once with holdMs 0", () => {
+    const limiter = new WorkspaceRateLimiter({ requestsPerSec: 1, burst: 1, holdMs: 0, maxHeld: 256 });
+    const signal = new AbortController().signal;
+    limiter.admitOrHold("a", signal);
+    expect(() => limiter.admitOrHold("a", signal)).toThrow(/share of the server/);
+    expect(limiter.heldInAll()).toBe(0);
+  });
+
   it("is off at a rate of 0", () => {
-    const limiter = new WorkspaceRateLimiter({ requestsPerSec: 0, burst: 0 });
+    const limiter = new WorkspaceRateLimiter({ requestsPerSec: 0, burst: 0, holdMs: 1000, maxHeld: 1 });
     for (let i = 0; i < 1000; i++) limiter.admit("a");
     limiter.charge("a", 1 << 30);
     limiter.admit("a");

@@ -22,13 +22,16 @@ const VERIFIED_HEADERS = 64;
  * service) stay open. As a request gate it refuses before the body is read, so a caller without a
  * key cannot make the server read, buffer or parse a body; the refusal leaves in the protocol's
  * own format (gRPC trailers-only, Connect JSON, REST JSON through the transcoder). A workspace
- * past its share of the server (`rates`) is refused here too, as cheaply.
+ * past its share of the server (`rates`) is refused here too, its refusal held a while first.
  */
 export function authenticationGate(keys: ApiKeys, publicServices: ReadonlySet<string>, rates?: WorkspaceRateLimiter): RequestGate {
-  const workspaceOf = bearerAuthenticator(keys, rates);
+  const workspaceOf = bearerAuthenticator(keys);
   return (context) => {
     if (publicServices.has(context.service.typeName)) return;
-    context.values.set(workspaceContextKey, workspaceOf(context.requestHeader.get("authorization")));
+    const workspace = workspaceOf(context.requestHeader.get("authorization"));
+    context.values.set(workspaceContextKey, workspace);
+    // A refusal may be held before it is answered (WorkspaceRateLimiter.admitOrHold).
+    if (rates?.enabled) return rates.admitOrHold(workspace, context.signal);
   };
 }
 

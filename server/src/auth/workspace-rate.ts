@@ -19,10 +19,22 @@ const MAX_DEBT_SECS = 60;
  * is refused `workspace_rate_limited`, told when to retry, and nothing of its request runs: another
  * workspace's requests are never refused for it. Workspaces are the configured keys' (a bounded
  * set), so the buckets are too.
+ *
+ * A refusal is cheap, but not free (the request's HTTP/2 stream, its routing, the error's
+ * encoding: about 0.4 ms of the event loop each under a flood), and a client that retries at once
+ * with many requests in flight turns refusals into a flood of their own: 1,300 a second from one
+ * fan-out here, in bursts of 200 that other workspaces' requests waited behind. So `hold` keeps a
+ * refusal for up to `holdMs` (a random time between half of it and all of it, so that held
+ * refusals do not come back as a burst) before answering it: a workspace past its share gets at
+ * most as many refusals a second as it has requests in flight, and is told no sooner than its
+ * Retry-After would have it ask again. At most `maxHeld` refusals of a workspace are held at once;
+ * past them it is answered at once.
  */
 export class WorkspaceRateLimiter {
   readonly #settings: WorkspaceRateSettings;
   readonly #buckets = new Map<string, Bucket>();
+  /** Refusals being held, per workspace. */
+  readonly #held = new Map<string, number>();
 
   constructor(settings: WorkspaceRateSettings) {
     this.#settings = settings;
@@ -46,6 +58,41 @@ export class WorkspaceRateLimiter {
       `this workspace has used its share of the server (${this.#settings.requestsPerSec} requests per second, bursts of ${this.#settings.burst}, a request more per ${RESPONSE_BYTES_PER_REQUEST / 1024} KiB answered); retry in ${retryAfterSecs} s`,
       retryAfterSecs,
     );
+  }
+
+  /**
+   * Takes one request's token for `workspace` (undefined), or refuses it: a promise that rejects
+   * with `workspace_rate_limited` once the refusal has been held (at once if `signal` aborts: the
+   * client left), or a throw when it is not held (holdMs 0, or maxHeld reached).
+   */
+  admitOrHold(workspace: string, signal: AbortSignal): Promise<never> | undefined {
+    try {
+      this.admit(workspace);
+      return undefined;
+    } catch (refusal) {
+      const held = this.#held.get(workspace) ?? 0;
+      if (this.#settings.holdMs === 0 || held >= this.#settings.maxHeld || signal.aborted) throw refusal;
+      this.#held.set(workspace, held + 1);
+      return new Promise<never>((_, reject) => {
+        const answer = () => {
+          clearTimeout(timer);
+          signal.removeEventListener("abort", answer);
+          const left = (this.#held.get(workspace) ?? 1) - 1;
+          if (left > 0) this.#held.set(workspace, left);
+          else this.#held.delete(workspace);
+          reject(refusal);
+        };
+        const timer = setTimeout(answer, this.#settings.holdMs * (0.5 + Math.random() / 2));
+        signal.addEventListener("abort", answer);
+      });
+    }
+  }
+
+  /** Refusals being held now, over every workspace. */
+  heldInAll(): number {
+    let held = 0;
+    for (const count of this.#held.values()) held += count;
+    return held;
   }
 
   /** Charges a finished response's bytes to `workspace`: a token per RESPONSE_BYTES_PER_REQUEST, owed if need be. */

@@ -59,6 +59,10 @@ export interface WorkspaceRateSettings {
   requestsPerSec: number;
   /** Requests one workspace may make at once after a quiet spell (the bucket's size). */
   burst: number;
+  /** How long a refusal is held before it is answered, at most (milliseconds; 0: answered at once). */
+  holdMs: number;
+  /** Refusals held at once per workspace; past them, refusals are answered at once. */
+  maxHeld: number;
 }
 
 /** How replicas on a shared database find each other and own sessions (docs/operations.md, "Scaling"). */
@@ -256,6 +260,8 @@ export function loadSettings(env: Env = process.env): Settings {
     workspaceRates: {
       requestsPerSec: read("SERVICE_WORKSPACE_REQUESTS_PER_SEC", parseZeroOrPositiveInt, 200),
       burst: read("SERVICE_WORKSPACE_REQUEST_BURST", parsePositiveInt, 0),
+      holdMs: read("SERVICE_WORKSPACE_REFUSAL_HOLD_MS", parseZeroOrPositiveInt, 1000),
+      maxHeld: read("SERVICE_WORKSPACE_MAX_HELD_REFUSALS", parsePositiveInt, 256),
     },
     limits: {
       maxUploadBytes: read("SERVICE_MAX_UPLOAD_BYTES", parsePositiveInt, 128 * MiB),

@@ -200,6 +200,16 @@ export class Metrics {
     this.#tokens.inc({ provider, direction: "output" }, run.usage.outputTokens);
   }
 
+  /** Refusals of workspaces past their share being held before they are answered (WorkspaceRateLimiter), read at each scrape. */
+  observeHeldRefusals(held: () => number): void {
+    const gauge = new Gauge({
+      name: "skillenv_workspace_refusals_held",
+      help: "Refusals of workspaces past their share of requests, held before they are answered.",
+      registers: [this.registry],
+    });
+    this.#beforeScrape.push(() => gauge.set(held()));
+  }
+
   /** The worker pool's gauges, read from `stats` at each scrape. */
   observePool(stats: () => PoolStats): void {
     const registers = [this.registry];
