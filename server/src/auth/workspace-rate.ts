@@ -21,14 +21,14 @@ const MAX_DEBT_SECS = 60;
  * set), so the buckets are too.
  *
  * A refusal is cheap, but not free (the request's HTTP/2 stream, its routing, the error's
- * encoding: about 0.4 ms of the event loop each under a flood), and a client that retries at once
- * with many requests in flight turns refusals into a flood of their own: 1,300 a second from one
- * fan-out here, in bursts of 200 that other workspaces' requests waited behind. So `hold` keeps a
- * refusal for up to `holdMs` (a random time between half of it and all of it, so that held
- * refusals do not come back as a burst) before answering it: a workspace past its share gets at
- * most as many refusals a second as it has requests in flight, and is told no sooner than its
- * Retry-After would have it ask again. At most `maxHeld` refusals of a workspace are held at once;
- * past them it is answered at once.
+ * encoding: about 0.4 ms of the event loop each under a flood), and a client that retries at
+ * once with many requests in flight turns refusals into a flood of their own: 1,300 a second
+ * from one fan-out in the noisy-neighbour bench, in bursts of 200 that other workspaces' requests
+ * waited behind. So `admitOrHold` keeps a refusal for up to `holdMs` (a random time between half
+ * of it and all of it, so that held refusals do not come back as a burst) before answering it: a
+ * workspace past its share gets at most as many refusals a second as it has requests in flight,
+ * and is told no sooner than its Retry-After would have it ask again. At most `maxHeld` refusals
+ * of a workspace are held at once; past them it is answered at once.
  */
 export class WorkspaceRateLimiter {
   readonly #settings: WorkspaceRateSettings;

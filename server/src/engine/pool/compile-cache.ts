@@ -8,7 +8,7 @@ const FILLER = new URL("../worker/fill-compile-cache.ts", import.meta.url).pathn
 const FILL_TIMEOUT_MS = 60_000;
 
 /**
- * Fills the compile cache of the workers' own code (docs/environments.md, "Memory"). A worker
+ * Fills the compile cache of the workers' own code (docs/environments.md, "Decisions"). A worker
  * runs the engine's TypeScript, which Node strips of its types as it loads it with a stripper
  * (amaro, compiled to WebAssembly) that then stays in the process: 11.5 MiB in a worker's main
  * thread and as much in its watchdog thread, measured. Node's compile cache (NODE_COMPILE_CACHE)
