@@ -107,6 +107,14 @@ async function runNoisyWorkspace(url: string): Promise<void> {
       })),
     });
   }
+  // A session runs one run at a time: each emitting run has a session of its own. Made before
+  // any activity starts, so that none of A's setup is refused for A's own flood.
+  const emittingSessions = await Promise.all(
+    Array.from(
+      { length: EMITTING_RUNS },
+      async () => (await sessions.createSession({ environments: [{ name: "box", kind: { case: "service", value: {} } }] })).session,
+    ),
+  );
   const stats: NoisyStats = { calls: {} };
   const count = (what: string, outcome: string) => (stats.calls[`${what}: ${outcome}`] = (stats.calls[`${what}: ${outcome}`] ?? 0) + 1);
   let stopping = false;
@@ -138,9 +146,7 @@ async function runNoisyWorkspace(url: string): Promise<void> {
       return `${outcomes.filter((outcome) => outcome === "returned").length} of ${FAN_OUT} returned`;
     }),
   );
-  for (let i = 0; i < EMITTING_RUNS; i++) {
-    // A session runs one run at a time: each emitting run has a session of its own.
-    const { session: own } = await sessions.createSession({ environments: [{ name: "box", kind: { case: "service", value: {} } }] });
+  for (const own of emittingSessions) {
     activities.push(
       forever("emitting run", async () => {
         const { run } = await runs.createRun({
