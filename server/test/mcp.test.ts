@@ -311,6 +311,33 @@ describe("MCP environments (server-everything over Streamable HTTP)", () => {
     }
   });
 
+  it("lets go of a session's MCP session when the session leaves memory, and its next call starts a new one", async () => {
+    // SERVICE_SESSION_CACHE_MIB=0: a session no request uses leaves memory at once. A proxy of
+    // its own, whose open streams are this service's alone.
+    const own = await startRecordingProxy(everything);
+    const lean = await startTestService({ SERVICE_MCP_ALLOW: own.origin, SERVICE_SESSION_CACHE_MIB: "0" });
+    try {
+      const client = sessionClient(lean.url, KEY_A);
+      const initializes = () => own.seen.filter((request) => request.message?.method === "initialize").length;
+      const { session } = await client.createSession({ environments: [{ name: "ev", kind: { case: "mcp", value: { url: own.url, tools: ["echo"] } } }] });
+      const created = initializes();
+      for (const message of ["one", "two"]) {
+        const { receipt } = await client.callTool({ sessionId: session!.id, tool: "ev__echo", input: fromJson(ValueSchema, { message }) });
+        expect(outputOf(receipt)).toEqual({ content: `Echo: ${message}` });
+      }
+      expect(initializes()).toBe(created + 2);
+      // Each MCP session opened its event stream (GET); each was closed as its session left memory.
+      expect(own.seen.filter((request) => request.method === "GET").length).toBeGreaterThanOrEqual(3);
+      for (const until = Date.now() + 10_000; own.open("GET") > 0; ) {
+        if (Date.now() > until) throw new Error(`${own.open("GET")} event streams of MCP sessions left open`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    } finally {
+      await lean.close();
+      await own.close();
+    }
+  });
+
   it("fails an environment whose tools would pass the session's limits, and places none of them", async () => {
     const small = await startTestService({ SERVICE_MCP_ALLOW: proxy.origin, SERVICE_SESSION_MAX_BYTES: "4000" });
     try {

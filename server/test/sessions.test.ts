@@ -123,6 +123,58 @@ describe("listing sessions", () => {
   });
 });
 
+describe("sessions held in memory", () => {
+  it("holds the sessions in use and the most recently used others within SERVICE_SESSION_CACHE_MIB; the others are read again, and serve, when next used", async () => {
+    const small = await startTestService({ SERVICE_SESSION_CACHE_MIB: "1" });
+    try {
+      const client = sessionClient(small.url, KEY_A);
+      const echo = await admitTool(small.url, KEY_A, "echo-wat");
+      // About 240 KB stored each (four schemas of 60 KB): four fit the budget, not five.
+      const schema = { type: "object", description: "s".repeat(60_000) };
+      const spec = {
+        environments: [{ name: "sandbox", kind: { case: "service" as const, value: {} } }],
+        tools: Array.from({ length: 4 }, (_, i) => ({
+          name: `echo${i}`,
+          environment: "sandbox",
+          inputSchema: schema,
+          implementation: { kind: { case: "tool" as const, value: echo } },
+        })),
+      };
+      const ids: string[] = [];
+      for (let i = 0; i < 12; i++) ids.push((await client.createSession(spec)).session!.id);
+      const held = async () => {
+        const status = (await (await fetch(`${small.url}/v1/status`, { headers: bearer(KEY_A) })).json()) as { sessions: { active?: number; ended?: number } };
+        return (status.sessions.active ?? 0) + (status.sessions.ended ?? 0);
+      };
+      expect(await held()).toBe(4);
+      // The oldest, read again: its record whole, and its tools run, each call once, also together.
+      const first = (await client.getSession({ sessionId: ids[0]! })).session!;
+      expect(first.tools.map((tool) => [tool.name, String(tool.inputSchema?.description).length])).toEqual(spec.tools.map((tool) => [tool.name, 60_000]));
+      const calls = await Promise.all(
+        [0, 1, 2, 3].map((i) => client.callTool({ sessionId: ids[1]!, tool: `echo${i}`, input: fromJson(ValueSchema, { v: i }) })),
+      );
+      expect(calls.map((call) => call.receipt?.outcome.value)).toEqual(
+        [0, 1, 2, 3].map((i) => expect.objectContaining({ output: fromJson(ValueSchema, { v: i }) })),
+      );
+      let receipts = 0;
+      const events = await eventsUntil(client, ids[1]!, (event) => event.type === "operation.receipt" && event.data?.kind === "execute" && ++receipts === 4);
+      expect(
+        events
+          .filter((event) => event.type === "operation.sent" && event.data?.kind === "execute")
+          .map((event) => event.data?.tool)
+          .sort(),
+      ).toEqual(["echo0", "echo1", "echo2", "echo3"]);
+      // Ended and deleted while not held.
+      expect((await client.endSession({ sessionId: ids[2]! })).session?.state).toBe("ended");
+      await client.deleteSession({ sessionId: ids[3]! });
+      await expect(client.getSession({ sessionId: ids[3]! })).rejects.toThrow(/session_not_found|has no session/);
+      expect(await held()).toBe(4);
+    } finally {
+      await small.close();
+    }
+  }, 120_000);
+});
+
 describe("sessions with the service environment", () => {
   let service: TestService & { root: string };
   let a: Client<typeof SessionService>;

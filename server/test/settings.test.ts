@@ -66,6 +66,14 @@ describe("settings", () => {
     expect(() => loadSettings({ SERVICE_WORKSPACE_REQUEST_BURST: "0" })).toThrow("SERVICE_WORKSPACE_REQUEST_BURST");
   });
 
+  it("keeps 64 MiB of idle sessions in memory unless SERVICE_SESSION_CACHE_MIB says otherwise (0: none), and refuses a negative budget", () => {
+    expect(loadSettings({}).sessions.sessionCacheBytes).toBe(64 * 1024 * 1024);
+    expect(loadSettings({ SERVICE_SESSION_CACHE_MIB: "0" }).sessions.sessionCacheBytes).toBe(0);
+    expect(loadSettings({ SERVICE_SESSION_CACHE_MIB: "8" }).sessions.sessionCacheBytes).toBe(8 * 1024 * 1024);
+    expect(() => loadSettings({ SERVICE_SESSION_CACHE_MIB: "-1" })).toThrow("SERVICE_SESSION_CACHE_MIB");
+    expect(() => loadSettings({ SERVICE_SESSION_CACHE_MIB: "lots" })).toThrow("SERVICE_SESSION_CACHE_MIB");
+  });
+
   it("resumes interrupted runs unless SERVICE_RUN_RESUME=off, and takes nothing but on or off", () => {
     expect(loadSettings({}).sessions.runResume).toBe(true);
     expect(loadSettings({ SERVICE_RUN_RESUME: "on" }).sessions.runResume).toBe(true);

@@ -106,6 +106,8 @@ export interface SessionSettings {
   maxFieldBytes: number;
   /** Largest session: its environments and tools together, as stored (JSON text). */
   sessionMaxBytes: number;
+  /** Records of sessions no request uses that stay in memory (JSON text), most recently used first. */
+  sessionCacheBytes: number;
   /** Model calls per run, at most (the default of a run's max_rounds). */
   runMaxRounds: number;
   /** Finished runs (records, conversation, skill snapshots) are removed after this many days. */
@@ -326,6 +328,7 @@ export function loadSettings(env: Env = process.env): Settings {
       },
       maxFieldBytes: read("SERVICE_MAX_FIELD_BYTES", parsePositiveInt, 64 * 1024),
       sessionMaxBytes: read("SERVICE_SESSION_MAX_BYTES", parsePositiveInt, 2 * MiB),
+      sessionCacheBytes: read("SERVICE_SESSION_CACHE_MIB", parseZeroOrPositiveInt, 64) * MiB,
       runMaxRounds: read("SERVICE_RUN_MAX_ROUNDS", parsePositiveInt, 32),
       runRetentionDays: read("SERVICE_RUN_RETENTION_DAYS", parsePositiveInt, 30),
       runResume: read("SERVICE_RUN_RESUME", parseOnOff, true),

@@ -101,6 +101,12 @@ export interface EnvironmentBinding {
   cancel(operationId: string, deadlineMs: number): Promise<TerminalReceipt>;
   detach(deadlineMs: number): Promise<TerminalReceipt>;
   teardown(deadlineMs: number): Promise<TerminalReceipt>;
+  /**
+   * This process lets go of the binding (its session left memory, idle: nothing in flight): frees
+   * what it holds here, such as open connections, and tells the environment nothing. The session
+   * binds it again when next used.
+   */
+  release?(): void;
 }
 
 export function failure(code: string, message: string, retryable = false, details?: Record<string, string>): Failure {

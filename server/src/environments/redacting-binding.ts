@@ -26,6 +26,7 @@ export function redactingBinding(binding: EnvironmentBinding, secrets: () => rea
     cancel: (operationId: string, deadlineMs: number) => redacted(() => binding.cancel(operationId, deadlineMs)),
     detach: (deadlineMs: number) => redacted(() => binding.detach(deadlineMs)),
     teardown: (deadlineMs: number) => redacted(() => binding.teardown(deadlineMs)),
+    release: () => binding.release?.(),
   };
 }
 

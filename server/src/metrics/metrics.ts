@@ -250,7 +250,7 @@ export class Metrics {
     const registers = [this.registry];
     const sessions = new Gauge({
       name: "skillenv_sessions",
-      help: "Sessions this process holds in memory (those called since it started), by lifecycle (active, ending, deleting, ended).",
+      help: "Sessions this process holds in memory (in use, and the most recently used others within SERVICE_SESSION_CACHE_MIB), by lifecycle (active, ending, deleting, ended).",
       labelNames: ["lifecycle"],
       registers,
     });

@@ -46,6 +46,7 @@ export async function createSessions(options: SessionsFeatureOptions): Promise<S
     listMaxBytes: options.listMaxBytes,
     sizeLimits: { maxFieldBytes: options.settings.maxFieldBytes, sessionMaxBytes: options.settings.sessionMaxBytes },
     onOperation: options.onOperation,
+    idleBytes: options.settings.sessionCacheBytes,
   });
   if (!ownership.shared) await sessions.recover();
   return sessions;

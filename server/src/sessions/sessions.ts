@@ -42,6 +42,12 @@ export interface SessionsOptions {
   onOperation?: ((operation: SettledOperation) => void) | undefined;
   /** Which process serves each session: this one alone (embedded), or one replica at a time (shared store). */
   ownership: SessionOwnership;
+  /**
+   * SERVICE_SESSION_CACHE_MIB, in bytes: the records of sessions no request uses that stay in
+   * memory, most recently used first (their records as JSON text); the others are read again
+   * when next used.
+   */
+  idleBytes: number;
 }
 
 /** An operation that ended, as the metrics see it: nothing of its input, output or ids. */
@@ -106,16 +112,30 @@ interface LiveSession {
   readonly inFlight: Map<string, SentOperation>;
   /** Resolved whenever inFlight becomes empty. */
   drained: Array<() => void>;
+  /** The requests and recoveries using it now: while any does, it stays in memory. */
+  holders: number;
+  /** Its record's size as JSON text, counted against the idle budget while no one holds it. */
+  bytes: number;
 }
 
 /**
  * Sessions: the unit of execution (SPEC 3, 4.5, 4.6). A session binds named environments and
  * places tools in them; every operation on an environment goes through the session's journal
  * (runJournaled). Records and the journal are the truth; LiveSession is what this process holds.
+ *
+ * A session is held in memory while a request (or a recovery) uses it: each takes it with #load
+ * (or #hold) and gives it back with #release, so there is one LiveSession per session while it
+ * is in use, and every update builds on the last. Given back by all, it stays as long as the idle
+ * ones fit in `idleBytes`, the least recently used leaving first: what a workspace can make the
+ * server hold is its requests in flight and that budget, not every session it ever used.
  */
 export class Sessions {
   readonly #options: SessionsOptions;
+  /** Every session held: in use, or idle. */
   readonly #live = new Map<string, LiveSession>();
+  /** The idle ones (no holder), least recently used first, and their bytes. */
+  readonly #idle = new Set<LiveSession>();
+  #idleBytes = 0;
   readonly #lock = new KeyedLock();
   readonly #closing: ClosingListener[] = [];
 
@@ -132,12 +152,22 @@ export class Sessions {
     for (const { sessionId, event } of await this.#options.journal.recover()) {
       if (event.type !== "operation.receipt" || event.kind !== "setup") continue;
       const record = await this.#options.records.byId(sessionId);
-      if (record) await this.#setupFailed(this.#live.get(record.id) ?? this.#attach(record), event.environment);
+      if (!record) continue;
+      const live = this.#hold(record);
+      try {
+        await this.#setupFailed(live, event.environment);
+      } finally {
+        this.#release(live);
+      }
     }
     for (const record of await this.#options.records.interrupted()) {
-      const live = this.#attach(record);
-      if (record.lifecycle === "ending") await this.#finishEnding(live);
-      else await this.#finishDeletion(live);
+      const live = this.#hold(record);
+      try {
+        if (record.lifecycle === "ending") await this.#finishEnding(live);
+        else await this.#finishDeletion(live);
+      } finally {
+        this.#release(live);
+      }
     }
   }
 
@@ -149,11 +179,22 @@ export class Sessions {
    */
   async takeOver(sessionId: string, previousReplica: string | undefined): Promise<void> {
     const { journal, records } = this.#options;
-    this.#live.delete(sessionId);
+    this.#forget(sessionId);
     journal.forget(sessionId);
     const record = await records.byId(sessionId);
     if (!record) return;
-    const live = this.#attach(record);
+    const live = this.#hold(record);
+    try {
+      await this.#recoverTakenOver(live, previousReplica);
+    } finally {
+      this.#release(live);
+    }
+  }
+
+  async #recoverTakenOver(live: LiveSession, previousReplica: string | undefined): Promise<void> {
+    const { journal } = this.#options;
+    const { record } = live;
+    const sessionId = record.id;
     const settled = await journal.recover(sessionId);
     for (const { event } of settled) if (event.type === "operation.receipt" && event.kind === "setup") await this.#setupFailed(live, event.environment);
     if (record.lifecycle === "ending") return this.#finishEnding(live);
@@ -179,7 +220,7 @@ export class Sessions {
 
   /** Another replica took the session over: forget what this process held of it. */
   lose(sessionId: string): void {
-    this.#live.delete(sessionId);
+    this.#forget(sessionId);
     this.#options.journal.forget(sessionId);
   }
 
@@ -203,14 +244,18 @@ export class Sessions {
       options: this.#options.kinds[kind].describe(options),
     }));
     await this.#options.journal.append(id, { type: "session.created", data: { environments, tools: spec.tools.map((tool) => tool.name) } });
-    const live = this.#attach(record);
-    const automatic = spec.environments.filter((environment) => environment.setup === "automatic");
-    await Promise.all(automatic.map((environment) => this.#setup(live, environment.name)));
-    return live.record;
+    const live = this.#hold(record);
+    try {
+      const automatic = spec.environments.filter((environment) => environment.setup === "automatic");
+      await Promise.all(automatic.map((environment) => this.#setup(live, environment.name)));
+      return live.record;
+    } finally {
+      this.#release(live);
+    }
   }
 
   async get(workspace: string, id: string): Promise<SessionRecord> {
-    return (await this.#load(workspace, id)).record;
+    return this.#using(workspace, id, (live) => live.record);
   }
 
   /** A page of the workspace's sessions, newest first, each as this process holds it. */
@@ -221,37 +266,39 @@ export class Sessions {
 
   /** Sets up a manual environment, or one whose setup failed. A ready one is left as it is. */
   async setup(workspace: string, id: string, environment: string): Promise<{ environment: EnvironmentRecord; receipt?: TerminalReceipt }> {
-    const live = await this.#load(workspace, id);
-    this.#requireActive(live);
-    const current = environmentOf(live.record, environment);
-    if (current.state === "ready") return { environment: current };
-    const receipt = await this.#setup(live, environment);
-    return { environment: environmentOf(live.record, environment), receipt };
+    return this.#using(workspace, id, async (live) => {
+      this.#requireActive(live);
+      const current = environmentOf(live.record, environment);
+      if (current.state === "ready") return { environment: current };
+      const receipt = await this.#setup(live, environment);
+      return { environment: environmentOf(live.record, environment), receipt };
+    });
   }
 
   /** Runs a placed tool through the journal; RPC errors mean nothing was journaled or sent. */
   async callTool(workspace: string, id: string, toolName: string, options: CallToolOptions): Promise<ToolCallResult> {
-    const live = await this.#load(workspace, id);
-    this.#requireActive(live);
-    const tool = live.record.tools.find((placed) => placed.name === toolName);
-    if (!tool) throw serviceError("tool_not_found", `session ${id} has no tool named ${JSON.stringify(toolName)}`);
-    const environment = environmentOf(live.record, tool.environment);
-    if (environment.state !== "ready") {
-      throw serviceError("environment_not_ready", `tool ${toolName} runs in environment ${environment.name}, which is ${environment.state}, not ready`);
-    }
-    const inputBytes = Buffer.byteLength(options.input);
-    if (inputBytes > this.#options.maxPayloadBytes) {
-      throw serviceError("input_too_large", `the input has ${inputBytes} bytes as JSON, the limit is ${this.#options.maxPayloadBytes}`, {
-        maxBytes: String(this.#options.maxPayloadBytes),
-      });
-    }
-    const inputDepth = jsonTextDepth(options.input);
-    if (inputDepth > this.#options.maxJsonDepth) {
-      throw serviceError("input_too_deep", `the input nests ${inputDepth} levels deep, the limit is ${this.#options.maxJsonDepth}`, {
-        maxDepth: String(this.#options.maxJsonDepth),
-      });
-    }
-    return this.#execute(live, tool, options);
+    return this.#using(workspace, id, async (live) => {
+      this.#requireActive(live);
+      const tool = live.record.tools.find((placed) => placed.name === toolName);
+      if (!tool) throw serviceError("tool_not_found", `session ${id} has no tool named ${JSON.stringify(toolName)}`);
+      const environment = environmentOf(live.record, tool.environment);
+      if (environment.state !== "ready") {
+        throw serviceError("environment_not_ready", `tool ${toolName} runs in environment ${environment.name}, which is ${environment.state}, not ready`);
+      }
+      const inputBytes = Buffer.byteLength(options.input);
+      if (inputBytes > this.#options.maxPayloadBytes) {
+        throw serviceError("input_too_large", `the input has ${inputBytes} bytes as JSON, the limit is ${this.#options.maxPayloadBytes}`, {
+          maxBytes: String(this.#options.maxPayloadBytes),
+        });
+      }
+      const inputDepth = jsonTextDepth(options.input);
+      if (inputDepth > this.#options.maxJsonDepth) {
+        throw serviceError("input_too_deep", `the input nests ${inputDepth} levels deep, the limit is ${this.#options.maxJsonDepth}`, {
+          maxDepth: String(this.#options.maxJsonDepth),
+        });
+      }
+      return this.#execute(live, tool, options);
+    });
   }
 
   /**
@@ -259,31 +306,35 @@ export class Sessions {
    * agent loops, and the implementation admitted. Returns the placement as it will run.
    */
   async checkAgentLoop(workspace: string, id: string, environment: string, implementation: unknown, configuration: string): Promise<AgentLoopPlacement> {
-    const live = await this.#load(workspace, id);
-    const bound = environmentOf(live.record, environment);
-    const check = this.#options.kinds[bound.kind].checkAgentLoop;
-    if (!check) throw serviceError("invalid_argument", `environment ${environment} is a ${bound.kind} environment; agent loops run in the service environment`);
-    const checked = await check.call(this.#options.kinds[bound.kind], { workspace, sessionId: id, environment }, implementation);
-    return { environment, implementation: checked, configuration };
+    return this.#using(workspace, id, async (live) => {
+      const bound = environmentOf(live.record, environment);
+      const check = this.#options.kinds[bound.kind].checkAgentLoop;
+      if (!check)
+        throw serviceError("invalid_argument", `environment ${environment} is a ${bound.kind} environment; agent loops run in the service environment`);
+      const checked = await check.call(this.#options.kinds[bound.kind], { workspace, sessionId: id, environment }, implementation);
+      return { environment, implementation: checked, configuration };
+    });
   }
 
   /** Runs a run's agent loop as one execute operation, its host services answering its model and tool calls. */
   async runAgentLoop(workspace: string, id: string, loop: AgentLoopPlacement, host: AgentLoopHost, options: CallToolOptions): Promise<ToolCallResult> {
-    const live = await this.#load(workspace, id);
-    this.#requireActive(live);
-    const environment = environmentOf(live.record, loop.environment);
-    if (environment.state !== "ready")
-      throw serviceError("environment_not_ready", `the agent loop's environment ${environment.name} is ${environment.state}, not ready`);
-    return this.#execute(live, { ...loop, loopHost: host }, options);
+    return this.#using(workspace, id, async (live) => {
+      this.#requireActive(live);
+      const environment = environmentOf(live.record, loop.environment);
+      if (environment.state !== "ready")
+        throw serviceError("environment_not_ready", `the agent loop's environment ${environment.name} is ${environment.state}, not ready`);
+      return this.#execute(live, { ...loop, loopHost: host }, options);
+    });
   }
 
   /** Checks that an active session of the workspace binds `environment` as an environment of `kind` (for a host attaching). */
   async requireBinding(workspace: string, id: string, environment: string, kind: EnvironmentKindName): Promise<void> {
-    const live = await this.#load(workspace, id);
-    this.#requireActive(live);
-    const bound = environmentOf(live.record, environment);
-    if (bound.kind !== kind)
-      throw serviceError("invalid_argument", `environment ${environment} of session ${id} is a ${bound.kind} environment, not a ${kind} one`);
+    return this.#using(workspace, id, async (live) => {
+      this.#requireActive(live);
+      const bound = environmentOf(live.record, environment);
+      if (bound.kind !== kind)
+        throw serviceError("invalid_argument", `environment ${environment} of session ${id} is a ${bound.kind} environment, not a ${kind} one`);
+    });
   }
 
   /** Appends a note (a run's events) to the session's journal; `records` commit in the same atomic batch. */
@@ -297,36 +348,38 @@ export class Sessions {
    * names and writes `staging.files` (the journal records paths and digests, not contents).
    */
   async stage(workspace: string, id: string, staging: Staging, runId: string): Promise<Array<{ environment: string; receipt: TerminalReceipt }>> {
-    const live = await this.#load(workspace, id);
-    this.#requireActive(live);
-    const files = staging.files.map((file) => ({
-      path: file.path,
-      sizeBytes: file.bytes.byteLength,
-      sha256: createHash("sha256").update(file.bytes).digest("hex"),
-    }));
-    const manifest = JSON.stringify({ replace: staging.replace, files });
-    const targets = this.#stagingTargets(live);
-    return Promise.all(
-      targets.map(async ({ name }) => ({
-        environment: name,
-        receipt: await this.#operate(live, name, "stage", (binding, deadlineMs, operationId) => binding.stage(staging, deadlineMs, operationId), {
-          input: manifest,
-          runId,
-        }),
-      })),
-    );
+    return this.#using(workspace, id, async (live) => {
+      this.#requireActive(live);
+      const files = staging.files.map((file) => ({
+        path: file.path,
+        sizeBytes: file.bytes.byteLength,
+        sha256: createHash("sha256").update(file.bytes).digest("hex"),
+      }));
+      const manifest = JSON.stringify({ replace: staging.replace, files });
+      const targets = this.#stagingTargets(live);
+      return Promise.all(
+        targets.map(async ({ name }) => ({
+          environment: name,
+          receipt: await this.#operate(live, name, "stage", (binding, deadlineMs, operationId) => binding.stage(staging, deadlineMs, operationId), {
+            input: manifest,
+            runId,
+          }),
+        })),
+      );
+    });
   }
 
   /** Whether `stage` would reach any environment of the session: one that is ready and has a workspace. */
   async stagesFiles(workspace: string, id: string): Promise<boolean> {
-    return this.#stagingTargets(await this.#load(workspace, id)).length > 0;
+    return this.#using(workspace, id, (live) => this.#stagingTargets(live).length > 0);
   }
 
   /** Sends a cancel for every operation in flight on behalf of `runId`; their receipts are still recorded. */
   async cancelRunOperations(workspace: string, id: string, runId: string): Promise<void> {
-    const live = await this.#load(workspace, id);
-    const targets = [...live.inFlight.values()].filter((operation) => operation.runId === runId);
-    await Promise.all(targets.map((target) => this.#cancel(live, target)));
+    return this.#using(workspace, id, async (live) => {
+      const targets = [...live.inFlight.values()].filter((operation) => operation.runId === runId);
+      await Promise.all(targets.map((target) => this.#cancel(live, target)));
+    });
   }
 
   onClosing(listener: ClosingListener): void {
@@ -339,15 +392,16 @@ export class Sessions {
    * the journal's last event.
    */
   async end(workspace: string, id: string): Promise<SessionRecord> {
-    const live = await this.#load(workspace, id);
-    await this.#lock.run(id, async () => {
-      if (live.record.lifecycle !== "active") return;
-      await this.#putRecord(live, { ...live.record, lifecycle: "ending" });
-      await Promise.all(this.#closing.map((listener) => listener(workspace, id, "end")));
-      await this.#drain(live);
-      await this.#finishEnding(live);
+    return this.#using(workspace, id, async (live) => {
+      await this.#lock.run(id, async () => {
+        if (live.record.lifecycle !== "active") return;
+        await this.#putRecord(live, { ...live.record, lifecycle: "ending" });
+        await Promise.all(this.#closing.map((listener) => listener(workspace, id, "end")));
+        await this.#drain(live);
+        await this.#finishEnding(live);
+      });
+      return live.record;
     });
-    return live.record;
   }
 
   /**
@@ -356,20 +410,21 @@ export class Sessions {
    * record and journal are removed. A restart finishes a deletion that was interrupted.
    */
   async delete(workspace: string, id: string): Promise<void> {
-    const live = await this.#load(workspace, id);
-    await this.#lock.run(id, async () => {
-      if (live.record.lifecycle === "deleting") return;
-      await this.#putRecord(live, { ...live.record, lifecycle: "deleting" });
-      await Promise.all(this.#closing.map((listener) => listener(workspace, id, "delete")));
-      await Promise.all([...live.inFlight.values()].map((target) => this.#cancel(live, target)));
-      await this.#drain(live);
-      await this.#finishDeletion(live);
+    return this.#using(workspace, id, async (live) => {
+      await this.#lock.run(id, async () => {
+        if (live.record.lifecycle === "deleting") return;
+        await this.#putRecord(live, { ...live.record, lifecycle: "deleting" });
+        await Promise.all(this.#closing.map((listener) => listener(workspace, id, "delete")));
+        await Promise.all([...live.inFlight.values()].map((target) => this.#cancel(live, target)));
+        await this.#drain(live);
+        await this.#finishDeletion(live);
+      });
     });
   }
 
   /** The session's events after `after`, then live ones, until `session.ended` or deletion. */
   async watch(workspace: string, id: string, after: number, signal?: AbortSignal): Promise<AsyncGenerator<JournalEvent>> {
-    await this.#load(workspace, id);
+    await this.#using(workspace, id, () => undefined);
     return this.#options.journal.watch(id, after, { signal, until: (event) => event.type === "session.ended" });
   }
 
@@ -529,7 +584,7 @@ export class Sessions {
     }
     await journal.remove(live.record.id);
     await records.delete(live.record);
-    this.#live.delete(live.record.id);
+    this.#forget(live.record.id);
     await this.#options.ownership.release(live.record.id);
   }
 
@@ -558,6 +613,7 @@ export class Sessions {
   /** The live record changes first, synchronously, so that concurrent updates build on each other. */
   #putRecord(live: LiveSession, record: SessionRecord): Promise<void> {
     live.record = record;
+    live.bytes = recordBytes(record);
     return this.#options.records.put(record);
   }
 
@@ -593,12 +649,69 @@ export class Sessions {
     return binding;
   }
 
+  /** Runs `work` with the session held, and gives it back however `work` ends. */
+  async #using<T>(workspace: string, id: string, work: (live: LiveSession) => T | Promise<T>): Promise<T> {
+    const live = await this.#load(workspace, id);
+    try {
+      return await work(live);
+    } finally {
+      this.#release(live);
+    }
+  }
+
+  /** The workspace's session, held (#release gives it back): from memory, or read from its record. */
   async #load(workspace: string, id: string): Promise<LiveSession> {
     const cached = this.#live.get(id);
-    if (cached && cached.record.workspace === workspace) return cached;
+    if (cached && cached.record.workspace === workspace) return this.#take(cached);
     const record = cached ? undefined : await this.#options.records.get(workspace, id);
     if (!record || record.lifecycle === "deleting") throw serviceError("session_not_found", `this workspace has no session ${JSON.stringify(id)}`);
-    return this.#live.get(id) ?? this.#attach(record);
+    return this.#hold(record);
+  }
+
+  /** The session of `record`, held: the one in memory if there is one (read meanwhile), else from `record`. */
+  #hold(record: SessionRecord): LiveSession {
+    const held = this.#live.get(record.id);
+    if (held) return this.#take(held);
+    const live: LiveSession = { record, bindings: new Map(), inFlight: new Map(), drained: [], holders: 1, bytes: recordBytes(record) };
+    this.#live.set(record.id, live);
+    return live;
+  }
+
+  #take(live: LiveSession): LiveSession {
+    if (live.holders++ === 0) {
+      this.#idle.delete(live);
+      this.#idleBytes -= live.bytes;
+    }
+    return live;
+  }
+
+  /**
+   * Gives the session back. Its last holder leaves it idle, the most recently used, and the least
+   * recently used idle ones leave memory while they pass the budget (one in flight, which a
+   * holder would have to have started, keeps its place), their bindings released (an MCP
+   * server's session is connected again when next used). A session forgotten meanwhile
+   * (deleted, taken over by another replica) is not kept.
+   */
+  #release(live: LiveSession): void {
+    if (--live.holders > 0 || this.#live.get(live.record.id) !== live) return;
+    this.#idle.add(live);
+    this.#idleBytes += live.bytes;
+    for (const oldest of this.#idle) {
+      if (this.#idleBytes <= this.#options.idleBytes) break;
+      if (oldest.inFlight.size > 0) continue;
+      this.#idle.delete(oldest);
+      this.#idleBytes -= oldest.bytes;
+      this.#live.delete(oldest.record.id);
+      for (const binding of oldest.bindings.values()) binding.release?.();
+    }
+  }
+
+  /** Drops what this process holds of the session, whoever still uses it (they finish with their own). */
+  #forget(id: string): void {
+    const live = this.#live.get(id);
+    if (!live) return;
+    this.#live.delete(id);
+    if (this.#idle.delete(live)) this.#idleBytes -= live.bytes;
   }
 
   /** The sessions this process holds (of `workspace` only, when given), by lifecycle, and their operations in flight (the metrics, the workspace status). */
@@ -612,16 +725,15 @@ export class Sessions {
     }
     return { sessions, operationsInFlight };
   }
-
-  #attach(record: SessionRecord): LiveSession {
-    const live: LiveSession = { record, bindings: new Map(), inFlight: new Map(), drained: [] };
-    this.#live.set(record.id, live);
-    return live;
-  }
 }
 
 function environmentOf(record: SessionRecord, name: string): EnvironmentRecord {
   const environment = record.environments.find((known) => known.name === name);
   if (!environment) throw serviceError("environment_not_found", `session ${record.id} has no environment named ${JSON.stringify(name)}`);
   return environment;
+}
+
+/** What a session's record weighs in memory, near enough: its length as JSON text. */
+function recordBytes(record: SessionRecord): number {
+  return JSON.stringify(record).length;
 }

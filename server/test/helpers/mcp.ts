@@ -67,6 +67,8 @@ export interface RecordingProxy {
   seen: SeenRequest[];
   /** Resolves with the first request, seen already or later, that `matches`. */
   whenSeen(matches: (request: SeenRequest) => boolean): Promise<SeenRequest>;
+  /** Requests (a client's event streams among them) whose connection to the proxy is still open, by method. */
+  open(method: string): number;
   close(): Promise<void>;
 }
 
@@ -74,7 +76,11 @@ export async function startRecordingProxy(target: EverythingServer): Promise<Rec
   const seen: SeenRequest[] = [];
   const waiting = new Set<{ matches: (request: SeenRequest) => boolean; resolve: (request: SeenRequest) => void }>();
   const upstream = new URL(target.origin);
+  const open = new Map<string, number>();
   const server = http.createServer((request, response) => {
+    const method = request.method ?? "";
+    open.set(method, (open.get(method) ?? 0) + 1);
+    response.once("close", () => open.set(method, open.get(method)! - 1));
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
@@ -109,6 +115,7 @@ export async function startRecordingProxy(target: EverythingServer): Promise<Rec
     url: `${origin}/mcp`,
     origin,
     seen,
+    open: (method) => open.get(method) ?? 0,
     whenSeen: (matches) =>
       new Promise((resolve) => {
         const found = seen.find(matches);

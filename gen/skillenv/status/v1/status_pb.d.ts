@@ -69,9 +69,9 @@ export declare const GetWorkspaceStatusResponseSchema: GenMessage<GetWorkspaceSt
 
 /**
  * SessionCounts counts sessions by lifecycle. They are the sessions the
- * answering process holds in memory (created or called since it started),
- * as the skillenv_sessions metric counts them: not a scan of every session
- * the workspace ever created.
+ * answering process holds in memory (in use, and the most recently used
+ * others within SERVICE_SESSION_CACHE_MIB), as the skillenv_sessions metric
+ * counts them: not a scan of every session the workspace ever created.
  *
  * @generated from message skillenv.status.v1.SessionCounts
  */

@@ -55,6 +55,11 @@ export class McpBinding implements EnvironmentBinding {
     this.#tools = tools;
   }
 
+  /** Drops the MCP session here (its streams closed); the next use connects again. */
+  release(): void {
+    this.#connection.reset();
+  }
+
   /** A fresh MCP session: initialize, then tools/list page by page; the tools become placements (McpSetupOutput). */
   async setup(deadlineMs: number): Promise<TerminalReceipt> {
     this.#connection.reset();
