@@ -699,19 +699,21 @@ export class Sessions {
     for (const oldest of this.#idle) {
       if (this.#idleBytes <= this.#options.idleBytes) break;
       if (oldest.inFlight.size > 0) continue;
-      this.#idle.delete(oldest);
-      this.#idleBytes -= oldest.bytes;
-      this.#live.delete(oldest.record.id);
-      for (const binding of oldest.bindings.values()) binding.release?.();
+      this.#forget(oldest.record.id);
     }
   }
 
-  /** Drops what this process holds of the session, whoever still uses it (they finish with their own). */
+  /**
+   * Drops what this process holds of the session, whoever still uses it (they finish with their
+   * own). An idle one's bindings are released, as when it leaves for the budget.
+   */
   #forget(id: string): void {
     const live = this.#live.get(id);
     if (!live) return;
     this.#live.delete(id);
-    if (this.#idle.delete(live)) this.#idleBytes -= live.bytes;
+    if (!this.#idle.delete(live)) return;
+    this.#idleBytes -= live.bytes;
+    for (const binding of live.bindings.values()) binding.release?.();
   }
 
   /** The sessions this process holds (of `workspace` only, when given), by lifecycle, and their operations in flight (the metrics, the workspace status). */
