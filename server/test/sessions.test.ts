@@ -640,6 +640,18 @@ describe("sessions with the service environment", () => {
     expect(await refusedWith(a.setupEnvironment({ sessionId, environment: "nowhere" }))).toBe("environment_not_found");
   });
 
+  it("sets a manual environment up once when asked twice at once: the second finds it ready", async () => {
+    const request = echoSession();
+    request.environments[0] = { ...request.environments[0]!, setup: "manual" } as never;
+    const { session } = await a.createSession(request);
+    const sessionId = session!.id;
+    const both = await Promise.all([1, 2].map(() => a.setupEnvironment({ sessionId, environment: "sandbox" })));
+    expect(both.map((setup) => setup.environment?.state)).toEqual(["ready", "ready"]);
+    expect(both.filter((setup) => setup.receipt !== undefined)).toHaveLength(1);
+    const events = await eventsUntil(a, sessionId, (event) => event.type === "environment.ready");
+    expect(events.filter((event) => event.type === "operation.sent" && event.data?.kind === "setup")).toHaveLength(1);
+  });
+
   it("refuses new work once ended, and lists newest first", async () => {
     const first = (await a.createSession(echoSession())).session!.id;
     const second = (await a.createSession(echoSession())).session!.id;

@@ -268,10 +268,10 @@ export class Sessions {
   async setup(workspace: string, id: string, environment: string): Promise<{ environment: EnvironmentRecord; receipt?: TerminalReceipt }> {
     return this.#using(workspace, id, async (live) => {
       this.#requireActive(live);
-      const current = environmentOf(live.record, environment);
-      if (current.state === "ready") return { environment: current };
-      const receipt = await this.#setup(live, environment);
-      return { environment: environmentOf(live.record, environment), receipt };
+      environmentOf(live.record, environment);
+      // Checked again under the environment's lock: a concurrent request may have set it up meanwhile.
+      const receipt = await this.#setup(live, environment, { unlessReady: true });
+      return { environment: environmentOf(live.record, environment), ...(receipt ? { receipt } : {}) };
     });
   }
 
@@ -472,8 +472,12 @@ export class Sessions {
     }
   }
 
-  async #setup(live: LiveSession, name: string): Promise<TerminalReceipt> {
+  /** Sets the environment up (with `unlessReady`, only if it is not ready once its turn comes: undefined then). */
+  async #setup(live: LiveSession, name: string, options: { unlessReady: true }): Promise<TerminalReceipt | undefined>;
+  async #setup(live: LiveSession, name: string): Promise<TerminalReceipt>;
+  async #setup(live: LiveSession, name: string, options?: { unlessReady: true }): Promise<TerminalReceipt | undefined> {
     return this.#lock.run(`${live.record.id}/${name}`, async () => {
+      if (options?.unlessReady && environmentOf(live.record, name).state === "ready") return undefined;
       const receipt = await this.#operate(live, name, "setup", (binding, deadlineMs) => binding.setup(deadlineMs));
       if (receipt.outcome !== "returned") {
         await this.#setState(live, name, "failed");
