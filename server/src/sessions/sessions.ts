@@ -114,8 +114,11 @@ interface LiveSession {
   drained: Array<() => void>;
   /** The requests and recoveries using it now: while any does, it stays in memory. */
   holders: number;
-  /** Its record's size as JSON text, counted against the idle budget while no one holds it. */
-  bytes: number;
+  /**
+   * Its record's size as JSON text, counted against the idle budget while no one holds it;
+   * measured as it becomes idle, once per change of the record (undefined: not measured since).
+   */
+  bytes: number | undefined;
 }
 
 /**
@@ -268,9 +271,9 @@ export class Sessions {
   async setup(workspace: string, id: string, environment: string): Promise<{ environment: EnvironmentRecord; receipt?: TerminalReceipt }> {
     return this.#using(workspace, id, async (live) => {
       this.#requireActive(live);
-      environmentOf(live.record, environment);
-      // Checked again under the environment's lock: a concurrent request may have set it up meanwhile.
-      const receipt = await this.#setup(live, environment, { unlessReady: true });
+      environmentOf(live.record, environment); // an unknown environment is refused before anything waits
+      // Ready or not is decided under the environment's lock: a concurrent request may set it up first.
+      const receipt = await this.#setup(live, environment, true);
       return { environment: environmentOf(live.record, environment), ...(receipt ? { receipt } : {}) };
     });
   }
@@ -472,12 +475,10 @@ export class Sessions {
     }
   }
 
-  /** Sets the environment up (with `unlessReady`, only if it is not ready once its turn comes: undefined then). */
-  async #setup(live: LiveSession, name: string, options: { unlessReady: true }): Promise<TerminalReceipt | undefined>;
-  async #setup(live: LiveSession, name: string): Promise<TerminalReceipt>;
-  async #setup(live: LiveSession, name: string, options?: { unlessReady: true }): Promise<TerminalReceipt | undefined> {
+  /** Sets the environment up; with `unlessReady`, only if it is not ready once its turn comes (no receipt then). */
+  async #setup(live: LiveSession, name: string, unlessReady = false): Promise<TerminalReceipt | undefined> {
     return this.#lock.run(`${live.record.id}/${name}`, async () => {
-      if (options?.unlessReady && environmentOf(live.record, name).state === "ready") return undefined;
+      if (unlessReady && environmentOf(live.record, name).state === "ready") return undefined;
       const receipt = await this.#operate(live, name, "setup", (binding, deadlineMs) => binding.setup(deadlineMs));
       if (receipt.outcome !== "returned") {
         await this.#setState(live, name, "failed");
@@ -617,7 +618,7 @@ export class Sessions {
   /** The live record changes first, synchronously, so that concurrent updates build on each other. */
   #putRecord(live: LiveSession, record: SessionRecord): Promise<void> {
     live.record = record;
-    live.bytes = recordBytes(record);
+    live.bytes = undefined;
     return this.#options.records.put(record);
   }
 
@@ -676,7 +677,7 @@ export class Sessions {
   #hold(record: SessionRecord): LiveSession {
     const held = this.#live.get(record.id);
     if (held) return this.#take(held);
-    const live: LiveSession = { record, bindings: new Map(), inFlight: new Map(), drained: [], holders: 1, bytes: recordBytes(record) };
+    const live: LiveSession = { record, bindings: new Map(), inFlight: new Map(), drained: [], holders: 1, bytes: undefined };
     this.#live.set(record.id, live);
     return live;
   }
@@ -684,7 +685,7 @@ export class Sessions {
   #take(live: LiveSession): LiveSession {
     if (live.holders++ === 0) {
       this.#idle.delete(live);
-      this.#idleBytes -= live.bytes;
+      this.#idleBytes -= live.bytes!;
     }
     return live;
   }
@@ -698,6 +699,7 @@ export class Sessions {
    */
   #release(live: LiveSession): void {
     if (--live.holders > 0 || this.#live.get(live.record.id) !== live) return;
+    live.bytes ??= recordBytes(live.record);
     this.#idle.add(live);
     this.#idleBytes += live.bytes;
     for (const oldest of this.#idle) {
@@ -716,7 +718,7 @@ export class Sessions {
     if (!live) return;
     this.#live.delete(id);
     if (!this.#idle.delete(live)) return;
-    this.#idleBytes -= live.bytes;
+    this.#idleBytes -= live.bytes!;
     for (const binding of live.bindings.values()) binding.release?.();
   }
 
