@@ -271,7 +271,8 @@ async function wire(settings: Settings, options: StartOptions, { health, readine
       rawEndpoints: assets.uploads ? [assets.uploads] : [],
       protocolEndpoints: [
         createMcpEndpoint({
-          authenticate: bearerAuthenticator(keys, workspaceRates),
+          authenticate: bearerAuthenticator(keys),
+          workspaceRates,
           registry: skills.registry,
           sessions,
           ownership,

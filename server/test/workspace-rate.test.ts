@@ -157,6 +157,56 @@ describe("a workspace past its share, flooding", () => {
   });
 });
 
+describe("a workspace past its share on the MCP endpoints", () => {
+  let service: TestService;
+  beforeAll(async () => {
+    // One request a second, one at once; a refusal held a minute, one at a time.
+    service = await startTestService({
+      SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
+      SERVICE_WORKSPACE_REQUESTS_PER_SEC: "1",
+      SERVICE_WORKSPACE_REQUEST_BURST: "1",
+      SERVICE_WORKSPACE_REFUSAL_HOLD_MS: "60000",
+      SERVICE_WORKSPACE_MAX_HELD_REFUSALS: "1",
+      SERVICE_METRICS_LISTEN: "127.0.0.1:0",
+    });
+  });
+  afterAll(async () => {
+    await service?.close();
+  });
+
+  const held = async () => Number(/^skillenv_workspace_refusals_held (\d+)$/m.exec(await (await fetch(`${service.metricsUrl}/metrics`)).text())?.[1]);
+  const ping = (key: string, signal?: AbortSignal) =>
+    fetch(`${service.url}/mcp`, {
+      method: "POST",
+      headers: { ...bearer(key), "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+      ...(signal ? { signal } : {}),
+    });
+
+  it("has its refusal held as the API's are, the next one answered at once past the held limit, while another workspace is served", async () => {
+    expect((await ping(KEY_A)).status).toBe(200);
+    const leaving = new AbortController();
+    let heldAnswered = false;
+    const first = ping(KEY_A, leaving.signal).finally(() => (heldAnswered = true));
+    const firstOutcome = first.then(
+      (response) => response.status,
+      (error: unknown) => (error as Error).name,
+    );
+    await vi.waitFor(async () => expect(await held()).toBe(1), { timeout: 10_000, interval: 50 });
+    // Past the one held refusal: answered at once, with the same code and when to retry.
+    const past = await ping(KEY_A);
+    expect(past.status).toBe(429);
+    expect(past.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);
+    expect(await past.json()).toMatchObject({ code: "workspace_rate_limited" });
+    expect((await ping(KEY_B)).status).toBe(200);
+    expect(heldAnswered).toBe(false);
+    // A client that leaves is let go at once.
+    leaving.abort();
+    expect(await firstOutcome).toBe("AbortError");
+    await vi.waitFor(async () => expect(await held()).toBe(0), { timeout: 10_000, interval: 50 });
+  });
+});
+
 describe("WorkspaceRateLimiter", () => {
   afterEach(() => vi.useRealTimers());
 

@@ -38,24 +38,16 @@ export function authenticationGate(keys: ApiKeys, publicServices: ReadonlySet<st
 /**
  * The workspace of an Authorization header (`Bearer <key>`), or the `unauthenticated` refusal:
  * the one check behind the request gate and the endpoints outside Connect (the MCP endpoint).
- * With `rates`, each authenticated request also takes its workspace's token, or is refused
- * `workspace_rate_limited`.
  */
-export function bearerAuthenticator(keys: ApiKeys, rates?: WorkspaceRateLimiter): (header: string | null | undefined) => string {
+export function bearerAuthenticator(keys: ApiKeys): (header: string | null | undefined) => string {
   const verified = new VerifiedHeaders(VERIFIED_HEADERS);
-  const authenticate = (header: string | null | undefined): string => {
+  return (header) => {
     if (header === null || header === undefined) throw unauthenticated("missing Authorization header");
     const remembered = verified.workspaceOf(header);
     if (remembered !== undefined) return remembered;
     const workspace = keys.workspaceOf(bearerKey(header));
     if (workspace === undefined) throw serviceError("unauthenticated", "the API key is not valid");
     verified.remember(header, workspace);
-    return workspace;
-  };
-  if (!rates?.enabled) return authenticate;
-  return (header) => {
-    const workspace = authenticate(header);
-    rates.admit(workspace);
     return workspace;
   };
 }

@@ -1,6 +1,7 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { JSONRPCMessageSchema, SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
+import type { WorkspaceRateLimiter } from "../auth/index.ts";
 import { serviceError } from "../errors/index.ts";
 import type { ProtocolEndpoint, ProtocolExchange } from "../http/index.ts";
 import { FORWARDED_HEADER, type SessionOwnership } from "../replicas/index.ts";
@@ -20,6 +21,12 @@ export const MCP_SESSIONS_PREFIX = "/mcp/sessions/";
 export interface McpEndpointOptions {
   /** The workspace of an Authorization header, or the unauthenticated refusal (auth's bearerAuthenticator). */
   authenticate(header: string | undefined): string;
+  /**
+   * Each workspace's share of the server's requests, taken before the body is read: a request
+   * past it is refused `workspace_rate_limited`, the refusal held first as the request gate holds
+   * it (WorkspaceRateLimiter.admitOrHold). None: no limit.
+   */
+  workspaceRates?: WorkspaceRateLimiter;
   registry: SkillRegistry;
   sessions: Sessions;
   /** Which replica serves each session: a session's endpoint is answered by its owner. */
@@ -47,6 +54,11 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
       record.procedure = MCP_UNREAD_PROCEDURE;
       const workspace = options.authenticate(req.headers.authorization);
       record.workspace = workspace;
+      if (options.workspaceRates?.enabled) {
+        const clientLeft = new AbortController();
+        void exchange.closed.then(() => clientLeft.abort());
+        await options.workspaceRates.admitOrHold(workspace, clientLeft.signal);
+      }
       const sessionId = url.pathname === MCP_PATH ? undefined : url.pathname.slice(MCP_SESSIONS_PREFIX.length);
       if (sessionId !== undefined) {
         if (sessionId === "" || sessionId.includes("/")) throw serviceError("route_not_found", `no MCP endpoint is bound to ${url.pathname}`);
