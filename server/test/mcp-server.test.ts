@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto";
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, ResultSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -260,7 +263,7 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
     expect(events.filter((event) => event.type === "operation.progress" && event.data?.operationId === operationId)).toHaveLength(3);
   });
 
-  describe("a call the MCP client withdraws is cancelled in the session, as a cancelled run's call is", () => {
+  describe("a call its client withdraws is cancelled in the session, as a cancelled run's call is", () => {
     const long = "trigger-long-running-operation";
     const sessions = () => sessionClient(service.url, KEY_A);
 
@@ -309,6 +312,22 @@ describe("the service as an MCP server (the official SDK's client over Streamabl
       expect(cancel).toMatchObject({ targetOperationId: operationId });
       // The MCP environment told its server in turn.
       expect(cancelReceipt).toMatchObject({ returned: { output: { sent: true } } });
+    });
+
+    it("when the API's CallTool client leaves before the receipt (Connect), as when an MCP client does", async () => {
+      const mounted = await mountedSession();
+      const abort = new AbortController();
+      const call = sessions()
+        .callTool({ sessionId: mounted, tool: `ev__${long}`, input: fromJson(ValueSchema, { duration: 60, steps: 60 }) }, { signal: abort.signal })
+        .catch((error: unknown) => ConnectError.from(error));
+      const operationId = await runningCall(mounted);
+
+      abort.abort();
+
+      expect(await call).toMatchObject({ code: Code.Canceled });
+      const { receipt, cancel } = await cancelledCall(mounted, operationId);
+      expect(receipt).toMatchObject({ failure: { code: "cancelled" } });
+      expect(cancel).toMatchObject({ targetOperationId: operationId });
     });
 
     it("when the client closes its response stream before the result", async () => {

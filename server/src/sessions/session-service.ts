@@ -44,9 +44,12 @@ export function createSessionService(sessions: Sessions, kinds: EnvironmentKinds
     async callTool(request, context) {
       const timeoutMs = request.timeout ? Number(request.timeout.seconds) * 1000 + Math.floor(request.timeout.nanos / 1e6) : undefined;
       const input = request.input ? toJsonString(ValueSchema, request.input) : "{}";
+      // A client that leaves (cancels, disconnects, or its RPC deadline passes) withdraws the call:
+      // once dispatched, its environment is sent a journaled cancel (docs/sessions.md).
       const result = await sessions.callTool(requireWorkspace(context), request.sessionId, request.tool, {
         input,
         ...(timeoutMs === undefined ? {} : { timeoutMs }),
+        signal: context.signal,
       });
       return { operationId: result.operationId, receipt: receiptMessage(result.receipt) };
     },

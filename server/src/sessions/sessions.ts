@@ -71,7 +71,8 @@ export interface CallToolOptions {
    */
   onProgress?: (data: string) => void;
   /**
-   * The caller withdrew (the MCP endpoint: its client sent notifications/cancelled or left):
+   * The caller withdrew (CallTool's client left or its RPC deadline passed; the MCP endpoint's
+   * client sent notifications/cancelled or left):
    * once the call has been dispatched, a journaled cancel is sent to its environment, as a run's
    * cancellation sends one, and the call still ends by its own terminal receipt.
    */

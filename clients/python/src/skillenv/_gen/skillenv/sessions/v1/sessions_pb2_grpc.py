@@ -114,7 +114,9 @@ class SessionServiceServicer(object):
         """CallTool runs one placed tool in its environment with an input, through
         the journal, and answers with the operation's terminal receipt. A tool's
         own failure is a receipt, not an RPC error; RPC errors mean nothing was
-        journaled or sent.
+        journaled or sent. A client that cancels the RPC, or whose RPC deadline
+        passes, withdraws the call: once dispatched, its environment is sent a
+        journaled cancel, and the call's own receipt is in the journal.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
