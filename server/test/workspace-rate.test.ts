@@ -115,10 +115,14 @@ describe("each workspace's share of the server", () => {
   });
 });
 
-describe("a workspace past its share, flooding", () => {
+/**
+ * A service (started before the describe's tests, stopped after them) where each workspace's
+ * share is one request a second, one at once, and a refusal is held a minute, one at a time; and
+ * how many refusals it holds now.
+ */
+function floodedService(): { service: () => TestService; held: () => Promise<number> } {
   let service: TestService;
   beforeAll(async () => {
-    // One request a second, one at once; a refusal held a minute, one at a time.
     service = await startTestService({
       SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
       SERVICE_WORKSPACE_REQUESTS_PER_SEC: "1",
@@ -131,11 +135,17 @@ describe("a workspace past its share, flooding", () => {
   afterAll(async () => {
     await service?.close();
   });
+  return {
+    service: () => service,
+    held: async () => Number(/^skillenv_workspace_refusals_held (\d+)$/m.exec(await (await fetch(`${service.metricsUrl}/metrics`)).text())?.[1]),
+  };
+}
 
-  const held = async () => Number(/^skillenv_workspace_refusals_held (\d+)$/m.exec(await (await fetch(`${service.metricsUrl}/metrics`)).text())?.[1]);
+describe("a workspace past its share, flooding", () => {
+  const { service, held } = floodedService();
 
   it("has its refusal held, the next one answered at once past the held limit, while another workspace is served; a client that leaves is let go", async () => {
-    const a = sessionClient(service.url, KEY_A);
+    const a = sessionClient(service().url, KEY_A);
     await a.listSessions({});
     const leaving = new AbortController();
     let heldAnswered = false;
@@ -147,7 +157,7 @@ describe("a workspace past its share, flooding", () => {
     await vi.waitFor(async () => expect(await held()).toBe(1), { timeout: 10_000, interval: 50 });
     // Past the one held refusal: answered at once, with the same code.
     expect(await refusal(a.listSessions({}))).toMatchObject({ code: Code.ResourceExhausted, reason: "workspace_rate_limited" });
-    const b = sessionClient(service.url, KEY_B);
+    const b = sessionClient(service().url, KEY_B);
     expect((await b.createSession({ environments: [laptop] })).session?.id).toMatch(/.+/);
     // The held one still waits (for at least half a minute).
     expect(heldAnswered).toBe(false);
@@ -158,25 +168,9 @@ describe("a workspace past its share, flooding", () => {
 });
 
 describe("a workspace past its share on the MCP endpoints", () => {
-  let service: TestService;
-  beforeAll(async () => {
-    // One request a second, one at once; a refusal held a minute, one at a time.
-    service = await startTestService({
-      SERVICE_API_KEYS: `a=${KEY_A},b=${KEY_B}`,
-      SERVICE_WORKSPACE_REQUESTS_PER_SEC: "1",
-      SERVICE_WORKSPACE_REQUEST_BURST: "1",
-      SERVICE_WORKSPACE_REFUSAL_HOLD_MS: "60000",
-      SERVICE_WORKSPACE_MAX_HELD_REFUSALS: "1",
-      SERVICE_METRICS_LISTEN: "127.0.0.1:0",
-    });
-  });
-  afterAll(async () => {
-    await service?.close();
-  });
-
-  const held = async () => Number(/^skillenv_workspace_refusals_held (\d+)$/m.exec(await (await fetch(`${service.metricsUrl}/metrics`)).text())?.[1]);
+  const { service, held } = floodedService();
   const ping = (key: string, signal?: AbortSignal) =>
-    fetch(`${service.url}/mcp`, {
+    fetch(`${service().url}/mcp`, {
       method: "POST",
       headers: { ...bearer(key), "content-type": "application/json", accept: "application/json, text/event-stream" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
