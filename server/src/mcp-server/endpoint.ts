@@ -54,16 +54,15 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
       record.procedure = MCP_UNREAD_PROCEDURE;
       const workspace = options.authenticate(req.headers.authorization);
       record.workspace = workspace;
-      if (options.workspaceRates?.enabled) {
-        const clientLeft = new AbortController();
-        void exchange.closed.then(() => clientLeft.abort());
-        await options.workspaceRates.admitOrHold(workspace, clientLeft.signal);
-      }
+      const clientLeft = new AbortController();
+      // Settles when the response has closed: sent (the request is over by then) or the client gone.
+      void exchange.closed.then(() => clientLeft.abort("the MCP client closed its response stream"));
+      await options.workspaceRates?.admitOrHold(workspace, clientLeft.signal);
       const sessionId = url.pathname === MCP_PATH ? undefined : url.pathname.slice(MCP_SESSIONS_PREFIX.length);
       if (sessionId !== undefined) {
         if (sessionId === "" || sessionId.includes("/")) throw serviceError("route_not_found", `no MCP endpoint is bound to ${url.pathname}`);
         const route = await options.ownership.route(sessionId);
-        if (!route.here) return forward(exchange, route.address, options);
+        if (!route.here) return forward(exchange, route.address, options, clientLeft.signal);
         // Throws session_not_found for another workspace's session as for an unknown id.
         await options.sessions.get(workspace, sessionId);
       }
@@ -79,17 +78,13 @@ export function createMcpEndpoint(options: McpEndpointOptions): ProtocolEndpoint
       record.procedure = mcpProcedure(message);
       // A tool call's progress streams (server-sent events); everything else is one JSON body.
       if (sessionId === undefined) await answer(skillsServer({ workspace, registry: options.registry, entries }), exchange, message, "json");
-      else {
-        const clientLeft = new AbortController();
-        // Settles when the response has closed: sent (the call is over by then) or the client gone.
-        void exchange.closed.then(() => clientLeft.abort("the MCP client closed its response stream"));
+      else
         await answer(
           sessionToolsServer({ workspace, sessionId, sessions: options.sessions, calls, clientLeft: clientLeft.signal }),
           exchange,
           message,
           "stream",
         );
-      }
     },
   };
 }
@@ -101,8 +96,8 @@ const FORWARDED_HEADERS = ["accept", "content-type", "mcp-protocol-version"] as 
  * again to the owner (docs/operations.md, "Scaling"), with the caller's key, and its answer
  * (JSON, or server-sent events) relayed as it comes. The owner checks everything again.
  */
-async function forward(exchange: ProtocolExchange, address: string, options: McpEndpointOptions): Promise<void> {
-  const { req, res, url, prepareResponse, closed } = exchange;
+async function forward(exchange: ProtocolExchange, address: string, options: McpEndpointOptions, clientLeft: AbortSignal): Promise<void> {
+  const { req, res, url, prepareResponse } = exchange;
   if (req.headers[FORWARDED_HEADER] !== undefined)
     throw serviceError("session_moved", "the session changed replicas while the request was forwarded; retry it");
   const headers = new Headers({ [FORWARDED_HEADER]: options.ownership.replica });
@@ -111,15 +106,13 @@ async function forward(exchange: ProtocolExchange, address: string, options: Mcp
     if (typeof value === "string") headers.set(name, value);
   }
   const body = req.method === "POST" ? await readBody(exchange.body, req.headers["content-length"], options.maxBodyBytes) : undefined;
-  const abort = new AbortController();
-  void closed.then(() => abort.abort());
   let response: Response;
   try {
     response = await fetch(new URL(url.pathname + url.search, address), {
       method: req.method ?? "POST",
       headers,
       body: body && Buffer.from(body),
-      signal: abort.signal,
+      signal: clientLeft,
     });
   } catch {
     throw serviceError("unavailable", "the replica that serves this session could not be reached; retry the request");
