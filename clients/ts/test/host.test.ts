@@ -250,6 +250,34 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     await session.delete();
   });
 
+  it("aborts the handler's signal when the caller withdraws its callTool, and answers cancelled", async () => {
+    const started = latch();
+    const aborted = latch<unknown>();
+    const laptop = hostEnv({
+      name: "laptop",
+      tools: {
+        wait: (_input, { signal }) =>
+          new Promise((_resolve, reject) => {
+            signal.addEventListener("abort", () => (aborted.resolve(signal.reason), reject(signal.reason)));
+            started.resolve();
+          }),
+      },
+    });
+    const session = await client.sessions.create({ environments: [laptop], tools: [tool({ name: "wait", environment: laptop })] });
+    const withdraw = new AbortController();
+    const call = session.callTool("wait", {}, { signal: withdraw.signal }).catch((error: unknown) => ConnectError.from(error));
+    await started.promise;
+
+    withdraw.abort();
+
+    expect(await call).toMatchObject({ code: Code.Canceled });
+    expect(await aborted.promise).toMatchObject({ name: "AbortError", message: "the service cancelled the operation" });
+    const sent = (await eventsUntil(session, (event) => event.type === "operation.sent" && event.data.tool === "wait")).at(-1)!;
+    const receipt = (await eventsUntil(session, receiptOf(sent.data.operationId as string))).at(-1)!;
+    expect(receipt.data.receipt).toMatchObject({ failure: { code: "cancelled" } });
+    await session.delete();
+  });
+
   it("aborts the handler's signal when its session is deleted, and stops serving", async () => {
     const started = latch();
     const aborted = latch();

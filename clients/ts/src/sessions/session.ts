@@ -29,6 +29,11 @@ export type ToolCallResult = Receipt & { operationId: string };
 export interface CallToolOptions {
   /** How long the call may take; the server's default and upper bound is SERVICE_MAX_TURN_SECS. */
   timeoutMs?: number;
+  /**
+   * Withdraws the call: the promise rejects (Canceled) and, once the call was dispatched, the
+   * service sends its environment a journaled cancel; its receipt is in the session's events.
+   */
+  signal?: AbortSignal;
 }
 
 export interface EventsOptions {
@@ -88,12 +93,15 @@ export class Session {
 
   /** Runs a placed tool once through the session's journal; the server never retries it. */
   async callTool(name: string, input?: unknown, options: CallToolOptions = {}): Promise<ToolCallResult> {
-    const response = await this.#rpc.callTool({
-      sessionId: this.id,
-      tool: name,
-      input: jsonValue(input),
-      timeout: options.timeoutMs === undefined ? undefined : durationFromMs(options.timeoutMs),
-    });
+    const response = await this.#rpc.callTool(
+      {
+        sessionId: this.id,
+        tool: name,
+        input: jsonValue(input),
+        timeout: options.timeoutMs === undefined ? undefined : durationFromMs(options.timeoutMs),
+      },
+      { signal: options.signal },
+    );
     return { ...receiptFrom(response.receipt), operationId: response.operationId };
   }
 
