@@ -106,6 +106,32 @@ afterAll(async () => {
   await provider?.close();
 });
 
+/** The journaled receipt of the session's last `wait` call, once it has one. */
+async function waitReceipt(session: Session): Promise<unknown> {
+  const sent = (await eventsUntil(session, (event) => event.type === "operation.sent" && event.data.tool === "wait")).at(-1)!;
+  return (await eventsUntil(session, receiptOf(sent.data.operationId as string))).at(-1)!.data.receipt;
+}
+
+/**
+ * A host environment whose one tool, `wait`, waits until the service cancels it: `started` once
+ * it runs, `aborted` with its signal's reason.
+ */
+function waitingLaptop() {
+  const started = latch();
+  const aborted = latch<unknown>();
+  const laptop = hostEnv({
+    name: "laptop",
+    tools: {
+      wait: (_input, { signal }) =>
+        new Promise((_resolve, reject) => {
+          signal.addEventListener("abort", () => (aborted.resolve(signal.reason), reject(signal.reason)));
+          started.resolve();
+        }),
+    },
+  });
+  return { laptop, started, aborted };
+}
+
 describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, client: clientFor }) => {
   let client: ServiceClient;
   beforeAll(() => {
@@ -224,18 +250,7 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
   });
 
   it("aborts the handler's signal when its run is cancelled, and answers cancelled", async () => {
-    const started = latch();
-    const aborted = latch<unknown>();
-    const laptop = hostEnv({
-      name: "laptop",
-      tools: {
-        wait: (_input, { signal }) =>
-          new Promise((_resolve, reject) => {
-            signal.addEventListener("abort", () => (aborted.resolve(signal.reason), reject(signal.reason)));
-            started.resolve();
-          }),
-      },
-    });
+    const { laptop, started, aborted } = waitingLaptop();
     provider.script(`host-cancel-${streaming}`, [{ toolCalls: [{ id: "w1", name: "wait", input: {} }] }, { text: "never" }]);
     const session = await client.sessions.create({ environments: [laptop], tools: [tool({ name: "wait", environment: laptop })] });
     const run = await session.run({ message: "Wait.", model: { provider: "anthropic", name: `host-cancel-${streaming}` }, providerKeys: { anthropic: "k" } });
@@ -244,25 +259,12 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
     expect((await run.cancel()).status).toBe("cancelled");
 
     expect(await aborted.promise).toMatchObject({ name: "AbortError", message: "the service cancelled the operation" });
-    const sent = (await eventsUntil(session, (event) => event.type === "operation.sent" && event.data.tool === "wait")).at(-1)!;
-    const receipt = (await eventsUntil(session, receiptOf(sent.data.operationId as string))).at(-1)!;
-    expect(receipt.data.receipt).toMatchObject({ failure: { code: "cancelled" } });
+    expect(await waitReceipt(session)).toMatchObject({ failure: { code: "cancelled" } });
     await session.delete();
   });
 
   it("aborts the handler's signal when the caller withdraws its callTool, and answers cancelled", async () => {
-    const started = latch();
-    const aborted = latch<unknown>();
-    const laptop = hostEnv({
-      name: "laptop",
-      tools: {
-        wait: (_input, { signal }) =>
-          new Promise((_resolve, reject) => {
-            signal.addEventListener("abort", () => (aborted.resolve(signal.reason), reject(signal.reason)));
-            started.resolve();
-          }),
-      },
-    });
+    const { laptop, started, aborted } = waitingLaptop();
     const session = await client.sessions.create({ environments: [laptop], tools: [tool({ name: "wait", environment: laptop })] });
     const withdraw = new AbortController();
     const call = session.callTool("wait", {}, { signal: withdraw.signal }).catch((error: unknown) => ConnectError.from(error));
@@ -272,9 +274,7 @@ describe.each(FORMS)("a host over the $streaming command stream", ({ streaming, 
 
     expect(await call).toMatchObject({ code: Code.Canceled });
     expect(await aborted.promise).toMatchObject({ name: "AbortError", message: "the service cancelled the operation" });
-    const sent = (await eventsUntil(session, (event) => event.type === "operation.sent" && event.data.tool === "wait")).at(-1)!;
-    const receipt = (await eventsUntil(session, receiptOf(sent.data.operationId as string))).at(-1)!;
-    expect(receipt.data.receipt).toMatchObject({ failure: { code: "cancelled" } });
+    expect(await waitReceipt(session)).toMatchObject({ failure: { code: "cancelled" } });
     await session.delete();
   });
 
